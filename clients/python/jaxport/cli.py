@@ -1,0 +1,4 @@
+"""The `jaxport` command: dispatches to export/verify/serve/infer, importing each lazily."""
+import sys
+def main(argv=None):
+    print("stub")
