@@ -1,0 +1,265 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class ArgumentRole(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    ARGUMENT_ROLE_UNSPECIFIED: _ClassVar[ArgumentRole]
+    ARGUMENT_ROLE_PARAMETER: _ClassVar[ArgumentRole]
+    ARGUMENT_ROLE_INPUT: _ClassVar[ArgumentRole]
+    ARGUMENT_ROLE_PLATFORM_INDEX: _ClassVar[ArgumentRole]
+    ARGUMENT_ROLE_TOKEN: _ClassVar[ArgumentRole]
+
+class ResultRole(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    RESULT_ROLE_UNSPECIFIED: _ClassVar[ResultRole]
+    RESULT_ROLE_OUTPUT: _ClassVar[ResultRole]
+    RESULT_ROLE_CHECK: _ClassVar[ResultRole]
+    RESULT_ROLE_TOKEN: _ClassVar[ResultRole]
+ARGUMENT_ROLE_UNSPECIFIED: ArgumentRole
+ARGUMENT_ROLE_PARAMETER: ArgumentRole
+ARGUMENT_ROLE_INPUT: ArgumentRole
+ARGUMENT_ROLE_PLATFORM_INDEX: ArgumentRole
+ARGUMENT_ROLE_TOKEN: ArgumentRole
+RESULT_ROLE_UNSPECIFIED: ResultRole
+RESULT_ROLE_OUTPUT: ResultRole
+RESULT_ROLE_CHECK: ResultRole
+RESULT_ROLE_TOKEN: ResultRole
+
+class Manifest(_message.Message):
+    __slots__ = ("schema_version", "name", "source_function", "versions", "platforms", "nr_devices", "programs", "dropped_leaves", "inputs", "outputs", "files", "goldens", "checks", "batching")
+    SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FUNCTION_FIELD_NUMBER: _ClassVar[int]
+    VERSIONS_FIELD_NUMBER: _ClassVar[int]
+    PLATFORMS_FIELD_NUMBER: _ClassVar[int]
+    NR_DEVICES_FIELD_NUMBER: _ClassVar[int]
+    PROGRAMS_FIELD_NUMBER: _ClassVar[int]
+    DROPPED_LEAVES_FIELD_NUMBER: _ClassVar[int]
+    INPUTS_FIELD_NUMBER: _ClassVar[int]
+    OUTPUTS_FIELD_NUMBER: _ClassVar[int]
+    FILES_FIELD_NUMBER: _ClassVar[int]
+    GOLDENS_FIELD_NUMBER: _ClassVar[int]
+    CHECKS_FIELD_NUMBER: _ClassVar[int]
+    BATCHING_FIELD_NUMBER: _ClassVar[int]
+    schema_version: int
+    name: str
+    source_function: str
+    versions: Versions
+    platforms: _containers.RepeatedScalarFieldContainer[str]
+    nr_devices: int
+    programs: _containers.RepeatedCompositeFieldContainer[Program]
+    dropped_leaves: _containers.RepeatedCompositeFieldContainer[DroppedLeaf]
+    inputs: _containers.RepeatedCompositeFieldContainer[TensorSpec]
+    outputs: _containers.RepeatedCompositeFieldContainer[TensorSpec]
+    files: _containers.RepeatedCompositeFieldContainer[FileEntry]
+    goldens: _containers.RepeatedCompositeFieldContainer[GoldenCase]
+    checks: Checks
+    batching: Batching
+    def __init__(self, schema_version: _Optional[int] = ..., name: _Optional[str] = ..., source_function: _Optional[str] = ..., versions: _Optional[_Union[Versions, _Mapping]] = ..., platforms: _Optional[_Iterable[str]] = ..., nr_devices: _Optional[int] = ..., programs: _Optional[_Iterable[_Union[Program, _Mapping]]] = ..., dropped_leaves: _Optional[_Iterable[_Union[DroppedLeaf, _Mapping]]] = ..., inputs: _Optional[_Iterable[_Union[TensorSpec, _Mapping]]] = ..., outputs: _Optional[_Iterable[_Union[TensorSpec, _Mapping]]] = ..., files: _Optional[_Iterable[_Union[FileEntry, _Mapping]]] = ..., goldens: _Optional[_Iterable[_Union[GoldenCase, _Mapping]]] = ..., checks: _Optional[_Union[Checks, _Mapping]] = ..., batching: _Optional[_Union[Batching, _Mapping]] = ...) -> None: ...
+
+class Versions(_message.Message):
+    __slots__ = ("jaxport", "jax", "jaxlib", "stablehlo_target", "calling_convention", "serialization")
+    JAXPORT_FIELD_NUMBER: _ClassVar[int]
+    JAX_FIELD_NUMBER: _ClassVar[int]
+    JAXLIB_FIELD_NUMBER: _ClassVar[int]
+    STABLEHLO_TARGET_FIELD_NUMBER: _ClassVar[int]
+    CALLING_CONVENTION_FIELD_NUMBER: _ClassVar[int]
+    SERIALIZATION_FIELD_NUMBER: _ClassVar[int]
+    jaxport: str
+    jax: str
+    jaxlib: str
+    stablehlo_target: str
+    calling_convention: int
+    serialization: int
+    def __init__(self, jaxport: _Optional[str] = ..., jax: _Optional[str] = ..., jaxlib: _Optional[str] = ..., stablehlo_target: _Optional[str] = ..., calling_convention: _Optional[int] = ..., serialization: _Optional[int] = ...) -> None: ...
+
+class Program(_message.Message):
+    __slots__ = ("mlirbc_file", "mlir_file", "jaxexport_file", "batch_size", "arguments", "results", "custom_call_targets")
+    MLIRBC_FILE_FIELD_NUMBER: _ClassVar[int]
+    MLIR_FILE_FIELD_NUMBER: _ClassVar[int]
+    JAXEXPORT_FILE_FIELD_NUMBER: _ClassVar[int]
+    BATCH_SIZE_FIELD_NUMBER: _ClassVar[int]
+    ARGUMENTS_FIELD_NUMBER: _ClassVar[int]
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    CUSTOM_CALL_TARGETS_FIELD_NUMBER: _ClassVar[int]
+    mlirbc_file: str
+    mlir_file: str
+    jaxexport_file: str
+    batch_size: int
+    arguments: _containers.RepeatedCompositeFieldContainer[Argument]
+    results: _containers.RepeatedCompositeFieldContainer[Result]
+    custom_call_targets: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, mlirbc_file: _Optional[str] = ..., mlir_file: _Optional[str] = ..., jaxexport_file: _Optional[str] = ..., batch_size: _Optional[int] = ..., arguments: _Optional[_Iterable[_Union[Argument, _Mapping]]] = ..., results: _Optional[_Iterable[_Union[Result, _Mapping]]] = ..., custom_call_targets: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class DType(_message.Message):
+    __slots__ = ("numpy", "mlir", "datatype", "itemsize")
+    NUMPY_FIELD_NUMBER: _ClassVar[int]
+    MLIR_FIELD_NUMBER: _ClassVar[int]
+    DATATYPE_FIELD_NUMBER: _ClassVar[int]
+    ITEMSIZE_FIELD_NUMBER: _ClassVar[int]
+    numpy: str
+    mlir: str
+    datatype: str
+    itemsize: int
+    def __init__(self, numpy: _Optional[str] = ..., mlir: _Optional[str] = ..., datatype: _Optional[str] = ..., itemsize: _Optional[int] = ...) -> None: ...
+
+class TensorSpec(_message.Message):
+    __slots__ = ("name", "shape", "dtype")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    SHAPE_FIELD_NUMBER: _ClassVar[int]
+    DTYPE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    shape: _containers.RepeatedScalarFieldContainer[int]
+    dtype: DType
+    def __init__(self, name: _Optional[str] = ..., shape: _Optional[_Iterable[int]] = ..., dtype: _Optional[_Union[DType, _Mapping]] = ...) -> None: ...
+
+class Argument(_message.Message):
+    __slots__ = ("index", "role", "name", "key_path", "leaf_index", "shape", "dtype", "byte_size", "tensorstore_spec_json", "sha256")
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    KEY_PATH_FIELD_NUMBER: _ClassVar[int]
+    LEAF_INDEX_FIELD_NUMBER: _ClassVar[int]
+    SHAPE_FIELD_NUMBER: _ClassVar[int]
+    DTYPE_FIELD_NUMBER: _ClassVar[int]
+    BYTE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    TENSORSTORE_SPEC_JSON_FIELD_NUMBER: _ClassVar[int]
+    SHA256_FIELD_NUMBER: _ClassVar[int]
+    index: int
+    role: ArgumentRole
+    name: str
+    key_path: str
+    leaf_index: int
+    shape: _containers.RepeatedScalarFieldContainer[int]
+    dtype: DType
+    byte_size: int
+    tensorstore_spec_json: str
+    sha256: str
+    def __init__(self, index: _Optional[int] = ..., role: _Optional[_Union[ArgumentRole, str]] = ..., name: _Optional[str] = ..., key_path: _Optional[str] = ..., leaf_index: _Optional[int] = ..., shape: _Optional[_Iterable[int]] = ..., dtype: _Optional[_Union[DType, _Mapping]] = ..., byte_size: _Optional[int] = ..., tensorstore_spec_json: _Optional[str] = ..., sha256: _Optional[str] = ...) -> None: ...
+
+class Result(_message.Message):
+    __slots__ = ("index", "role", "name", "shape", "dtype", "byte_size", "check")
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    SHAPE_FIELD_NUMBER: _ClassVar[int]
+    DTYPE_FIELD_NUMBER: _ClassVar[int]
+    BYTE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    CHECK_FIELD_NUMBER: _ClassVar[int]
+    index: int
+    role: ResultRole
+    name: str
+    shape: _containers.RepeatedScalarFieldContainer[int]
+    dtype: DType
+    byte_size: int
+    check: CheckLeaf
+    def __init__(self, index: _Optional[int] = ..., role: _Optional[_Union[ResultRole, str]] = ..., name: _Optional[str] = ..., shape: _Optional[_Iterable[int]] = ..., dtype: _Optional[_Union[DType, _Mapping]] = ..., byte_size: _Optional[int] = ..., check: _Optional[_Union[CheckLeaf, _Mapping]] = ...) -> None: ...
+
+class DroppedLeaf(_message.Message):
+    __slots__ = ("leaf_index", "key_path", "name", "kind")
+    LEAF_INDEX_FIELD_NUMBER: _ClassVar[int]
+    KEY_PATH_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    leaf_index: int
+    key_path: str
+    name: str
+    kind: str
+    def __init__(self, leaf_index: _Optional[int] = ..., key_path: _Optional[str] = ..., name: _Optional[str] = ..., kind: _Optional[str] = ...) -> None: ...
+
+class FileEntry(_message.Message):
+    __slots__ = ("path", "size_bytes", "sha256")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    SHA256_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    size_bytes: int
+    sha256: str
+    def __init__(self, path: _Optional[str] = ..., size_bytes: _Optional[int] = ..., sha256: _Optional[str] = ...) -> None: ...
+
+class GoldenCase(_message.Message):
+    __slots__ = ("name", "inputs", "outputs", "check_outputs", "expected_error", "expected_check", "batch_size")
+    class InputsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    class OutputsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    class CheckOutputsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    INPUTS_FIELD_NUMBER: _ClassVar[int]
+    OUTPUTS_FIELD_NUMBER: _ClassVar[int]
+    CHECK_OUTPUTS_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_ERROR_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_CHECK_FIELD_NUMBER: _ClassVar[int]
+    BATCH_SIZE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    inputs: _containers.ScalarMap[str, str]
+    outputs: _containers.ScalarMap[str, str]
+    check_outputs: _containers.ScalarMap[str, str]
+    expected_error: str
+    expected_check: str
+    batch_size: int
+    def __init__(self, name: _Optional[str] = ..., inputs: _Optional[_Mapping[str, str]] = ..., outputs: _Optional[_Mapping[str, str]] = ..., check_outputs: _Optional[_Mapping[str, str]] = ..., expected_error: _Optional[str] = ..., expected_check: _Optional[str] = ..., batch_size: _Optional[int] = ...) -> None: ...
+
+class Checks(_message.Message):
+    __slots__ = ("enabled", "codes")
+    ENABLED_FIELD_NUMBER: _ClassVar[int]
+    CODES_FIELD_NUMBER: _ClassVar[int]
+    enabled: _containers.RepeatedScalarFieldContainer[str]
+    codes: _containers.RepeatedCompositeFieldContainer[ErrorCode]
+    def __init__(self, enabled: _Optional[_Iterable[str]] = ..., codes: _Optional[_Iterable[_Union[ErrorCode, _Mapping]]] = ...) -> None: ...
+
+class CheckLeaf(_message.Message):
+    __slots__ = ("part", "effect")
+    PART_FIELD_NUMBER: _ClassVar[int]
+    EFFECT_FIELD_NUMBER: _ClassVar[int]
+    part: str
+    effect: int
+    def __init__(self, part: _Optional[str] = ..., effect: _Optional[int] = ...) -> None: ...
+
+class ErrorCode(_message.Message):
+    __slots__ = ("code", "kind", "effect", "message_template", "payload_size", "location")
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    EFFECT_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_TEMPLATE_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_SIZE_FIELD_NUMBER: _ClassVar[int]
+    LOCATION_FIELD_NUMBER: _ClassVar[int]
+    code: int
+    kind: str
+    effect: int
+    message_template: str
+    payload_size: int
+    location: str
+    def __init__(self, code: _Optional[int] = ..., kind: _Optional[str] = ..., effect: _Optional[int] = ..., message_template: _Optional[str] = ..., payload_size: _Optional[int] = ..., location: _Optional[str] = ...) -> None: ...
+
+class Batching(_message.Message):
+    __slots__ = ("batch_sizes", "batched_inputs", "batched_outputs")
+    BATCH_SIZES_FIELD_NUMBER: _ClassVar[int]
+    BATCHED_INPUTS_FIELD_NUMBER: _ClassVar[int]
+    BATCHED_OUTPUTS_FIELD_NUMBER: _ClassVar[int]
+    batch_sizes: _containers.RepeatedScalarFieldContainer[int]
+    batched_inputs: _containers.RepeatedScalarFieldContainer[str]
+    batched_outputs: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, batch_sizes: _Optional[_Iterable[int]] = ..., batched_inputs: _Optional[_Iterable[str]] = ..., batched_outputs: _Optional[_Iterable[str]] = ...) -> None: ...
