@@ -50,6 +50,8 @@ test-python: setup
 
 lint: setup
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/buf lint proto
+	$(VENV)/bin/buf breaking proto --against proto/baseline.binpb
 
 generate: setup
 	$(PY) proto/generate.py
