@@ -1,0 +1,403 @@
+"""Dynamic batching onto fixed-shape programs (model core: no grpc import).
+
+A model exported with `--batch-sizes 1,8,32` has one fixed-shape program per batch size. The
+batcher gathers concurrent requests (each a dict of arrays sharing a leading batch dimension
+b_i), concatenates their rows, pads up to the smallest exported batch size that fits, runs the
+program once through `execute(batch_size, inputs) -> outputs` and hands each request its own
+rows back. Rules it keeps:
+
+- Padding never leaks: padding rows are copies of the last real row (so a row-wise runtime
+  check trips on padding only if it trips on a real row) and are dropped from every output.
+- A request larger than the largest exported program is REJECTED (INVALID_ARGUMENT), never
+  split: the model's ModelConfig advertises `max_batch_size` = the largest exported size, as
+  Triton does, and a split request could be half-executed when a check trips.
+- Per-request errors stay per-request. `row_errors(outputs, batch_size)` (optional) returns
+  one exception-or-None per row of the padded batch (e.g. a per-row checkify evaluation); a
+  request fails with the first error among its own rows. When `execute` itself raises for a
+  batch holding several requests, each request is re-run alone so a failure caused by one
+  request's rows reaches only that request.
+- The queue is bounded (`max_queue_size` requests); a full queue rejects with UNAVAILABLE.
+
+Completion handles are `concurrent.futures.Future`s resolving to a dict of output arrays, so
+a thread-per-RPC server calls `.result()` and an asyncio server wraps them with
+`asyncio.wrap_future`.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = [
+    "BatchStats",
+    "BatcherClosedError",
+    "BatchingConfig",
+    "BatchingError",
+    "DynamicBatcher",
+    "Execute",
+    "InvalidBatchError",
+    "QueueFullError",
+    "RowErrors",
+]
+
+log = logging.getLogger(__name__)
+
+Arrays = Mapping[str, np.ndarray]
+Execute = Callable[[int, dict[str, np.ndarray]], Mapping[str, np.ndarray]]
+"""`execute(batch_size, inputs)`: run the program exported for `batch_size` on full batches."""
+RowErrors = Callable[[Mapping[str, np.ndarray], int], Sequence[BaseException | None]]
+"""`row_errors(outputs, batch_size)`: one error-or-None per row of the padded batch."""
+
+
+class BatchingError(Exception):
+    """A batching failure carrying the gRPC status code name the servicer maps it to."""
+
+    code = "INTERNAL"
+
+
+class InvalidBatchError(BatchingError, ValueError):
+    """The request cannot be batched as sent (bad batch dimension, too large, wrong inputs)."""
+
+    code = "INVALID_ARGUMENT"
+
+
+class QueueFullError(BatchingError):
+    """The bounded queue is full; the caller should retry later."""
+
+    code = "UNAVAILABLE"
+
+
+class BatcherClosedError(BatchingError):
+    """The batcher is shutting down and takes no new requests."""
+
+    code = "UNAVAILABLE"
+
+
+@dataclass(frozen=True)
+class BatchingConfig:
+    """How one model batches.
+
+    batch_sizes: the exported program sizes (any order; kept ascending).
+    preferred_batch_sizes: row counts that dispatch at once without waiting; default the
+        largest exported size (Triton's default), i.e. wait up to the delay to fill it.
+    max_queue_delay_us: how long the oldest queued request may wait for others.
+    max_queue_size: queued requests beyond which new ones are rejected (UNAVAILABLE).
+    """
+
+    batch_sizes: Sequence[int]
+    preferred_batch_sizes: Sequence[int] = ()
+    max_queue_delay_us: int = 1000
+    max_queue_size: int = 1024
+
+    def __post_init__(self) -> None:
+        sizes = sorted({int(s) for s in self.batch_sizes})
+        if not sizes or sizes[0] < 1:
+            raise ValueError(f"batch_sizes must be positive integers, got {list(self.batch_sizes)}")
+        preferred = sorted({int(s) for s in self.preferred_batch_sizes}) or [sizes[-1]]
+        bad = [p for p in preferred if not 1 <= p <= sizes[-1]]
+        if bad:
+            raise ValueError(
+                f"preferred batch sizes {bad} are outside 1..{sizes[-1]} "
+                f"(the largest exported batch size)"
+            )
+        if self.max_queue_delay_us < 0:
+            raise ValueError(f"max_queue_delay_us must be >= 0, got {self.max_queue_delay_us}")
+        if self.max_queue_size < 1:
+            raise ValueError(f"max_queue_size must be >= 1, got {self.max_queue_size}")
+        object.__setattr__(self, "batch_sizes", tuple(sizes))
+        object.__setattr__(self, "preferred_batch_sizes", tuple(preferred))
+
+    @property
+    def max_batch_size(self) -> int:
+        """Largest exported batch size: the most rows one request may carry."""
+        return self.batch_sizes[-1]
+
+    def program_for(self, rows: int) -> int:
+        """Smallest exported batch size holding `rows` rows."""
+        return self.batch_sizes[bisect.bisect_left(self.batch_sizes, rows)]
+
+
+@dataclass
+class BatchStats:
+    """Counters for metrics and benchmarks (read with `DynamicBatcher.stats()`)."""
+
+    requests: int = 0
+    batches: int = 0
+    rows: int = 0
+    padded_rows: int = 0
+    isolated_reruns: int = 0
+    rejected_queue_full: int = 0
+    batch_size_counts: dict[int, int] = field(default_factory=dict)
+
+
+@dataclass(eq=False)
+class _Pending:
+    inputs: dict[str, np.ndarray]
+    rows: int
+    future: Future
+    enqueued_ns: int
+
+
+class DynamicBatcher:
+    """Gathers concurrent requests into fixed-size batches and runs them on one worker thread.
+
+    `input_names`/`output_names` are the model's inputs/outputs; every one of them has a
+    leading batch dimension (a model with an unbatched input or output cannot be batched:
+    requests could not be concatenated or the output could not be split per request).
+    """
+
+    def __init__(
+        self,
+        execute: Execute,
+        config: BatchingConfig,
+        input_names: Sequence[str],
+        output_names: Sequence[str] | None = None,
+        *,
+        row_errors: RowErrors | None = None,
+        name: str = "model",
+    ) -> None:
+        self._execute = execute
+        self._config = config
+        self._input_names = tuple(input_names)
+        self._output_names = tuple(output_names) if output_names is not None else None
+        self._row_errors = row_errors
+        self._name = name
+        self._queue: deque[_Pending] = deque()
+        self._cond = threading.Condition()
+        self._closed = False
+        self._stats = BatchStats()
+        self._worker = threading.Thread(
+            target=self._run, name=f"batcher-{name}", daemon=True
+        )
+        self._worker.start()
+
+    @property
+    def config(self) -> BatchingConfig:
+        """The batching configuration."""
+        return self._config
+
+    def stats(self) -> BatchStats:
+        """A snapshot of the counters."""
+        with self._cond:
+            s = self._stats
+            return BatchStats(
+                s.requests, s.batches, s.rows, s.padded_rows, s.isolated_reruns,
+                s.rejected_queue_full, dict(s.batch_size_counts),
+            )
+
+    def submit(self, inputs: Arrays) -> Future:
+        """Queue one request; the future resolves to its outputs (its rows only).
+
+        Raises InvalidBatchError for a request that cannot be batched, QueueFullError when
+        the queue is full and BatcherClosedError after `close()`.
+        """
+        arrays, rows = self._validate(inputs)
+        pending = _Pending(arrays, rows, Future(), time.monotonic_ns())
+        with self._cond:
+            if self._closed:
+                raise BatcherClosedError(f"model {self._name!r} is shutting down")
+            if len(self._queue) >= self._config.max_queue_size:
+                self._stats.rejected_queue_full += 1
+                raise QueueFullError(
+                    f"model {self._name!r}: batching queue is full "
+                    f"({self._config.max_queue_size} requests waiting); retry later"
+                )
+            self._queue.append(pending)
+            self._stats.requests += 1
+            self._cond.notify()
+        return pending.future
+
+    def infer(self, inputs: Arrays, timeout: float | None = None) -> dict[str, np.ndarray]:
+        """Submit and wait: the outputs of this request, or its own error raised."""
+        return self.submit(inputs).result(timeout)
+
+    def close(self, timeout: float | None = None) -> None:
+        """Stop taking requests, finish the queued ones, and stop the worker."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+        self._worker.join(timeout)
+
+    # -- request side ------------------------------------------------------------------
+
+    def _validate(self, inputs: Arrays) -> tuple[dict[str, np.ndarray], int]:
+        names = set(inputs)
+        expected = set(self._input_names)
+        if names != expected:
+            missing = sorted(expected - names)
+            extra = sorted(names - expected)
+            raise InvalidBatchError(
+                f"model {self._name!r}: inputs must be exactly {sorted(expected)}"
+                + (f"; missing {missing}" if missing else "")
+                + (f"; unexpected {extra}" if extra else "")
+            )
+        arrays: dict[str, np.ndarray] = {}
+        rows: int | None = None
+        first = ""
+        for name in self._input_names:
+            a = np.asarray(inputs[name])
+            if a.ndim == 0:
+                raise InvalidBatchError(
+                    f"model {self._name!r}: input {name!r} is a scalar but needs a leading "
+                    f"batch dimension"
+                )
+            if rows is None:
+                rows, first = a.shape[0], name
+            elif a.shape[0] != rows:
+                raise InvalidBatchError(
+                    f"model {self._name!r}: inputs disagree on the batch dimension: "
+                    f"{first!r} has {rows} rows, {name!r} has {a.shape[0]}"
+                )
+            arrays[name] = a
+        assert rows is not None
+        if rows < 1:
+            raise InvalidBatchError(
+                f"model {self._name!r}: batch dimension of input {first!r} is 0; send >= 1 row"
+            )
+        if rows > self._config.max_batch_size:
+            raise InvalidBatchError(
+                f"model {self._name!r}: request batch size {rows} exceeds the model's "
+                f"max_batch_size {self._config.max_batch_size} (exported batch sizes "
+                f"{list(self._config.batch_sizes)}); split the request"
+            )
+        return arrays, rows
+
+    # -- worker side -------------------------------------------------------------------
+
+    def _take_batch(self) -> list[_Pending] | None:
+        """Block until a batch is due; pop and return it (None when closed and drained)."""
+        cfg = self._config
+        delay_ns = cfg.max_queue_delay_us * 1000
+        with self._cond:
+            while True:
+                while not self._queue:
+                    if self._closed:
+                        return None
+                    self._cond.wait()
+                rows = 0
+                count = 0
+                due = False
+                for p in self._queue:
+                    if rows + p.rows > cfg.max_batch_size:
+                        due = True  # the next request cannot join: this batch is full
+                        break
+                    rows += p.rows
+                    count += 1
+                    if rows >= cfg.preferred_batch_sizes[-1] or rows in cfg.preferred_batch_sizes:
+                        due = True
+                        break
+                deadline = self._queue[0].enqueued_ns + delay_ns
+                now = time.monotonic_ns()
+                if due or now >= deadline or self._closed:
+                    batch = [self._queue.popleft() for _ in range(count)]
+                    break
+                self._cond.wait((deadline - now) / 1e9)
+        # A caller that cancelled its future before dispatch is dropped here.
+        return [p for p in batch if p.future.set_running_or_notify_cancel()]
+
+    def _run(self) -> None:
+        while True:
+            batch = self._take_batch()
+            if batch is None:
+                return
+            if not batch:
+                continue
+            try:
+                self._dispatch(batch)
+            except BaseException as exc:  # never let the worker die with futures pending
+                log.exception("batcher %s: unexpected failure", self._name)
+                for p in batch:
+                    if not p.future.done():
+                        p.future.set_exception(exc)
+
+    def _dispatch(self, batch: list[_Pending]) -> None:
+        try:
+            results = self._run_batch(batch)
+        except Exception as exc:
+            if len(batch) == 1:
+                batch[0].future.set_exception(exc)
+                return
+            # The failure may come from one request's rows: isolate by re-running each alone.
+            with self._cond:
+                self._stats.isolated_reruns += 1
+            for p in batch:
+                try:
+                    (result,) = self._run_batch([p])
+                except Exception as own:
+                    p.future.set_exception(own)
+                else:
+                    self._resolve(p, result)
+            return
+        for p, result in zip(batch, results, strict=True):
+            self._resolve(p, result)
+
+    @staticmethod
+    def _resolve(p: _Pending, result: dict[str, np.ndarray] | BaseException) -> None:
+        if isinstance(result, BaseException):
+            p.future.set_exception(result)
+        else:
+            p.future.set_result(result)
+
+    def _run_batch(
+        self, batch: list[_Pending]
+    ) -> list[dict[str, np.ndarray] | BaseException]:
+        """Concatenate, pad, execute once, split. Raises what `execute` raises."""
+        rows = sum(p.rows for p in batch)
+        size = self._config.program_for(rows)
+        inputs: dict[str, np.ndarray] = {}
+        for name in self._input_names:
+            parts = [p.inputs[name] for p in batch]
+            first = parts[0]
+            buf = np.empty((size, *first.shape[1:]), dtype=first.dtype)
+            offset = 0
+            for part in parts:
+                if part.shape[1:] != first.shape[1:] or part.dtype != first.dtype:
+                    raise InvalidBatchError(
+                        f"model {self._name!r}: input {name!r} of shape {part.shape} "
+                        f"{part.dtype} cannot be batched with shape {first.shape} {first.dtype}"
+                    )
+                buf[offset : offset + part.shape[0]] = part
+                offset += part.shape[0]
+            if offset < size:
+                buf[offset:] = buf[offset - 1]  # pad with copies of the last real row
+            inputs[name] = buf
+
+        outputs = self._execute(size, inputs)
+        names = self._output_names if self._output_names is not None else tuple(outputs)
+        for name in names:
+            out = outputs[name]
+            if np.ndim(out) == 0 or np.shape(out)[0] != size:
+                raise BatchingError(
+                    f"model {self._name!r}: output {name!r} has shape {np.shape(out)}, "
+                    f"expected a leading batch dimension of {size}"
+                )
+        errors = self._row_errors(outputs, size) if self._row_errors is not None else None
+
+        with self._cond:
+            st = self._stats
+            st.batches += 1
+            st.rows += rows
+            st.padded_rows += size - rows
+            st.batch_size_counts[size] = st.batch_size_counts.get(size, 0) + 1
+
+        results: list[dict[str, np.ndarray] | BaseException] = []
+        offset = 0
+        for p in batch:
+            stop = offset + p.rows
+            own = None
+            if errors is not None:
+                own = next((e for e in errors[offset:stop] if e is not None), None)
+            if own is not None:
+                results.append(own)
+            else:
+                results.append({n: np.asarray(outputs[n])[offset:stop] for n in names})
+            offset = stop
+        return results
