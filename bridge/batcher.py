@@ -35,8 +35,15 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 import numpy as np
+from jaxport.protocol.errors import (
+    InternalError,
+    InvalidArgumentError,
+    ProtocolError,
+    UnavailableError,
+)
 
 __all__ = [
+    "BadProgramOutputError",
     "BatchStats",
     "BatcherClosedError",
     "BatchingConfig",
@@ -57,28 +64,24 @@ RowErrors = Callable[[Mapping[str, np.ndarray], int], Sequence[BaseException | N
 """`row_errors(outputs, batch_size)`: one error-or-None per row of the padded batch."""
 
 
-class BatchingError(Exception):
-    """A batching failure carrying the gRPC status code name the servicer maps it to."""
-
-    code = "INTERNAL"
+class BatchingError(ProtocolError):
+    """Base of the batcher's errors; each carries the gRPC status name the servicer maps."""
 
 
-class InvalidBatchError(BatchingError, ValueError):
+class InvalidBatchError(BatchingError, InvalidArgumentError):
     """The request cannot be batched as sent (bad batch dimension, too large, wrong inputs)."""
 
-    code = "INVALID_ARGUMENT"
 
-
-class QueueFullError(BatchingError):
+class QueueFullError(BatchingError, UnavailableError):
     """The bounded queue is full; the caller should retry later."""
 
-    code = "UNAVAILABLE"
 
-
-class BatcherClosedError(BatchingError):
+class BatcherClosedError(BatchingError, UnavailableError):
     """The batcher is shutting down and takes no new requests."""
 
-    code = "UNAVAILABLE"
+
+class BadProgramOutputError(BatchingError, InternalError):
+    """A program returned an output without the expected leading batch dimension (a bug)."""
 
 
 @dataclass(frozen=True)
@@ -375,7 +378,7 @@ class DynamicBatcher:
         for name in names:
             out = outputs[name]
             if np.ndim(out) == 0 or np.shape(out)[0] != size:
-                raise BatchingError(
+                raise BadProgramOutputError(
                     f"model {self._name!r}: output {name!r} has shape {np.shape(out)}, "
                     f"expected a leading batch dimension of {size}"
                 )
