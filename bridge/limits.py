@@ -13,9 +13,10 @@ Work already running is not interrupted (a compiled XLA call cannot be), so `max
 bounds that waste.
 
 No grpc import: the servicer passes plain callables (`context.is_active`) and absolute
-monotonic deadlines; the exceptions carry their status name in `code` for the one
-error-mapping interceptor. `grpc_message_size_options()` gives the channel options that make
-grpc itself answer RESOURCE_EXHAUSTED for messages above the size limit.
+monotonic deadlines; the exceptions are `jaxport.protocol.errors.ProtocolError`s carrying
+their status name in `code` for the one error-mapping interceptor.
+`grpc_message_size_options()` gives the channel options that make grpc itself answer
+RESOURCE_EXHAUSTED for messages above the size limit.
 """
 
 from __future__ import annotations
@@ -27,6 +28,12 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+
+from jaxport.protocol.errors import (
+    DeadlineExceededError,
+    ProtocolError,
+    ResourceExhaustedError,
+)
 
 __all__ = [
     "DEFAULT_MAX_INFLIGHT_PER_MODEL",
@@ -56,19 +63,19 @@ DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 OUTCOMES = ("admitted", "shed", "expired", "cancelled")
 
 
-class AdmissionError(Exception):
+class AdmissionError(ProtocolError):
     """A request refused before execution; `code` is the gRPC status name it maps to."""
 
     code = "UNAVAILABLE"
 
 
-class Overloaded(AdmissionError):
+class Overloaded(AdmissionError, ResourceExhaustedError):
     """All slots and the waiting line of the model are full: retry later, with backoff."""
 
     code = "RESOURCE_EXHAUSTED"
 
 
-class DeadlineExpired(AdmissionError):
+class DeadlineExpired(AdmissionError, DeadlineExceededError):
     """The caller's deadline passed before the request could start; it was not executed."""
 
     code = "DEADLINE_EXCEEDED"
