@@ -1,0 +1,403 @@
+"""Pure codecs: request/response tensors <-> numpy, protocol rules at the boundary."""
+
+from __future__ import annotations
+
+import base64
+import json
+import subprocess
+import sys
+import time
+import tracemalloc
+
+import ml_dtypes
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from jaxport.protocol import codecs, dtypes
+from jaxport.protocol.errors import InvalidArgumentError
+from jaxport.protocol.gen.inference import grpc_service_pb2 as pb
+
+ALL = [d.datatype for d in dtypes.DTYPES]
+TYPED = [d.datatype for d in dtypes.DTYPES if d.contents_field is not None]
+RAW_ONLY = [d.datatype for d in dtypes.DTYPES if d.contents_field is None]
+
+
+def sample(datatype: str, shape: tuple[int, ...] = (2, 3), seed: int = 0) -> np.ndarray:
+    """Values spanning the dtype's range (extremes, negatives, NaN/inf for floats)."""
+    row = dtypes.by_datatype(datatype)
+    rng = np.random.default_rng(seed)
+    n = int(np.prod(shape))
+    if datatype == "BOOL":
+        return rng.integers(0, 2, n).astype(bool).reshape(shape)
+    if row.numpy.kind in "iu":
+        info = np.iinfo(row.numpy)
+        values = rng.integers(info.min, info.max, n, dtype=row.numpy, endpoint=True)
+        values[: min(n, 2)] = [info.min, info.max][: min(n, 2)]
+        return values.reshape(shape)
+    values = (rng.standard_normal(n) * 100).astype(row.numpy)
+    specials = np.array([np.nan, np.inf, -np.inf, -0.0], dtype=np.float64).astype(row.numpy)
+    values[: min(n, 4)] = specials[: min(n, 4)]
+    return values.reshape(shape)
+
+
+def assert_same(got: np.ndarray, want: np.ndarray) -> None:
+    """Same dtype, shape and bits (NaN-safe: exact round trips, so compare bytes)."""
+    assert got.dtype == want.dtype
+    assert got.shape == want.shape
+    assert got.tobytes() == want.tobytes()
+
+
+def raw_request(*tensors: tuple[str, str, list[int], bytes]) -> pb.ModelInferRequest:
+    req = pb.ModelInferRequest(model_name="m")
+    for name, datatype, shape, data in tensors:
+        req.inputs.add(name=name, datatype=datatype, shape=shape)
+        req.raw_input_contents.append(data)
+    return req
+
+
+def invalid(fn, *args, **kwargs) -> str:
+    with pytest.raises(InvalidArgumentError) as info:
+        fn(*args, **kwargs)
+    assert info.value.code == "INVALID_ARGUMENT"
+    return info.value.message
+
+
+# --- round trips ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("datatype", ALL)
+@pytest.mark.parametrize("shape", [(2, 3), (), (0, 4), (5,)])
+def test_raw_round_trip_every_datatype(datatype: str, shape: tuple[int, ...]) -> None:
+    array = sample(datatype, shape)
+    request = codecs.build_infer_request("m", {"x": array}, request_id="r1")
+    assert request.inputs[0].datatype == datatype
+    assert list(request.inputs[0].shape) == list(shape)
+    assert len(request.raw_input_contents[0]) == array.size * dtypes.by_datatype(datatype).itemsize
+    assert not request.inputs[0].HasField("contents")
+    assert_same(codecs.decode_request_inputs(request)["x"], array)
+
+
+@pytest.mark.parametrize("datatype", TYPED)
+def test_typed_round_trip(datatype: str) -> None:
+    array = sample(datatype)
+    request = codecs.build_infer_request("m", {"x": array}, raw=False)
+    assert not request.raw_input_contents
+    row = dtypes.by_datatype(datatype)
+    assert [f.name for f, _ in request.inputs[0].contents.ListFields()] == [row.contents_field]
+    assert_same(codecs.decode_request_inputs(request)["x"], array)
+
+
+@pytest.mark.parametrize("datatype", RAW_ONLY)
+def test_fp16_bf16_cannot_be_sent_typed(datatype: str) -> None:
+    msg = invalid(codecs.build_infer_request, "m", {"h": sample(datatype)}, raw=False)
+    assert "'h'" in msg and datatype in msg and "raw" in msg
+
+
+@pytest.mark.parametrize("datatype", ALL)
+def test_response_round_trip_is_always_raw(datatype: str) -> None:
+    outputs = {"y": sample(datatype, (3, 2)), "z": sample(datatype, (), seed=1)}
+    response = codecs.encode_infer_response(
+        outputs, model_name="m", model_version="2", request_id="abc", parameters={"k": 1}
+    )
+    assert (response.model_name, response.model_version, response.id) == ("m", "2", "abc")
+    assert [o.name for o in response.outputs] == ["y", "z"]
+    assert all(not o.HasField("contents") for o in response.outputs)
+    assert len(response.raw_output_contents) == 2
+    assert [list(o.shape) for o in response.outputs] == [[3, 2], []]
+    assert codecs.from_parameters(response.parameters) == {"k": 1}
+    decoded = codecs.decode_infer_response(response)
+    for name, array in outputs.items():
+        assert_same(decoded[name], array)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    datatype=st.sampled_from(ALL),
+    shape=st.lists(st.integers(0, 5), min_size=0, max_size=4).map(tuple),
+    seed=st.integers(0, 2**32 - 1),
+    raw=st.booleans(),
+)
+def test_round_trip_property(datatype: str, shape: tuple[int, ...], seed: int, raw: bool) -> None:
+    array = sample(datatype, shape, seed)
+    raw = raw or datatype in RAW_ONLY
+    strided = array[..., ::-1] if array.ndim else array
+    request = codecs.build_infer_request("m", {"a": array, "b": strided}, raw=raw)
+    decoded = codecs.decode_request_inputs(request)
+    assert_same(decoded["a"], array)
+    assert_same(decoded["b"], np.array(strided, order="C"))
+
+
+# --- byte order, zero copy, BF16 width --------------------------------------------------------
+
+
+def test_raw_bytes_are_little_endian() -> None:
+    one = b"\x00\x00\x80\x3f"  # float32 1.0, little-endian
+    got = codecs.decode_request_inputs(raw_request(("x", "FP32", [1], one)))["x"]
+    assert got.tolist() == [1.0]
+    big = np.array([1.0, 2.0], dtype=">f4")
+    request = codecs.build_infer_request("m", {"x": big})
+    assert request.raw_input_contents[0] == np.array([1.0, 2.0], "<f4").tobytes()
+    assert request.raw_input_contents[0][:4] == one
+    int64 = codecs.build_infer_request("m", {"i": np.array([1], ">i8")})
+    assert int64.raw_input_contents[0] == b"\x01" + b"\x00" * 7
+
+
+def test_bf16_is_two_bytes_per_element() -> None:
+    array = np.array([1.0, -2.0, 0.5], dtype=ml_dtypes.bfloat16)
+    request = codecs.build_infer_request("m", {"h": array})
+    assert request.inputs[0].datatype == "BF16"
+    assert request.raw_input_contents[0] == b"\x80\x3f\x00\xc0\x00\x3f"
+    assert_same(codecs.decode_request_inputs(request)["h"], array)
+
+
+def test_raw_decode_is_a_zero_copy_view() -> None:
+    data = np.arange(1024, dtype="<f4").tobytes()
+    array = codecs.decode_tensor("input", "x", "FP32", [32, 32], raw=data, contents=None)
+    assert np.shares_memory(array, np.frombuffer(data, dtype=np.uint8))
+    assert not array.flags.writeable
+
+
+def test_non_contiguous_input_is_sent_in_c_order() -> None:
+    array = np.arange(12, dtype=np.int32).reshape(3, 4).T
+    request = codecs.build_infer_request("m", {"x": array})
+    assert_same(codecs.decode_request_inputs(request)["x"], np.ascontiguousarray(array))
+
+
+def test_order_of_inputs_is_kept() -> None:
+    request = codecs.build_infer_request("m", {"b": np.ones(1), "a": np.zeros(1)})
+    assert list(codecs.decode_request_inputs(request)) == ["b", "a"]
+
+
+# --- protocol errors --------------------------------------------------------------------------
+
+
+def test_byte_count_mismatch_names_input_and_sizes() -> None:
+    msg = invalid(
+        codecs.decode_request_inputs, raw_request(("x", "FP32", [2, 3], b"\x00" * 20))
+    )
+    assert "'x'" in msg and "20 bytes" in msg and "expected 24" in msg and "[2, 3]" in msg
+
+
+def test_huge_declared_shape_is_rejected_before_any_allocation() -> None:
+    request = raw_request(("x", "FP64", [2**40, 2**20], b"\x00" * 8))
+    tracemalloc.start()
+    start = time.perf_counter()
+    msg = invalid(codecs.decode_request_inputs, request)
+    elapsed = time.perf_counter() - start
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert "'x'" in msg and str(2**60 * 8) in msg
+    assert peak < 1 << 20, f"allocated {peak} bytes for a rejected request"
+    assert elapsed < 1.0  # a sanity bound (rejection is O(rank)), not a benchmark
+
+
+def test_huge_declared_shape_with_typed_contents_is_rejected() -> None:
+    request = pb.ModelInferRequest()
+    t = request.inputs.add(name="x", datatype="FP32", shape=[2**40])
+    t.contents.fp32_contents.extend([1.0, 2.0])
+    msg = invalid(codecs.decode_request_inputs, request)
+    assert "'x'" in msg and "holds 2 elements" in msg and str(2**40) in msg
+
+
+def test_negative_dimension_is_rejected() -> None:
+    msg = invalid(codecs.decode_request_inputs, raw_request(("x", "FP32", [-1, 4], b"")))
+    assert "'x'" in msg and "dimension 0" in msg and "-1" in msg
+
+
+@pytest.mark.parametrize("datatype", ["BYTES", "FP8", "fp32", ""])
+def test_unknown_datatype_is_rejected(datatype: str) -> None:
+    msg = invalid(codecs.decode_request_inputs, raw_request(("x", datatype, [1], b"\x00" * 4)))
+    assert "'x'" in msg and repr(datatype) in msg and "FP32" in msg
+
+
+def test_raw_entry_count_must_match_inputs() -> None:
+    request = raw_request(("x", "FP32", [1], b"\x00" * 4))
+    request.inputs.add(name="y", datatype="FP32", shape=[1])
+    msg = invalid(codecs.decode_request_inputs, request)
+    assert "raw_input_contents has 1 entries" in msg and "expected 2" in msg
+
+
+def test_raw_and_typed_cannot_be_mixed() -> None:
+    request = raw_request(("x", "FP32", [1], b"\x00" * 4))
+    y = request.inputs.add(name="y", datatype="FP32", shape=[1])
+    y.contents.fp32_contents.append(1.0)
+    request.raw_input_contents.append(b"\x00" * 4)
+    msg = invalid(codecs.decode_request_inputs, request)
+    assert "'y'" in msg and "both" in msg
+
+
+def test_duplicate_input_names_are_rejected() -> None:
+    request = raw_request(("x", "FP32", [1], b"\x00" * 4), ("x", "FP32", [1], b"\x00" * 4))
+    msg = invalid(codecs.decode_request_inputs, request)
+    assert "duplicate input 'x'" in msg
+
+
+def test_empty_input_name_is_rejected() -> None:
+    msg = invalid(codecs.decode_request_inputs, raw_request(("", "FP32", [1], b"\x00" * 4)))
+    assert "empty name" in msg
+
+
+def test_typed_element_count_must_match_shape() -> None:
+    request = pb.ModelInferRequest()
+    t = request.inputs.add(name="x", datatype="INT64", shape=[2, 2])
+    t.contents.int64_contents.extend([1, 2, 3])
+    msg = invalid(codecs.decode_request_inputs, request)
+    assert "'x'" in msg and "int64_contents holds 3" in msg and "expected 4" in msg
+
+
+def test_typed_contents_must_use_the_datatypes_field() -> None:
+    request = pb.ModelInferRequest()
+    t = request.inputs.add(name="x", datatype="INT64", shape=[1])
+    t.contents.fp32_contents.append(1.0)
+    msg = invalid(codecs.decode_request_inputs, request)
+    assert "'x'" in msg and "contents.int64_contents" in msg and "contents.fp32_contents" in msg
+
+
+def test_typed_narrow_integers_must_be_in_range() -> None:
+    request = pb.ModelInferRequest()
+    t = request.inputs.add(name="q", datatype="INT8", shape=[2])
+    t.contents.int_contents.extend([5, 300])
+    msg = invalid(codecs.decode_request_inputs, request)
+    assert "'q'" in msg and "[-128, 127]" in msg and "300" in msg
+    request = pb.ModelInferRequest()
+    t = request.inputs.add(name="u", datatype="UINT8", shape=[1])
+    t.contents.uint_contents.append(256)
+    assert "'u'" in invalid(codecs.decode_request_inputs, request)
+
+
+def test_input_without_data_is_rejected() -> None:
+    request = pb.ModelInferRequest()
+    request.inputs.add(name="x", datatype="FP32", shape=[3])
+    msg = invalid(codecs.decode_request_inputs, request)
+    assert "'x'" in msg and "no data" in msg and "3 elements" in msg
+
+
+def test_typed_fp16_is_rejected_on_decode() -> None:
+    request = pb.ModelInferRequest()
+    t = request.inputs.add(name="h", datatype="FP16", shape=[1])
+    t.contents.fp32_contents.append(1.0)
+    msg = invalid(codecs.decode_request_inputs, request)
+    assert "'h'" in msg and "FP16" in msg and "raw" in msg
+
+
+def test_bool_raw_bytes_must_be_zero_or_one() -> None:
+    msg = invalid(codecs.decode_request_inputs, raw_request(("b", "BOOL", [2], b"\x01\x02")))
+    assert "'b'" in msg and "0 or 1" in msg
+
+
+def test_unsupported_numpy_dtype_names_the_input() -> None:
+    msg = invalid(codecs.build_infer_request, "m", {"c": np.zeros(2, np.complex64)})
+    assert "'c'" in msg and "complex64" in msg
+
+
+def test_response_raw_count_mismatch() -> None:
+    response = codecs.encode_infer_response({"y": np.zeros(2, np.float32)}, model_name="m")
+    response.raw_output_contents.append(b"")
+    msg = invalid(codecs.decode_infer_response, response)
+    assert "raw_output_contents has 2 entries" in msg
+
+
+def test_typed_response_is_decoded() -> None:
+    """Servers other than ours may answer with typed contents."""
+    response = pb.ModelInferResponse(model_name="m")
+    out = response.outputs.add(name="y", datatype="FP64", shape=[2])
+    out.contents.fp64_contents.extend([1.5, -2.5])
+    assert_same(codecs.decode_infer_response(response)["y"], np.array([1.5, -2.5]))
+
+
+# --- requested outputs, parameters -------------------------------------------------------------
+
+
+def test_requested_output_names() -> None:
+    assert codecs.requested_output_names(pb.ModelInferRequest()) is None
+    request = codecs.build_infer_request("m", {}, outputs=["b", "a"])
+    assert codecs.requested_output_names(request) == ["b", "a"]
+    request.outputs.add(name="a")
+    assert "duplicate requested output 'a'" in invalid(codecs.requested_output_names, request)
+
+
+def test_parameters_round_trip() -> None:
+    values = {"b": True, "i": -3, "u": 2**63 + 1, "f": 0.25, "s": "x"}
+    request = codecs.build_infer_request("m", {}, parameters=values)
+    assert request.parameters["b"].WhichOneof("parameter_choice") == "bool_param"
+    assert request.parameters["u"].WhichOneof("parameter_choice") == "uint64_param"
+    assert codecs.from_parameters(request.parameters) == values
+    assert "'bad'" in invalid(codecs.build_infer_request, "m", {}, parameters={"bad": [1]})
+
+
+# --- interop with tritonclient's own encoder/decoder (in a subprocess: see README) -------------
+
+_TRITON = r"""
+import base64, json, sys
+import numpy as np
+import ml_dtypes
+from tritonclient.grpc import InferInput, InferResult, service_pb2
+from tritonclient.grpc._utils import _get_inference_request
+mode = sys.argv[1]
+if mode == "encode":
+    arrays = {
+        "f": np.arange(6, dtype=np.float32).reshape(2, 3),
+        "i": np.array([-(2**62), 7], dtype=np.int64),
+        "b": np.array([True, False, True]),
+        "h": np.array([1.5, -3.0], dtype=np.float16),
+    }
+    inputs = []
+    for name, a in arrays.items():
+        dt = {"float32": "FP32", "int64": "INT64", "bool": "BOOL", "float16": "FP16"}[a.dtype.name]
+        x = InferInput(name, list(a.shape), dt)
+        x.set_data_from_numpy(a)
+        inputs.append(x)
+    bf = InferInput("bf", [2], "BF16")
+    bf.set_data_from_numpy(np.array([1.0, -2.0], dtype=np.float32))
+    inputs.append(bf)
+    req = _get_inference_request("m", inputs, "", "id1", None, 0, False, False, 0, None, None)
+    print(base64.b64encode(req.SerializeToString()).decode())
+else:
+    resp = service_pb2.ModelInferResponse()
+    resp.ParseFromString(base64.b64decode(sys.stdin.read()))
+    result = InferResult(resp)
+    out = {}
+    for o in resp.outputs:
+        a = result.as_numpy(o.name)
+        out[o.name] = [o.datatype, list(a.shape), np.asarray(a, dtype=np.float64).ravel().tolist()]
+    print(json.dumps(out))
+"""
+
+
+def _triton(mode: str, stdin: str = "") -> str:
+    done = subprocess.run(
+        [sys.executable, "-c", _TRITON, mode],
+        input=stdin, capture_output=True, text=True, timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_decodes_what_tritonclient_encodes() -> None:
+    request = pb.ModelInferRequest()
+    request.ParseFromString(base64.b64decode(_triton("encode")))
+    got = codecs.decode_request_inputs(request)
+    assert request.id == "id1"
+    assert_same(got["f"], np.arange(6, dtype=np.float32).reshape(2, 3))
+    assert_same(got["i"], np.array([-(2**62), 7], dtype=np.int64))
+    assert_same(got["b"], np.array([True, False, True]))
+    assert_same(got["h"], np.array([1.5, -3.0], dtype=np.float16))
+    assert_same(got["bf"], np.array([1.0, -2.0], dtype=ml_dtypes.bfloat16))
+
+
+def test_tritonclient_decodes_what_we_encode() -> None:
+    outputs = {
+        "f": np.arange(6, dtype=np.float32).reshape(3, 2),
+        "i": np.array([5, -6], dtype=np.int64),
+        "b": np.array([[True], [False]]),
+        "d": np.array(2.5),
+        "bf": np.array([0.5, 3.0], dtype=ml_dtypes.bfloat16),
+    }
+    response = codecs.encode_infer_response(outputs, model_name="m")
+    seen = json.loads(_triton("decode", base64.b64encode(response.SerializeToString()).decode()))
+    for name, array in outputs.items():
+        datatype, shape, values = seen[name]
+        assert datatype == dtypes.by_numpy(array.dtype).datatype
+        assert shape == list(array.shape)
+        assert values == array.astype(np.float64).ravel().tolist()
