@@ -1,0 +1,77 @@
+"""The models the benchmark exports and serves.
+
+- `mlp`: 512 -> 2048 -> 2048 -> 512 with ReLU, f32, 25 MiB of weights: at batch 1 it is a
+  chain of matrix-vector products bound by reading the weights, so batching concurrent
+  requests onto one program amortises that read (what dynamic batching is for).
+- `elementwise`: y = x * scale + shift over a flat f32 vector of 1, 16 or 64 MiB: compute is
+  trivial, so requests/s x bytes measures the transport against memcpy.
+- `big_params`: 1 GiB of parameters in 16 arrays, for the exporter's write throughput and
+  peak RSS.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+MLP_IN, MLP_HIDDEN, MLP_OUT = 512, 2048, 512
+MIB = 1 << 20
+
+
+def mlp(params: dict[str, jax.Array], x: jax.Array) -> jax.Array:
+    """Three dense layers; rows are independent (so batching never mixes requests)."""
+    h = jax.nn.relu(x @ params["w1"] + params["b1"])
+    h = jax.nn.relu(h @ params["w2"] + params["b2"])
+    return h @ params["w3"] + params["b3"]
+
+
+def mlp_params(seed: int = 0) -> dict[str, np.ndarray]:
+    """He-scaled random weights (f32) so activations stay O(1) through the layers."""
+    rng = np.random.default_rng(seed)
+
+    def dense(n_in: int, n_out: int) -> np.ndarray:
+        return (rng.standard_normal((n_in, n_out)) * np.sqrt(2.0 / n_in)).astype(np.float32)
+
+    return {
+        "w1": dense(MLP_IN, MLP_HIDDEN),
+        "b1": rng.standard_normal(MLP_HIDDEN).astype(np.float32) * 0.1,
+        "w2": dense(MLP_HIDDEN, MLP_HIDDEN),
+        "b2": rng.standard_normal(MLP_HIDDEN).astype(np.float32) * 0.1,
+        "w3": dense(MLP_HIDDEN, MLP_OUT),
+        "b3": rng.standard_normal(MLP_OUT).astype(np.float32) * 0.1,
+    }
+
+
+def elementwise(params: dict[str, jax.Array], x: jax.Array) -> jax.Array:
+    """y = x * scale + shift (scalars): one pass over the tensor."""
+    return x * params["scale"] + params["shift"]
+
+
+def elementwise_params() -> dict[str, np.ndarray]:
+    """Scalar parameters of `elementwise`."""
+    return {"scale": np.float32(2.0), "shift": np.float32(0.5)}
+
+
+def big_params(
+    total_bytes: int = 1 << 30, arrays: int = 16, seed: int = 0
+) -> dict[str, np.ndarray]:
+    """`total_bytes` of f32 parameters in `arrays` square-ish matrices (random, incompressible)."""
+    per = total_bytes // arrays // 4
+    cols = 4096
+    rows = per // cols
+    rng = np.random.default_rng(seed)
+    out: dict[str, np.ndarray] = {}
+    for i in range(arrays):
+        a = np.empty((rows, cols), dtype=np.float32)
+        rng.random(out=a, dtype=np.float32)
+        out[f"w{i:02d}"] = a
+    return out
+
+
+def big_params_fn(params: dict[str, jax.Array], x: jax.Array) -> jax.Array:
+    """Uses every parameter (none dropped): x @ w_i[:4096 rows] summed over i."""
+    acc = jnp.zeros((x.shape[0], 4096), jnp.float32)
+    for _, w in sorted(params.items()):
+        acc = acc + x @ w[: x.shape[1]]
+    return acc

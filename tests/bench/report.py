@@ -1,0 +1,116 @@
+"""Benchmark results -> Markdown tables and a PNG plot (latency percentiles and throughput vs
+concurrency per configuration)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+
+def _f(v: float | None, digits: int = 2) -> str:
+    return "-" if v is None else f"{v:.{digits}f}"
+
+
+def markdown(results: dict[str, Any]) -> str:
+    """All tables of one run, with the machine and the targets."""
+    m = results["machine"]
+    lines = [
+        f"# jaxport benchmark {results['timestamp']}",
+        "",
+        f"Machine: {m['cpu']}, {m['cores']} cores (affinity {m['affinity']}), "
+        f"{m['memory_gib']} GiB, Linux {m['kernel']}, Python {m['python']}, jax {m['jax']}, "
+        f"grpcio {m['grpcio']}. Duration per level {results['settings']['duration_s']} s "
+        f"(+{results['settings']['warmup_s']} s warm-up); client: "
+        f"{results['settings']['client']}.",
+        "",
+        "## Closed loop, MLP 512-2048-2048-512 f32, batch-1 requests",
+        "",
+        "| configuration | conc. | req/s | p50 ms | p90 ms | p99 ms | errors | server CPU ms/req "
+        "| client CPU ms/req |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for cfg in results["configs"]:
+        for lv in cfg["levels"]:
+            cpu = lv.get("server_cpu_s_per_req")
+            ccpu = lv.get("client_cpu_s_per_req")
+            lines.append(
+                f"| {cfg['name']} | {lv['concurrency']} | {lv['rps']:.0f} | {_f(lv['p50_ms'])} "
+                f"| {_f(lv['p90_ms'])} | {_f(lv['p99_ms'])} | {lv['errors'] + lv['mismatches']} "
+                f"| {_f(None if cpu is None else cpu * 1e3, 3)} "
+                f"| {_f(None if ccpu is None else ccpu * 1e3, 3)} |"
+            )
+    if results.get("large"):
+        lines += [
+            "",
+            "## Large tensors (elementwise model, concurrency 1, request and response each N MiB)",
+            "",
+            "| size | req/s | MB/s (request bytes) | memcpy MB/s | % of memcpy | p50 ms | errors |",
+            "|---:|---:|---:|---:|---:|---:|---:|",
+        ]
+        for row in results["large"]:
+            lines.append(
+                f"| {row['mib']} MiB | {row['rps']:.1f} | {row['mb_s']:.0f} "
+                f"| {row['memcpy_mb_s']:.0f} | {row['pct_memcpy']:.1f}% | {_f(row['p50_ms'])} "
+                f"| {row['errors'] + row['mismatches']} |"
+            )
+    if results.get("cold_start"):
+        lines += ["", "## Cold start (process start to model ready)", "",
+                  "| phase | seconds |", "|---|---:|"]
+        for phase, secs in results["cold_start"].items():
+            lines.append(f"| {phase} | {secs:.3f} |")
+    if results.get("exporter"):
+        e = results["exporter"]
+        lines += [
+            "",
+            "## Exporter",
+            "",
+            "| measure | value |",
+            "|---|---:|",
+        ]
+        for k, v in e.items():
+            lines.append(f"| {k} | {v if isinstance(v, str) else f'{v:.3f}'} |")
+    if results.get("batching"):
+        lines += ["", "## Batcher statistics", "", f"`{results['batching']}`"]
+    if results.get("targets"):
+        lines += ["", "## Targets (issue 5)", "", "| target | measured | required | met |",
+                  "|---|---:|---:|---|"]
+        for t in results["targets"]:
+            lines.append(
+                f"| {t['name']} | {t['measured']} | {t['required']} | "
+                f"{'yes' if t['met'] else '**no**'} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def plot(results: dict[str, Any], path: Path) -> bool:
+    """Two panels: p50/p99 latency and requests/s against concurrency. False without matplotlib."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    fig, (ax_lat, ax_rps) = plt.subplots(1, 2, figsize=(10, 4), dpi=80)
+    for cfg in results["configs"]:
+        conc = [lv["concurrency"] for lv in cfg["levels"]]
+        p50 = [lv["p50_ms"] or float("nan") for lv in cfg["levels"]]
+        p99 = [lv["p99_ms"] or float("nan") for lv in cfg["levels"]]
+        (line,) = ax_lat.plot(conc, p50, marker="o", label=f"{cfg['name']} p50")
+        ax_lat.plot(conc, p99, marker="x", linestyle="--", color=line.get_color(),
+                    label=f"{cfg['name']} p99")
+        ax_rps.plot(conc, [lv["rps"] for lv in cfg["levels"]], marker="o", label=cfg["name"],
+                    color=line.get_color())
+    for ax in (ax_lat, ax_rps):
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("concurrent clients")
+        ax.grid(True, alpha=0.3)
+    ax_lat.set_yscale("log")
+    ax_lat.set_ylabel("latency ms (solid p50, dashed p99)")
+    ax_rps.set_ylabel("requests/s")
+    ax_rps.legend(fontsize=7)
+    fig.suptitle(f"jaxport bench {results['timestamp']} (MLP, batch-1 requests)")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return True

@@ -1,0 +1,537 @@
+"""`make bench`: measure the bridge next to its own floors in ONE run and write the results.
+
+Configurations (closed loop, concurrency levels 1/4/16/64, every response checked):
+1. compute floor: the artifact's `Exported` called in-process (params resident, compiled once);
+2. transport floor: the bridge's own server stack answering ModelInfer with a precomputed
+   response (`tests/bench/floor_server.py`);
+3. bridge `--engine exported`;  4. bridge `--engine pjrt`;  5. bridge with dynamic batching.
+Plus large tensors (1/16/64 MiB) against memcpy, cold start phases, and the exporter's weight
+write throughput against np.save and its peak RSS for 1 GiB of parameters.
+
+Load comes from a separate process (asyncio gRPC client) so it does not share a GIL with the
+server; its CPU is reported. Outputs: bench-results/<timestamp>.{json,md,png}.
+Usage: `.venv/bin/python -m tests.bench.run [--duration S] [--levels 1,4,16,64] [--quick]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tests.bench import load as load_mod
+from tests.bench import models, report, sysinfo
+
+ROOT = Path(__file__).resolve().parents[2]
+MIB = 1 << 20
+N_DISTINCT = 16  # distinct request payloads per configuration, used round-robin
+MLP_TOL = {"rtol": 1e-4, "atol": 1e-4}  # f32; engines may fuse/reorder the matmuls
+BATCH_SIZES = (1, 8, 32)
+
+
+def log(msg: str) -> None:
+    """Progress to stderr (the table goes to stdout)."""
+    print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+# ------------------------------------------------------------------------------------------
+# artifacts
+
+
+def export_models(work: Path, quick: bool) -> dict[str, Any]:
+    """Export every benchmark model into a bridge repository (`repo/<model>/1`)."""
+    import jax
+    from jaxport.exporter import export
+
+    repo = work / "repo"
+    params = models.mlp_params()
+    x_spec = jax.ShapeDtypeStruct((1, models.MLP_IN), np.float32)
+    log("exporting mlp (batch 1) and mlp_batched (batch sizes 1,8,32)")
+    export(models.mlp, params, {"x": x_spec}, repo / "mlp" / "1", output_names=["y"],
+           name="mlp", quiet=True)
+    export(models.mlp, params, {"x": x_spec}, repo / "mlp_batched" / "1", output_names=["y"],
+           name="mlp_batched", quiet=True, batch_sizes=BATCH_SIZES)
+    sizes = (1, 16) if quick else (1, 16, 64)
+    for mib in sizes:
+        spec = jax.ShapeDtypeStruct((mib * MIB // 4,), np.float32)
+        export(models.elementwise, models.elementwise_params(), {"x": spec},
+               repo / f"ew{mib}" / "1", output_names=["y"], name=f"ew{mib}", quiet=True,
+               goldens=1)
+    return {"repo": repo, "mlp_params": params, "large_sizes": sizes}
+
+
+def mlp_requests(params: dict[str, np.ndarray], model: str) -> tuple[list[bytes], list[dict]]:
+    """N_DISTINCT serialized batch-1 requests for `model` and their JAX-computed outputs."""
+    import jax
+    from jaxport.protocol.gen.inference import grpc_service_pb2 as pb
+
+    rng = np.random.default_rng(42)
+    f = jax.jit(models.mlp)
+    reqs, expected = [], []
+    for i in range(N_DISTINCT):
+        x = rng.standard_normal((1, models.MLP_IN)).astype(np.float32)
+        req = pb.ModelInferRequest(model_name=model, id=f"r{i}")
+        req.inputs.add(name="x", datatype="FP32", shape=list(x.shape))
+        req.raw_input_contents.append(x.astype("<f4").tobytes())
+        reqs.append(req.SerializeToString())
+        expected.append({"y": np.asarray(f(params, x))})
+    return reqs, expected
+
+
+# ------------------------------------------------------------------------------------------
+# processes
+
+
+@dataclass
+class Server:
+    """A server process under test."""
+
+    proc: subprocess.Popen
+    pid: int
+    port: int
+    started: float
+    ready: float
+    log_path: Path
+
+    @property
+    def target(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+
+def _wait_ready(target: str, models_: Sequence[str], deadline: float, proc: subprocess.Popen,
+                log_path: Path) -> None:
+    import grpc
+    from jaxport.protocol.gen.inference import grpc_service_pb2 as pb
+    from jaxport.protocol.gen.inference import grpc_service_pb2_grpc as pbg
+
+    with grpc.insecure_channel(target) as ch:
+        stub = pbg.GRPCInferenceServiceStub(ch)
+        pending = list(models_)
+        while pending:
+            if proc.poll() is not None:
+                raise RuntimeError(f"server exited with {proc.returncode}; log {log_path}:\n"
+                                   + log_path.read_text()[-3000:])
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"models {pending} not ready in time; log {log_path}")
+            try:
+                if stub.ModelReady(pb.ModelReadyRequest(name=pending[0]), timeout=2).ready:
+                    pending.pop(0)
+                    continue
+            except grpc.RpcError:
+                pass
+            time.sleep(0.05)
+
+
+@contextmanager
+def server(cmd: list[str], work: Path, name: str, models_: Sequence[str],
+           env: dict[str, str] | None = None) -> Iterator[Server]:
+    """Start `cmd` (which must take --port-file), wait for its models, stop it by PID."""
+    port_file = work / f"{name}.port.json"
+    log_path = work / f"{name}.log"
+    port_file.unlink(missing_ok=True)
+    full = [*cmd, "--port-file", str(port_file)]
+    t0 = time.monotonic()
+    with open(log_path, "wb") as logf:
+        proc = subprocess.Popen(full, stdout=logf, stderr=subprocess.STDOUT, cwd=ROOT,
+                                env={**os.environ, **(env or {})})
+    try:
+        deadline = t0 + 600
+        while not port_file.exists() or not port_file.read_text().strip().endswith("}"):
+            if proc.poll() is not None:
+                raise RuntimeError(f"{name} exited with {proc.returncode}:\n"
+                                   + log_path.read_text()[-3000:])
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{name} wrote no port file; log {log_path}")
+            time.sleep(0.02)
+        info = json.loads(port_file.read_text())
+        srv = Server(proc, proc.pid, int(info["grpc_port"]), t0, 0.0, log_path)
+        _wait_ready(srv.target, models_, deadline, proc, log_path)
+        srv.ready = time.monotonic()
+        yield srv
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def bridge_cmd(repo: Path, *extra: str) -> list[str]:
+    """`jaxport serve` on a free loopback port, metrics off (not part of the hot path)."""
+    return [str(Path(sys.executable).parent / "jaxport"), "serve", "--repository", str(repo),
+            "--host", "127.0.0.1", "--port", "0", "--metrics-port", "-1", "--log-level",
+            "WARNING", *extra]
+
+
+# ------------------------------------------------------------------------------------------
+# measuring
+
+
+def grpc_levels(pool: ProcessPoolExecutor, srv: Server, requests: list[bytes],
+                expected: list[dict], levels: Sequence[int], duration: float, warmup: float,
+                tol: dict[str, float]) -> list[dict[str, Any]]:
+    """Each concurrency level: closed loop from the load process, server CPU from /proc."""
+    rows = []
+    for conc in levels:
+        spec = load_mod.LoadSpec(srv.target, requests, expected, conc, duration, warmup, **tol)
+        cpu0 = sysinfo.process_cpu_s(srv.pid)
+        res: load_mod.LoadResult = pool.submit(load_mod.run_grpc_load, spec).result()
+        cpu1 = sysinfo.process_cpu_s(srv.pid)
+        row = res.summary()
+        row["server_cpu_s_per_req"] = (cpu1 - cpu0) / res.completed_total if (
+            res.completed_total) else None
+        rows.append(row)
+        log(f"  c={conc}: {row['rps']:.0f} req/s p50 {row['p50_ms'] or 0:.2f} ms "
+            f"p99 {row['p99_ms'] or 0:.2f} ms errors {row['errors']} mismatches "
+            f"{row['mismatches']} {row['first_error']}")
+    return rows
+
+
+def _compute_floor_worker(artifact: str, xs: list[np.ndarray], expected: list[dict],
+                          levels: Sequence[int], duration: float, warmup: float,
+                          tol: dict[str, float]) -> list[dict[str, Any]]:
+    """In a fresh process: deserialize the artifact's Exported, params resident, jit once,
+    then a closed loop of threads calling it directly (no gRPC)."""
+    import jax
+    from jax import export as jax_export
+    from jaxport.exporter import manifest as manifest_io
+    from jaxport.exporter import weights as weights_io
+    from jaxport.protocol.gen.jaxport.v1 import manifest_pb2
+
+    path = Path(artifact)
+    manifest = manifest_io.load(path)
+    program = manifest.programs[0]
+    exp = jax_export.deserialize(bytearray((path / program.jaxexport_file).read_bytes()))
+    values = weights_io.read_parameters(path, manifest, program)
+    param_args = [a for a in program.arguments if a.role == manifest_pb2.ARGUMENT_ROLE_PARAMETER]
+    input_leaf = next(a.leaf_index for a in program.arguments
+                      if a.role == manifest_pb2.ARGUMENT_ROLE_INPUT)
+    fixed = {a.leaf_index: jax.device_put(v) for a, v in zip(param_args, values, strict=True)}
+    n_leaves = len(exp.in_avals)
+
+    def fn(fixed_leaves: dict[int, jax.Array], x: jax.Array) -> Any:
+        leaves = [fixed_leaves.get(i) for i in range(n_leaves)]
+        leaves[input_leaf] = x
+        args, kwargs = jax.tree.unflatten(exp.in_tree, leaves)
+        return exp.call(*args, **kwargs)
+
+    f = jax.jit(fn)
+
+    def call(k: int) -> None:
+        k %= len(xs)
+        y = np.asarray(f(fixed, xs[k]))
+        if not np.allclose(y, expected[k]["y"], **tol):
+            raise AssertionError(f"compute floor output {k} differs from JAX")
+
+    call(0)
+    rows = []
+    for conc in levels:
+        cpu0 = time.process_time()
+        res = load_mod.run_inprocess_load(call, conc, duration, warmup)
+        cpu = time.process_time() - cpu0
+        row = res.summary()
+        row["server_cpu_s_per_req"] = cpu / res.completed_total if res.completed_total else None
+        row["client_cpu_s_per_req"] = None  # caller and callee are the same process
+        rows.append(row)
+    return rows
+
+
+# ------------------------------------------------------------------------------------------
+# large tensors, cold start, exporter
+
+
+def large_tensors(pool: ProcessPoolExecutor, srv: Server, sizes: Sequence[int],
+                  memcpy: dict[int, float], duration: float) -> list[dict[str, Any]]:
+    """Concurrency 1, f32 vectors of N MiB each way: payload bytes per second of RPC time."""
+    from jaxport.protocol.gen.inference import grpc_service_pb2 as pb
+
+    rows = []
+    rng = np.random.default_rng(7)
+    for mib in sizes:
+        x = rng.standard_normal(mib * MIB // 4).astype(np.float32)
+        req = pb.ModelInferRequest(model_name=f"ew{mib}")
+        req.inputs.add(name="x", datatype="FP32", shape=[x.size])
+        req.raw_input_contents.append(x.tobytes())
+        expected = {"y": x * np.float32(2.0) + np.float32(0.5)}
+        spec = load_mod.LoadSpec(srv.target, [req.SerializeToString()], [expected], 1,
+                                 duration, 0.5, rtol=1e-6, atol=1e-6)
+        res: load_mod.LoadResult = pool.submit(load_mod.run_grpc_load, spec).result()
+        s = res.summary()
+        lat = float(np.mean(res.latencies)) if res.latencies else float("nan")
+        mb_s = mib * MIB / lat / 1e6
+        rows.append({
+            "mib": mib, "rps": s["rps"], "p50_ms": s["p50_ms"], "mb_s": mb_s,
+            "memcpy_mb_s": memcpy[mib] / 1e6, "pct_memcpy": 100 * mb_s / (memcpy[mib] / 1e6),
+            "errors": s["errors"], "mismatches": s["mismatches"], "first_error": s["first_error"],
+        })
+        log(f"  {mib} MiB: {mb_s:.0f} MB/s ({rows[-1]['pct_memcpy']:.1f}% of memcpy) "
+            f"errors {s['errors']} mismatches {s['mismatches']} {s['first_error']}")
+    return rows
+
+
+def _exporter_worker(work: str, total_bytes: int) -> dict[str, float]:
+    """In a fresh process: weight writes vs np.save, then a full export's peak RSS."""
+    import jax
+    from jaxport.exporter import export
+    from jaxport.exporter import weights as weights_io
+
+    base_rss = sysinfo.process_rss_bytes(os.getpid())[0]
+    params = models.big_params(total_bytes)
+    nbytes = sum(a.nbytes for a in params.values())
+    out: dict[str, float] = {"param_bytes_gib": nbytes / 2**30}
+
+    wdir = Path(work) / "weights-only"
+    t0 = time.perf_counter()
+    for name, a in params.items():
+        weights_io.write_parameter(wdir, f"weights/{name}", a)
+    t_ts = time.perf_counter() - t0
+    npdir = Path(work) / "npsave"
+    npdir.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    for name, a in params.items():
+        np.save(npdir / f"{name}.npy", a)
+    t_np = time.perf_counter() - t0
+    shutil.rmtree(wdir)
+    shutil.rmtree(npdir)
+    out["weights_write_mb_s"] = nbytes / t_ts / 1e6
+    out["np_save_mb_s"] = nbytes / t_np / 1e6
+    out["weights_vs_np_save"] = t_np / t_ts
+
+    x = jax.ShapeDtypeStruct((1, 4096), np.float32)
+    t0 = time.perf_counter()
+    export(models.big_params_fn, params, {"x": x}, Path(work) / "big", quiet=True, goldens=1)
+    out["export_1gib_s"] = time.perf_counter() - t0
+    peak = sysinfo.process_rss_bytes(os.getpid())[1]
+    out["baseline_rss_gib"] = base_rss / 2**30
+    out["peak_rss_gib"] = peak / 2**30
+    out["peak_rss_over_param_bytes"] = peak / nbytes
+    out["peak_rss_minus_baseline_over_param_bytes"] = (peak - base_rss) / nbytes
+    shutil.rmtree(Path(work) / "big", ignore_errors=True)
+    return out
+
+
+# ------------------------------------------------------------------------------------------
+# targets
+
+
+def _level(cfg: dict[str, Any], conc: int) -> dict[str, Any] | None:
+    return next((lv for lv in cfg["levels"] if lv["concurrency"] == conc), None)
+
+
+def evaluate_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """Issue 5's targets as ratios from this run."""
+    by = {c["name"]: c for c in results["configs"]}
+    out = []
+
+    def add(name: str, measured: float | None, required: str, met: bool) -> None:
+        out.append({"name": name, "measured": "-" if measured is None else f"{measured:.2f}",
+                    "required": required, "met": bool(met)})
+
+    comp, tran = by.get("compute floor"), by.get("transport floor")
+    for bridge in ("bridge exported", "bridge pjrt"):
+        b = by.get(bridge)
+        if not (b and comp and tran):
+            continue
+        lb, lc, lt = _level(b, 1), _level(comp, 1), _level(tran, 1)
+        if lb and lc and lt and lb["p50_ms"] and lc["p50_ms"] and lt["p50_ms"]:
+            r = lb["p50_ms"] / (lc["p50_ms"] + lt["p50_ms"])
+            add(f"c=1 {bridge} p50 / (transport p50 + compute p50)", r, "<= 1.30", r <= 1.3)
+        lb, lc, lt = _level(b, 16), _level(comp, 16), _level(tran, 16)
+        if lb and lc and lt:
+            floor = min(lc["rps"], lt["rps"])
+            r = lb["rps"] / floor if floor else None
+            add(f"c=16 {bridge} rps / min(transport, compute) rps", r, ">= 0.80",
+                r is not None and r >= 0.8)
+    for row in results.get("large", []):
+        if row["mib"] == 16:
+            add("16 MiB ModelInfer MB/s / memcpy MB/s", row["pct_memcpy"] / 100, ">= 0.25",
+                row["pct_memcpy"] >= 25)
+    b, nb = by.get("bridge batching"), by.get("bridge exported")
+    if b and nb and _level(b, 64) and _level(nb, 64):
+        lb, ln = _level(b, 64), _level(nb, 64)
+        r = lb["rps"] / ln["rps"] if ln["rps"] else None
+        add("c=64 batching rps / no-batching rps", r, ">= 3.00", r is not None and r >= 3)
+        if lb["p99_ms"] and ln["p99_ms"]:
+            r = lb["p99_ms"] / ln["p99_ms"]
+            add("c=64 batching p99 / no-batching p99", r, "<= 2.00", r <= 2)
+    e = results.get("exporter") or {}
+    if "weights_vs_np_save" in e:
+        add("exporter weight write / np.save throughput", e["weights_vs_np_save"], ">= 0.80",
+            e["weights_vs_np_save"] >= 0.8)
+        add("exporter peak RSS / parameter bytes", e["peak_rss_over_param_bytes"], "<= 1.50",
+            e["peak_rss_over_param_bytes"] <= 1.5)
+    return out
+
+
+# ------------------------------------------------------------------------------------------
+# main
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run everything, write bench-results/<timestamp>.{json,md,png}, print the tables."""
+    ap = argparse.ArgumentParser(prog="make bench", description=__doc__.splitlines()[0])
+    ap.add_argument("--duration", type=float, default=4.0, help="measured seconds per level")
+    ap.add_argument("--warmup", type=float, default=1.0, help="unmeasured seconds per level")
+    ap.add_argument("--levels", default="1,4,16,64", help="concurrency levels")
+    ap.add_argument("--out", type=Path, default=ROOT / "bench-results")
+    ap.add_argument("--quick", action="store_true",
+                    help="short smoke run: 1 s levels, no 64 MiB, 256 MiB exporter model")
+    ap.add_argument("--only", default="", help="comma list of sections to run (default all): "
+                    "compute,transport,exported,pjrt,batching,large,exporter")
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.duration, args.warmup = 1.0, 0.3
+    levels = [int(v) for v in args.levels.split(",")]
+    only = set(filter(None, args.only.split(",")))
+
+    def want(section: str) -> bool:
+        return not only or section in only
+
+    ts = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    work = Path(tempfile.mkdtemp(prefix="jaxport-bench-"))
+    results: dict[str, Any] = {
+        "timestamp": ts,
+        "machine": sysinfo.machine(),
+        "settings": {"duration_s": args.duration, "warmup_s": args.warmup, "levels": levels,
+                     "client": "1 separate process, grpc.aio, raw-bytes ModelInfer",
+                     "batch_sizes": list(BATCH_SIZES)},
+        "configs": [],
+        "large": [],
+        "cold_start": {},
+        "exporter": {},
+    }
+    t_start = time.monotonic()
+    try:
+        log(f"work dir {work}")
+        memcpy = {mib: sysinfo.memcpy_bandwidth(mib * MIB) for mib in (1, 16, 64)}
+        results["memcpy_mb_s"] = {str(k): v / 1e6 for k, v in memcpy.items()}
+        arts = export_models(work, args.quick)
+        repo: Path = arts["repo"]
+        reqs, expected = mlp_requests(arts["mlp_params"], "mlp")
+        breqs, bexpected = mlp_requests(arts["mlp_params"], "mlp_batched")
+        ctx = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(1, mp_context=ctx) as pool:
+            pool.submit(time.sleep, 0).result()  # spawn the load process before measuring
+
+            if want("compute"):
+                log("compute floor (in-process)")
+                xs = [np.frombuffer(_raw_input(r), "<f4").reshape(1, models.MLP_IN)
+                      for r in reqs]
+                with ProcessPoolExecutor(1, mp_context=ctx) as cpool:
+                    rows = cpool.submit(_compute_floor_worker, str(repo / "mlp" / "1"), xs,
+                                        expected, levels, args.duration, args.warmup,
+                                        MLP_TOL).result()
+                for lv in rows:
+                    log(f"  c={lv['concurrency']}: {lv['rps']:.0f} req/s p50 "
+                        f"{lv['p50_ms'] or 0:.2f} ms errors {lv['errors']}")
+                results["configs"].append({"name": "compute floor", "levels": rows})
+
+            if want("transport"):
+                log("transport floor (same server stack, precomputed response)")
+                cmd = [sys.executable, "-m", "tests.bench.floor_server", "--repository",
+                       str(repo), "--model", "mlp", "--port", "0", "--metrics-port", "-1",
+                       "--log-level", "WARNING"]
+                with server(cmd, work, "floor", ["mlp"]) as srv:
+                    rows = grpc_levels(pool, srv, reqs, expected, levels, args.duration,
+                                       args.warmup, MLP_TOL)
+                results["configs"].append({"name": "transport floor", "levels": rows})
+
+            for engine in ("exported", "pjrt"):
+                if not want(engine) and not (engine == "exported" and want("large")):
+                    continue
+                log(f"bridge --engine {engine}")
+                names = ["mlp"] + [f"ew{m}" for m in arts["large_sizes"]]
+                with server(bridge_cmd(repo, "--engine", engine), work, engine, names) as srv:
+                    results["cold_start"][f"start to all models ready ({engine}), s"] = (
+                        srv.ready - srv.started)
+                    if want(engine):
+                        rows = grpc_levels(pool, srv, reqs, expected, levels, args.duration,
+                                           args.warmup, MLP_TOL)
+                        results["configs"].append({"name": f"bridge {engine}", "levels": rows})
+                    if engine == "exported" and want("large"):
+                        log("large tensors")
+                        results["large"] = large_tensors(pool, srv, arts["large_sizes"], memcpy,
+                                                         max(2.0, args.duration / 2))
+                    results["cold_start"].update(cold_start_phases(srv, engine))
+
+            if want("batching"):
+                log("bridge with dynamic batching")
+                cmd = bridge_cmd(repo, "--engine", "exported", "--batching",
+                                 "--max-queue-delay-us", "2000")
+                with server(cmd, work, "batching", ["mlp_batched"]) as srv:
+                    rows = grpc_levels(pool, srv, breqs, bexpected, levels, args.duration,
+                                       args.warmup, MLP_TOL)
+                results["configs"].append({"name": "bridge batching", "levels": rows})
+
+        if want("exporter"):
+            total = (256 if args.quick else 1024) * MIB
+            log(f"exporter: {total / 2**30:.2f} GiB of parameters")
+            with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as ep:
+                results["exporter"] = ep.submit(_exporter_worker, str(work / "exporter"),
+                                                total).result()
+            log(f"  {results['exporter']}")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    results["wall_s"] = time.monotonic() - t_start
+    results["targets"] = evaluate_targets(results)
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    base = args.out / ts
+    base.with_suffix(".json").write_text(json.dumps(results, indent=2, default=str) + "\n")
+    md = report.markdown(results)
+    base.with_suffix(".md").write_text(md)
+    png = base.with_suffix(".png")
+    if results["configs"] and report.plot(results, png):
+        log(f"plot {png}")
+    # Stable names for the latest run, so docs can link them.
+    for suffix in (".json", ".md", ".png"):
+        src = base.with_suffix(suffix)
+        if src.exists():
+            shutil.copyfile(src, args.out / f"latest{suffix}")
+    print(md)
+    log(f"done in {results['wall_s']:.0f} s; results in {base}.{{json,md,png}}")
+    return 0
+
+
+def _raw_input(serialized: bytes) -> bytes:
+    from jaxport.protocol.gen.inference import grpc_service_pb2 as pb
+
+    return pb.ModelInferRequest.FromString(serialized).raw_input_contents[0]
+
+
+def cold_start_phases(srv: Server, engine: str) -> dict[str, float]:
+    """Load phases the bridge logged for model 'mlp' (checksum, deserialize, weights, ...)."""
+    phases: dict[str, float] = {}
+    for line in srv.log_path.read_text(errors="replace").splitlines():
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(rec, dict) or rec.get("model") != "mlp":
+            continue
+        secs = rec.get("load_seconds")
+        if isinstance(secs, dict):
+            for phase, v in secs.items():
+                phases[f"mlp {engine}: {phase}, s"] = float(v)
+    return phases
+
+
+if __name__ == "__main__":
+    sys.exit(main())
