@@ -1,0 +1,289 @@
+"""Read, write and validate `manifest.json`, the flat-order contract of an artifact.
+
+The schema is the protobuf message `jaxport.v1.Manifest` (proto/jaxport/v1/manifest.proto);
+the file is its canonical proto3 JSON. This module never imports jax, so consumers (the bridge,
+`verify` workers) can check an artifact before deserializing anything.
+
+Trust boundary: the checks here establish INTEGRITY (the bytes are the ones the exporter wrote),
+not authenticity. Only deserialize artifacts from a source you trust.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+import numpy as np
+from google.protobuf import json_format
+from jaxport.exporter.errors import ArtifactError, ChecksumError, SchemaVersionError
+from jaxport.protocol import dtypes
+from jaxport.protocol.gen.jaxport.v1 import manifest_pb2
+
+__all__ = [
+    "MANIFEST_FILE",
+    "MAX_SUPPORTED_SCHEMA_VERSION",
+    "MIN_SUPPORTED_SCHEMA_VERSION",
+    "SCHEMA_VERSION",
+    "dtype_message",
+    "load",
+    "numpy_dtype",
+    "parse",
+    "sha256_bytes",
+    "sha256_file",
+    "to_json",
+    "validate",
+    "verify_files",
+    "write",
+]
+
+# Schema version written by this exporter, and the range readers accept.
+# Changelog (keep in sync with proto/jaxport/v1/manifest.proto):
+# - 1 (2026-11-29): first release.
+SCHEMA_VERSION = 1
+MIN_SUPPORTED_SCHEMA_VERSION = 1
+MAX_SUPPORTED_SCHEMA_VERSION = 1
+
+MANIFEST_FILE = "manifest.json"
+
+_ROLE = manifest_pb2.ArgumentRole
+_RROLE = manifest_pb2.ResultRole
+
+
+def dtype_message(dtype: np.dtype | type | str) -> manifest_pb2.DType:
+    """The manifest DType for a numpy dtype, from the one dtype table."""
+    row = dtypes.by_numpy(dtype)
+    return manifest_pb2.DType(
+        numpy=row.numpy_name, mlir=row.mlir, datatype=row.datatype, itemsize=row.itemsize
+    )
+
+
+def numpy_dtype(dtype: manifest_pb2.DType) -> np.dtype:
+    """The little-endian numpy dtype a manifest DType names (its vocabularies must agree)."""
+    try:
+        row = dtypes.by_numpy(dtype.numpy)
+    except dtypes.UnsupportedDtypeError as exc:
+        raise ArtifactError(f"manifest names an unsupported dtype: {exc}") from None
+    if (row.mlir, row.datatype, row.itemsize) != (dtype.mlir, dtype.datatype, dtype.itemsize):
+        raise ArtifactError(
+            f"manifest dtype {dtype.numpy!r} is inconsistent: mlir={dtype.mlir!r} "
+            f"datatype={dtype.datatype!r} itemsize={dtype.itemsize} (expected {row.mlir!r}, "
+            f"{row.datatype!r}, {row.itemsize})"
+        )
+    return row.numpy
+
+
+def sha256_bytes(data: bytes | bytearray | memoryview) -> str:
+    """Lowercase hex sha256 of some bytes."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def sha256_file(path: str | os.PathLike[str]) -> str:
+    """Lowercase hex sha256 of a file's bytes, streamed."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def to_json(manifest: manifest_pb2.Manifest) -> str:
+    """Canonical proto3 JSON, with zero values printed (`index: 0` must be explicit)."""
+    return (
+        json_format.MessageToJson(
+            manifest, always_print_fields_with_no_presence=True, indent=2, sort_keys=False
+        )
+        + "\n"
+    )
+
+
+def write(manifest: manifest_pb2.Manifest, artifact_dir: str | os.PathLike[str]) -> Path:
+    """Validate and write `manifest.json` into `artifact_dir`; returns its path."""
+    validate(manifest)
+    path = Path(artifact_dir) / MANIFEST_FILE
+    path.write_text(to_json(manifest), encoding="utf-8")
+    return path
+
+
+def parse(text: str, source: str = MANIFEST_FILE) -> manifest_pb2.Manifest:
+    """Parse and validate manifest JSON text; `source` names it in errors."""
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ArtifactError(f"{source} is not valid JSON: {exc}") from None
+    if not isinstance(raw, dict):
+        raise ArtifactError(f"{source} must hold a JSON object")
+    _check_schema_version(raw.get("schemaVersion", raw.get("schema_version", 0)), source)
+    try:
+        manifest = json_format.ParseDict(raw, manifest_pb2.Manifest())
+    except json_format.ParseError as exc:
+        raise ArtifactError(
+            f"{source} does not match the jaxport.v1.Manifest schema: {exc}"
+        ) from None
+    validate(manifest, source)
+    return manifest
+
+
+def load(artifact_dir: str | os.PathLike[str]) -> manifest_pb2.Manifest:
+    """Read and validate `<artifact_dir>/manifest.json` (schema version and structure)."""
+    path = Path(artifact_dir) / MANIFEST_FILE
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ArtifactError(
+            f"{path}: no manifest.json; is this a jaxport artifact directory?"
+        ) from None
+    except OSError as exc:
+        raise ArtifactError(f"{path}: cannot read: {exc.strerror}") from None
+    return parse(text, str(path))
+
+
+def _check_schema_version(version: object, source: str) -> None:
+    if not isinstance(version, int) or not (
+        MIN_SUPPORTED_SCHEMA_VERSION <= version <= MAX_SUPPORTED_SCHEMA_VERSION
+    ):
+        raise SchemaVersionError(
+            f"{source}: manifest schema_version {version!r} is not supported by this jaxport "
+            f"(supported: {MIN_SUPPORTED_SCHEMA_VERSION}..{MAX_SUPPORTED_SCHEMA_VERSION}); "
+            "re-export the model with a matching jaxport or upgrade jaxport"
+        )
+
+
+def _check_shape(shape: Iterable[int], what: str, source: str) -> int:
+    dims = list(shape)
+    if any(d < 0 for d in dims):
+        raise ArtifactError(f"{source}: {what} has a non-fixed shape {dims}; only fixed shapes")
+    return math.prod(dims)
+
+
+def _check_rel_path(path: str, what: str, source: str) -> None:
+    p = Path(path)
+    if not path or p.is_absolute() or ".." in p.parts or "\\" in path:
+        raise ArtifactError(f"{source}: {what} path {path!r} must be relative to the artifact")
+
+
+def validate(manifest: manifest_pb2.Manifest, source: str = MANIFEST_FILE) -> None:
+    """Check the manifest's invariants (manifest.proto); ArtifactError names the field."""
+    _check_schema_version(manifest.schema_version, source)
+    if not manifest.programs:
+        raise ArtifactError(f"{source}: no programs")
+    multi_platform = len(manifest.platforms) > 1
+    for p, program in enumerate(manifest.programs):
+        where = f"programs[{p}]"
+        for attr in ("mlirbc_file", "jaxexport_file"):
+            _check_rel_path(getattr(program, attr), f"{where}.{attr}", source)
+        names: set[str] = set()
+        for i, arg in enumerate(program.arguments):
+            what = f"{where}.arguments[{i}] ({arg.name!r})"
+            if arg.index != i:
+                raise ArtifactError(
+                    f"{source}: {what} has index {arg.index} but is at position {i}: arguments "
+                    "must list @main's arguments in order (was the manifest edited?)"
+                )
+            if arg.role == _ROLE.ARGUMENT_ROLE_UNSPECIFIED:
+                raise ArtifactError(f"{source}: {what} has no role")
+            if arg.name in names:
+                raise ArtifactError(f"{source}: {what}: duplicate argument name")
+            names.add(arg.name)
+            if arg.role == _ROLE.ARGUMENT_ROLE_TOKEN:
+                continue
+            n = _check_shape(arg.shape, what, source)
+            itemsize = numpy_dtype(arg.dtype).itemsize
+            if arg.byte_size != n * itemsize:
+                raise ArtifactError(
+                    f"{source}: {what} byte_size {arg.byte_size} != {n} elements x {itemsize}"
+                )
+            if arg.role == _ROLE.ARGUMENT_ROLE_PARAMETER:
+                if not arg.tensorstore_spec_json or len(arg.sha256) != 64:
+                    raise ArtifactError(f"{source}: {what} lacks its tensorstore spec or sha256")
+            if arg.role == _ROLE.ARGUMENT_ROLE_PLATFORM_INDEX and i != 0:
+                raise ArtifactError(f"{source}: {what}: the platform index must be argument 0")
+        if multi_platform and (
+            not program.arguments
+            or program.arguments[0].role != _ROLE.ARGUMENT_ROLE_PLATFORM_INDEX
+        ):
+            raise ArtifactError(
+                f"{source}: {where}: several platforms but argument 0 is not the platform index"
+            )
+        for i, res in enumerate(program.results):
+            what = f"{where}.results[{i}] ({res.name!r})"
+            if res.index != i:
+                raise ArtifactError(
+                    f"{source}: {what} has index {res.index} but is at position {i} "
+                    "(was the manifest edited?)"
+                )
+            if res.role == _RROLE.RESULT_ROLE_UNSPECIFIED:
+                raise ArtifactError(f"{source}: {what} has no role")
+            if res.role == _RROLE.RESULT_ROLE_TOKEN:
+                continue
+            n = _check_shape(res.shape, what, source)
+            if res.byte_size != n * numpy_dtype(res.dtype).itemsize:
+                raise ArtifactError(f"{source}: {what} byte_size {res.byte_size} is inconsistent")
+    for f in manifest.files:
+        _check_rel_path(f.path, "files[]", source)
+        if len(f.sha256) != 64:
+            raise ArtifactError(f"{source}: files entry {f.path!r} has no sha256")
+
+
+def _kv_path(arg: manifest_pb2.Argument) -> str:
+    try:
+        return str(json.loads(arg.tensorstore_spec_json)["kvstore"]["path"])
+    except (ValueError, KeyError, TypeError):
+        return "unknown path"
+
+
+def verify_files(artifact_dir: str | os.PathLike[str], manifest: manifest_pb2.Manifest) -> None:
+    """Check every listed file and every parameter against its sha256.
+
+    Raises ChecksumError naming the file (or parameter) with the expected and actual digest.
+    Files referenced by programs and goldens must be listed, so nothing escapes the check.
+    """
+    root = Path(artifact_dir)
+    listed = {f.path for f in manifest.files}
+    needed = set()
+    for program in manifest.programs:
+        needed.update(p for p in (program.mlirbc_file, program.jaxexport_file) if p)
+    for case in manifest.goldens:
+        needed.update(case.inputs.values())
+        needed.update(case.outputs.values())
+        needed.update(case.check_outputs.values())
+    missing = sorted(needed - listed)
+    if missing:
+        raise ArtifactError(
+            f"{root}: {missing[0]} is used by the manifest but not in its file list"
+        )
+    for entry in manifest.files:
+        path = root / entry.path
+        if not path.is_file():
+            raise ChecksumError(f"{path}: file listed in the manifest is missing")
+        size = path.stat().st_size
+        if size != entry.size_bytes:
+            raise ChecksumError(
+                f"{path}: size {size} bytes, manifest says {entry.size_bytes} "
+                "(truncated or replaced?)"
+            )
+        actual = sha256_file(path)
+        if actual != entry.sha256:
+            raise ChecksumError(
+                f"{path}: sha256 mismatch: expected {entry.sha256}, actual {actual}"
+            )
+    # Parameters are checked again as arrays: a consumer may open them with any zarr reader, so
+    # the array-level digest is the one that matters across implementations.
+    from jaxport.exporter import weights
+
+    seen: set[str] = set()
+    for program in manifest.programs:
+        for arg in program.arguments:
+            if arg.role != _ROLE.ARGUMENT_ROLE_PARAMETER or arg.name in seen:
+                continue
+            seen.add(arg.name)
+            array = weights.read_parameter(root, arg)
+            actual = weights.array_sha256(array)
+            if actual != arg.sha256:
+                raise ChecksumError(
+                    f"{root}: parameter {arg.name!r} ({_kv_path(arg)}) sha256 mismatch: "
+                    f"expected {arg.sha256}, actual {actual}"
+                )

@@ -1,0 +1,81 @@
+"""Checks on the lowered StableHLO module that a consumer relies on.
+
+A C++ consumer compiles `model.mlirbc` as is, so the module must have fixed shapes (no `?`
+dimension, no `shape_assertion`, which only JAX's own shape refinement resolves), must not
+carry weights as constants (they belong under weights/), and its custom-call targets must
+be known to the consumer's runtime (recorded in the manifest).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+
+from jaxport.exporter.errors import ExportError
+from jaxport.protocol import dtypes
+
+__all__ = ["DEFAULT_MAX_CONSTANT_BYTES", "ModuleInfo", "inspect_module", "main_signature"]
+
+# Dense (non-splat) constants larger than this are treated as baked-in weights. Small tables
+# (a few KiB) are legitimate program constants; a 128x128 f32 matrix (64 KiB) is not.
+DEFAULT_MAX_CONSTANT_BYTES = 16 << 10
+
+_DYNAMIC_DIM = re.compile(r"tensor<(?:[^<>]*x)?\?")
+_CONSTANT = re.compile(r"stablehlo\.constant\s+dense<(.{0,2})[^\n]*?>\s*:\s*tensor<([^<>]*)>")
+_CUSTOM_CALL = re.compile(r"stablehlo\.custom_call\s+@([\w$.\-]+)")
+_CUSTOM_CALL_GENERIC = re.compile(r'call_target_name\s*=\s*"([^"]+)"')
+_MAIN = re.compile(r"func\.func public @main\((.*?)\)\s*->", re.S)
+_ARG_TYPE = re.compile(r"%arg\d+:\s*(tensor<[^<>]*>|!stablehlo\.token)")
+
+
+@dataclass
+class ModuleInfo:
+    """What the exporter records about a module."""
+
+    custom_call_targets: list[str] = field(default_factory=list)
+    main_argument_types: list[str] = field(default_factory=list)
+
+
+def main_signature(text: str) -> list[str]:
+    """The MLIR types of `@main`'s arguments, in order (e.g. `tensor<4x3xf32>`)."""
+    m = _MAIN.search(text)
+    if not m:
+        raise ExportError("internal: the lowered module has no public @main function")
+    return _ARG_TYPE.findall(m.group(1))
+
+
+def _tensor_bytes(type_body: str) -> tuple[int, str]:
+    *dims, elem = type_body.split("x")
+    try:
+        itemsize = dtypes.by_mlir(elem).itemsize
+    except dtypes.UnsupportedDtypeError:
+        itemsize = 4
+    return math.prod(int(d) for d in dims) * itemsize, elem
+
+
+def inspect_module(
+    text: str, *, what: str, max_constant_bytes: int = DEFAULT_MAX_CONSTANT_BYTES
+) -> ModuleInfo:
+    """Check a module's text form; raises ExportError naming the problem and the fix."""
+    if _DYNAMIC_DIM.search(text):
+        raise ExportError(
+            f"{what}: the lowered module has a dynamic ('?') dimension; jaxport exports fixed "
+            "shapes only; give every input a concrete shape"
+        )
+    if "shape_assertion" in text:
+        raise ExportError(
+            f"{what}: the lowered module contains shape_assertion (shape polymorphism); "
+            "jaxport exports fixed shapes only"
+        )
+    for m in _CONSTANT.finditer(text):
+        splat = m.group(1)[:1] not in ('"', "[")
+        nbytes, _ = _tensor_bytes(m.group(2))
+        if not splat and nbytes > max_constant_bytes:
+            raise ExportError(
+                f"{what}: the module embeds a dense constant tensor<{m.group(2)}> "
+                f"({nbytes} bytes > {max_constant_bytes}); weights must not be baked into the "
+                "program: pass them in the params pytree instead of closing over them"
+            )
+    targets = sorted(set(_CUSTOM_CALL.findall(text)) | set(_CUSTOM_CALL_GENERIC.findall(text)))
+    return ModuleInfo(custom_call_targets=targets, main_argument_types=main_signature(text))

@@ -1,0 +1,172 @@
+"""Parameters on disk: one plain TensorStore zarr3 array per parameter under `weights/`.
+
+Plain zarr3 (not an OCDBT-packed Orbax checkpoint) so any zarr v3 reader, C++ TensorStore or
+a Go/Java zarr library, opens an array with no Orbax. The manifest stores each array's
+TensorStore spec with its kvstore path RELATIVE to the artifact directory; a consumer joins
+it with the artifact directory before opening. Arrays are stored uncompressed, little-endian
+(`bytes` codec), chunked, so a reader needs no codec beyond the zarr3 core.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import tensorstore as ts
+from jaxport.exporter.errors import ArtifactError
+from jaxport.exporter.manifest import numpy_dtype
+from jaxport.exporter.progress import Progress
+from jaxport.protocol import dtypes
+from jaxport.protocol.gen.jaxport.v1 import manifest_pb2
+
+__all__ = [
+    "WEIGHTS_DIR",
+    "array_sha256",
+    "chunk_shape",
+    "read_parameter",
+    "read_parameters",
+    "safe_dir_name",
+    "unique_safe_names",
+    "write_parameter",
+]
+
+WEIGHTS_DIR = "weights"
+# Chunks of about this many bytes: big enough for few files, small enough for partial reads.
+CHUNK_BYTES = 4 << 20
+# Arrays above this size are written in slabs so the progress display moves.
+_SLAB_BYTES = 32 << 20
+
+
+def array_sha256(array: np.ndarray) -> str:
+    """sha256 of an array's raw little-endian C-order bytes (the manifest's argument digest)."""
+    from jaxport.exporter.manifest import sha256_bytes
+
+    row = dtypes.by_numpy(array.dtype)
+    return sha256_bytes(np.ascontiguousarray(np.asarray(array, dtype=row.numpy)).tobytes())
+
+
+def safe_dir_name(name: str) -> str:
+    """A file-system-safe directory name for a parameter name (`params.w1` stays as is)."""
+    cleaned = re.sub(r"[^A-Za-z0-9_.\-]", "_", name).strip(".")
+    return cleaned or "_"
+
+
+def unique_safe_names(names: list[str]) -> list[str]:
+    """`safe_dir_name` of each name, made unique (case-insensitively) with a numeric suffix."""
+    out: list[str] = []
+    seen: set[str] = set()
+    for name in names:
+        base = candidate = safe_dir_name(name)
+        n = 1
+        while candidate.lower() in seen:
+            candidate = f"{base}_{n}"
+            n += 1
+        seen.add(candidate.lower())
+        out.append(candidate)
+    return out
+
+
+def chunk_shape(shape: tuple[int, ...], itemsize: int, target: int = CHUNK_BYTES) -> list[int]:
+    """Chunk shape of about `target` bytes, splitting leading dimensions first."""
+    chunk = [max(1, d) for d in shape]
+    for axis in range(len(shape)):
+        rest = itemsize * math.prod(chunk[axis + 1 :])
+        if rest * chunk[axis] <= target:
+            break
+        chunk[axis] = max(1, target // rest)
+    return chunk
+
+
+def _spec(rel_path: str, numpy_name: str) -> dict[str, Any]:
+    return {"driver": "zarr3", "kvstore": {"driver": "file", "path": rel_path}, "dtype": numpy_name}
+
+
+def _absolute(spec: dict[str, Any], artifact_dir: Path) -> dict[str, Any]:
+    spec = json.loads(json.dumps(spec))
+    rel = spec["kvstore"]["path"]
+    if os.path.isabs(rel) or ".." in Path(rel).parts:
+        raise ArtifactError(f"tensorstore kvstore path {rel!r} must be relative to the artifact")
+    spec["kvstore"]["path"] = str(artifact_dir.resolve() / rel) + "/"
+    return spec
+
+
+def write_parameter(
+    artifact_dir: str | os.PathLike[str],
+    rel_dir: str,
+    array: np.ndarray,
+    progress: Progress | None = None,
+) -> dict[str, Any]:
+    """Write `array` as a zarr3 array at `<artifact_dir>/<rel_dir>/`; returns its relative spec."""
+    row = dtypes.by_numpy(array.dtype)
+    array = np.ascontiguousarray(np.asarray(array, dtype=row.numpy))
+    rel_path = rel_dir.rstrip("/") + "/"
+    chunks = chunk_shape(array.shape, row.itemsize)
+    create = _absolute(_spec(rel_path, row.numpy_name), Path(artifact_dir))
+    create["metadata"] = {
+        "shape": list(array.shape),
+        "data_type": row.numpy_name,
+        "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": chunks}},
+        "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}],
+    }
+    # Write every chunk, even all-zero ones, so each byte on disk is covered by a file checksum
+    # and readers need no missing-chunk logic.
+    create["store_data_equal_to_fill_value"] = True
+    store = ts.open(create, create=True).result()
+    if array.ndim == 0 or array.nbytes <= _SLAB_BYTES:
+        store.write(array).result()
+        if progress:
+            progress.advance(array.nbytes)
+    else:
+        row_bytes = array.nbytes // max(1, array.shape[0])
+        step = max(chunks[0], (_SLAB_BYTES // max(1, row_bytes)) // chunks[0] * chunks[0])
+        for start in range(0, array.shape[0], step):
+            slab = array[start : start + step]
+            store[start : start + slab.shape[0]].write(slab).result()
+            if progress:
+                progress.advance(slab.nbytes)
+    return _spec(rel_path, row.numpy_name)
+
+
+def read_parameter(
+    artifact_dir: str | os.PathLike[str], argument: manifest_pb2.Argument
+) -> np.ndarray:
+    """Open one parameter's zarr3 array from its manifest spec and check shape and dtype."""
+    root = Path(artifact_dir)
+    try:
+        spec = json.loads(argument.tensorstore_spec_json)
+        store = ts.open(_absolute(spec, root), open=True).result()
+        array = np.asarray(store.read().result())
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ArtifactError(
+            f"{root}: cannot open parameter {argument.name!r}: {str(exc).splitlines()[0]}"
+        ) from None
+    expected = numpy_dtype(argument.dtype)
+    if array.dtype != expected or list(array.shape) != list(argument.shape):
+        raise ArtifactError(
+            f"{root}: parameter {argument.name!r} on disk is {array.dtype}{list(array.shape)}, "
+            f"manifest says {expected}{list(argument.shape)}"
+        )
+    return array
+
+
+def read_parameters(
+    artifact_dir: str | os.PathLike[str],
+    manifest: manifest_pb2.Manifest,
+    program: manifest_pb2.Program,
+) -> list[np.ndarray]:
+    """Every PARAMETER argument of `program`, in `@main` argument order.
+
+    Only parameters are returned (not inputs, platform index or tokens); zip them with
+    `[a for a in program.arguments if a.role == ARGUMENT_ROLE_PARAMETER]`.
+    """
+    del manifest  # The spec is self-contained; kept in the signature for future schema needs.
+    return [
+        read_parameter(artifact_dir, arg)
+        for arg in program.arguments
+        if arg.role == manifest_pb2.ARGUMENT_ROLE_PARAMETER
+    ]

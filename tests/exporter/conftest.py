@@ -1,0 +1,60 @@
+"""Session fixtures: each test model is exported once per session (via the Python API)."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+from jaxport.exporter import api, manifest
+from jaxport.protocol.gen.jaxport.v1 import manifest_pb2
+
+REPO = Path(__file__).resolve().parents[2]
+MODELS_DIR = REPO / "tests" / "models"
+JAXPORT = REPO / ".venv" / "bin" / "jaxport"
+if str(MODELS_DIR) not in sys.path:
+    sys.path.insert(0, str(MODELS_DIR))
+
+
+def model_module(name: str):
+    """Import a test model from tests/models."""
+    return importlib.import_module(name)
+
+
+def input_specs(mod) -> dict[str, jax.ShapeDtypeStruct]:
+    """The model's INPUTS table as ShapeDtypeStructs."""
+    return {k: jax.ShapeDtypeStruct(shape, np.dtype(dt) if dt != "bfloat16" else jax.numpy.bfloat16)
+            for k, (dt, shape) in mod.INPUTS.items()}
+
+
+def export_model(name: str, out_dir: Path, **kwargs) -> manifest_pb2.Manifest:
+    """Export tests/models/<name>.py (init(key(0)) + predict) to out_dir."""
+    mod = model_module(name)
+    params = mod.init(jax.random.key(0))
+    return api.export(mod.predict, params, input_specs(mod), out_dir, quiet=True,
+                      source_function=f"{name}:predict", **kwargs)
+
+
+@pytest.fixture(scope="session")
+def artifacts(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
+    """`artifacts(model_name)` -> artifact dir, exported once per session."""
+    root = tmp_path_factory.mktemp("artifacts")
+    cache: dict[str, Path] = {}
+
+    def get(name: str) -> Path:
+        if name not in cache:
+            out = root / name / "1"
+            export_model(name, out)
+            cache[name] = out
+        return cache[name]
+
+    return get
+
+
+@pytest.fixture
+def loaded() -> Callable[[Path], manifest_pb2.Manifest]:
+    return manifest.load
