@@ -1,4 +1,130 @@
-"""The `jaxport` command: dispatches to export/verify/serve/infer, importing each lazily."""
+"""The `jaxport` command: dispatches to export/verify/serve/infer, importing each lazily.
+
+It ships with the JAX-free `jaxport-client` distribution so `jaxport infer` works alone;
+`export`, `verify` and `serve` live in the full `jaxport` distribution and are only imported
+when asked for, so `jaxport infer` never loads JAX.
+"""
+
+from __future__ import annotations
+
+import importlib
 import sys
-def main(argv=None):
-    print("stub")
+from collections.abc import Callable, Sequence
+from importlib import metadata
+
+# name -> (module, function, one-line description, needs the full `jaxport` distribution)
+SUBCOMMANDS: dict[str, tuple[str, str, str, bool]] = {
+    "export": (
+        "jaxport.exporter.cli",
+        "export_main",
+        "export a JAX function to a StableHLO artifact directory",
+        True,
+    ),
+    "verify": (
+        "jaxport.exporter.cli",
+        "verify_main",
+        "check an artifact's manifest, checksums and goldens",
+        True,
+    ),
+    "serve": (
+        "jaxport.bridge.cli",
+        "serve_main",
+        "serve a model repository over the Open Inference Protocol (gRPC)",
+        True,
+    ),
+    "infer": (
+        "jaxport.client.cli",
+        "infer_main",
+        "call a model on an Open Inference Protocol server",
+        False,
+    ),
+}
+
+
+def _version(distribution: str) -> str | None:
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def version_text() -> str:
+    """`jaxport <version>` plus the client distribution's version."""
+    full = _version("jaxport")
+    client = _version("jaxport-client") or "unknown"
+    if full is None:
+        return f"jaxport-client {client} (full `jaxport` distribution not installed)"
+    return f"jaxport {full} (jaxport-client {client})"
+
+
+def usage() -> str:
+    width = max(map(len, SUBCOMMANDS))
+    lines = [
+        "usage: jaxport <command> [options]   (jaxport <command> --help for its options)",
+        "",
+        "commands:",
+        *(f"  {name:<{width}}  {desc}" for name, (_, _, desc, _) in SUBCOMMANDS.items()),
+        "",
+        "options:",
+        "  -h, --help     show this help",
+        "  --version      show the installed version",
+    ]
+    return "\n".join(lines)
+
+
+def _load(command: str) -> Callable[[list[str]], int] | str:
+    """The subcommand's main function, or a one-line error explaining what is missing."""
+    module_name, function, _, needs_full = SUBCOMMANDS[command]
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if not needs_full:
+            raise
+        installed = _version("jaxport")
+        if installed is None:
+            return (
+                f"jaxport {command}: error: needs the full jaxport distribution "
+                f"(JAX, exporter, bridge), which is not installed here ({exc}); "
+                "install it with `pip install jaxport`"
+            )
+        return (
+            f"jaxport {command}: error: cannot import {module_name} ({exc}): the installed "
+            f"jaxport {installed} is incomplete; reinstall it with "
+            "`pip install --force-reinstall jaxport`"
+        )
+    return getattr(module, function)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `jaxport` console script; returns the exit status."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args:
+        print(usage(), file=sys.stderr)
+        return 2
+    command, rest = args[0], args[1:]
+    if command in ("-h", "--help", "help"):
+        print(usage())
+        return 0
+    if command == "--version":
+        print(version_text())
+        return 0
+    if command not in SUBCOMMANDS:
+        print(
+            f"jaxport: error: unknown command {command!r}; expected one of "
+            f"{', '.join(SUBCOMMANDS)} (see `jaxport --help`)",
+            file=sys.stderr,
+        )
+        return 2
+    entry = _load(command)
+    if isinstance(entry, str):
+        print(entry, file=sys.stderr)
+        return 1
+    try:
+        return int(entry(rest) or 0)
+    except KeyboardInterrupt:
+        print(f"jaxport {command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,216 @@
+"""`jaxport infer`: call a model on an Open Inference Protocol server from the shell.
+
+    jaxport infer --url HOST:PORT --model NAME --input x=@x.npy [--input y=@y.npy]
+                  [--model-version V] [--output NAME ...] [--json] [--timeout S]
+
+Prints each output (name, datatype, shape, a value summary) or, with --json, one JSON object
+shaped like the protocol's REST response ({"model_name", "model_version", "id", "outputs":
+[{"name", "datatype", "shape", "data"}]}, data flattened row-major, non-finite floats as the
+strings "NaN"/"Infinity"/"-Infinity"). Errors are one line on stderr: a failed call prints
+`jaxport infer: error: <CODE>: <server message>` and exits 1; a usage mistake exits 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, NoReturn
+
+import numpy as np
+from jaxport.client.inference import InferenceClient, InferenceServerError, InferResult
+from jaxport.protocol import dtypes
+from jaxport.protocol.errors import ProtocolError
+
+PROG = "jaxport infer"
+
+
+class UsageError(Exception):
+    """A command-line mistake (exit status 2)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports a mistake in one line instead of usage + message."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{message} (see `{self.prog} --help`)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog=PROG,
+        description="Run one inference on an Open Inference Protocol (KServe v2) gRPC server.",
+    )
+    parser.add_argument("--url", required=True, help="server address HOST:PORT")
+    parser.add_argument("--model", required=True, help="model name")
+    parser.add_argument("--model-version", default="", help="model version (default: server's)")
+    parser.add_argument(
+        "--input",
+        action="append",
+        required=True,
+        metavar="NAME=@FILE.npy",
+        help="an input tensor from a .npy file (repeat for each input)",
+    )
+    parser.add_argument(
+        "--output",
+        action="append",
+        default=None,
+        metavar="NAME",
+        help="return only this output (repeatable; default: all outputs)",
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--timeout", type=float, default=None, help="deadline in seconds")
+    parser.add_argument("--id", default="", help="request id (echoed by the server)")
+    parser.add_argument(
+        "--typed",
+        action="store_true",
+        help="send typed `contents` instead of raw bytes (not for FP16/BF16)",
+    )
+    parser.add_argument("--token-file", type=Path, help="file holding a bearer token")
+    parser.add_argument("--tls", action="store_true", help="use TLS with the system roots")
+    parser.add_argument("--ca", type=Path, help="PEM root certificates (implies TLS)")
+    parser.add_argument("--cert", type=Path, help="PEM client certificate (mutual TLS)")
+    parser.add_argument("--key", type=Path, help="PEM client private key (mutual TLS)")
+    return parser
+
+
+def parse_input(spec: str) -> tuple[str, Path]:
+    """`name=@path.npy` -> (name, path)."""
+    name, sep, source = spec.partition("=")
+    if not sep or not name or not source.startswith("@") or len(source) < 2:
+        raise UsageError(f"--input {spec!r}: expected NAME=@FILE.npy, e.g. --input x=@x.npy")
+    return name, Path(source[1:])
+
+
+def load_inputs(specs: Sequence[str]) -> dict[str, np.ndarray]:
+    """Read every --input file (pickles refused: a .npy is data, not code)."""
+    parsed = [parse_input(s) for s in specs]
+    inputs: dict[str, np.ndarray] = {}
+    for name, path in parsed:
+        if name in inputs:
+            raise UsageError(f"--input {name!r} given twice")
+        try:
+            inputs[name] = np.load(path, allow_pickle=False)
+        except (OSError, ValueError) as exc:
+            raise ProtocolError(f"input '{name}': cannot read {path} as .npy: {exc}") from None
+    return inputs
+
+
+def _json_value(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    return value
+
+
+def _data(array: np.ndarray) -> list[Any]:
+    flat = array.ravel()
+    if flat.dtype.kind == "f" or flat.dtype == dtypes.by_datatype("BF16").numpy:
+        return [_json_value(v) for v in flat.astype(np.float64).tolist()]
+    return flat.tolist()
+
+
+def result_json(result: InferResult) -> dict[str, Any]:
+    """The REST-style JSON object of a result."""
+    return {
+        "model_name": result.model_name,
+        "model_version": result.model_version,
+        "id": result.id,
+        "outputs": [
+            {
+                "name": name,
+                "datatype": dtypes.by_numpy(array.dtype).datatype,
+                "shape": list(array.shape),
+                "data": _data(array),
+            }
+            for name, array in result.outputs.items()
+        ],
+    }
+
+
+def summarize(array: np.ndarray) -> str:
+    """min/max/mean for numbers, true count for BOOL, plus the leading values."""
+    if array.size == 0:
+        return "(empty)"
+    if array.dtype == np.bool_:
+        stats = f"true={int(array.sum())}/{array.size}"
+    else:
+        wide = array.astype(np.float64)
+        with np.errstate(all="ignore"):
+            stats = f"min={wide.min():.6g} max={wide.max():.6g} mean={wide.mean():.6g}"
+    values = np.array2string(
+        array.ravel()[:8], separator=", ", max_line_width=10_000, threshold=8
+    )
+    more = ", ..." if array.size > 8 else ""
+    return f"{stats} values={values[:-1]}{more}]"
+
+
+def result_text(result: InferResult) -> str:
+    lines = [f"model {result.model_name} version {result.model_version or '-'}"
+             + (f" id {result.id}" if result.id else "")]
+    for name, array in result.outputs.items():
+        datatype = dtypes.by_numpy(array.dtype).datatype
+        lines.append(f"  {name}  {datatype}  {list(array.shape)}  {summarize(array)}")
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    if (args.cert is None) != (args.key is None):
+        raise UsageError("--cert and --key must be given together")
+    inputs = load_inputs(args.input)
+    token = None
+    if args.token_file is not None:
+        try:
+            token = args.token_file.read_text().strip()
+        except OSError as exc:
+            raise ProtocolError(f"cannot read --token-file {args.token_file}: {exc}") from None
+    with InferenceClient(
+        args.url,
+        timeout=args.timeout,
+        tls=args.tls,
+        root_certificates=args.ca,
+        client_certificate=args.cert,
+        client_key=args.key,
+        token=token,
+    ) as client:
+        result = client.infer(
+            args.model,
+            inputs,
+            outputs=args.output,
+            version=args.model_version,
+            request_id=args.id,
+            raw=not args.typed,
+        )
+    if args.json:
+        print(json.dumps(result_json(result)))
+    else:
+        print(result_text(result))
+    return 0
+
+
+def _fail(message: str, status: int) -> int:
+    one_line = message.replace("\r\n", "\n").replace("\n", " ")
+    print(f"{PROG}: error: {one_line}", file=sys.stderr)
+    return status
+
+
+def infer_main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of `jaxport infer`; returns the exit status."""
+    try:
+        return run(build_parser().parse_args(argv))
+    except SystemExit as exc:  # --help
+        return exc.code if isinstance(exc.code, int) else 0
+    except UsageError as exc:
+        return _fail(str(exc), 2)
+    except InferenceServerError as exc:
+        return _fail(f"{exc.code}: {exc.message}", 1)
+    except ProtocolError as exc:
+        return _fail(exc.message, 1)
+    except OSError as exc:  # e.g. unreadable TLS files
+        return _fail(str(exc), 1)
+
+
+if __name__ == "__main__":
+    sys.exit(infer_main())
