@@ -91,8 +91,66 @@ def generate_python(out_dir: Path, protos: Sequence[str]) -> None:
         (directory / "__init__.py").write_text(INIT_TEXT, encoding="utf-8")
 
 
+# --- Go -------------------------------------------------------------------------------------
+
+GO_MODULE = "github.com/jaxport/jaxport/clients/go/gen"
+# Pinned code generators, installed from the Go module proxy into a gitignored tool directory.
+GO_PLUGINS = {
+    "protoc-gen-go": "google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12",
+    "protoc-gen-go-grpc": "google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.6.2",
+}
+GO_TOOL_DIR = REPO / "clients" / "go" / ".bin"
+
+
+def _go_plugin(name: str) -> Path:
+    """Path of a pinned Go protoc plugin, installing it with `go install` on first use."""
+    path = GO_TOOL_DIR / name
+    if path.exists():
+        return path
+    import os
+    import shutil
+
+    go = shutil.which("go")
+    if go is None:
+        raise SystemExit(
+            "generate.py: the Go toolchain is needed to generate clients/go/gen (install Go "
+            ">= 1.26 and make sure `go` is on PATH)"
+        )
+    env = {**os.environ, "GOBIN": str(GO_TOOL_DIR)}
+    done = subprocess.run([go, "install", GO_PLUGINS[name]], capture_output=True, text=True,
+                          env=env, cwd=REPO / "clients" / "go")
+    if done.returncode != 0 or not path.exists():
+        raise SystemExit(f"generate.py: go install {GO_PLUGINS[name]} failed:\n{done.stderr}")
+    return path
+
+
+def _go_plugin_version_ok(name: str) -> bool:
+    """True when the installed plugin is the pinned version (else it is reinstalled)."""
+    path = GO_TOOL_DIR / name
+    if not path.exists():
+        return False
+    done = subprocess.run([str(path), "--version"], capture_output=True, text=True)
+    return GO_PLUGINS[name].rsplit("@v", 1)[1] in done.stdout + done.stderr
+
+
+def generate_go(out_dir: Path, protos: Sequence[str]) -> None:
+    """`*.pb.go` for every proto, `*_grpc.pb.go` for services (package paths from go_package)."""
+    plugins = []
+    for name in GO_PLUGINS:
+        if not _go_plugin_version_ok(name):
+            (GO_TOOL_DIR / name).unlink(missing_ok=True)
+        plugins.append(f"--plugin={name}={_go_plugin(name)}")
+    _protoc([
+        *plugins,
+        f"--go_out={out_dir}", f"--go_opt=module={GO_MODULE}",
+        f"--go-grpc_out={out_dir}", f"--go-grpc_opt=module={GO_MODULE}",
+        *protos,
+    ])
+
+
 GENERATORS: list[Generator] = [
     Generator("python", "clients/python/jaxport/protocol/gen", generate_python),
+    Generator("go", "clients/go/gen", generate_go),
 ]
 
 
