@@ -485,11 +485,17 @@ def export(
     source_function: str = "",
     max_constant_bytes: int = module_mod.DEFAULT_MAX_CONSTANT_BYTES,
     seed: int = 0,
+    batch_sizes: Sequence[int] | None = None,
 ) -> manifest_pb2.Manifest:
     """Export `fn(params, *inputs)` as a jaxport artifact in `out_dir`; returns its manifest.
 
     `inputs` maps each input name to a `jax.ShapeDtypeStruct` with a fixed shape, in the
     order `fn` takes them. Raises ExportError (one line) for every user mistake.
+
+    `batch_sizes` (e.g. (1, 8, 32)) exports one fixed-shape program per size: dimension 0 of
+    EVERY input is the batch dimension (its value in `inputs` is replaced by each size) and
+    every output must have it too. Programs are `model.b<N>.{mlirbc,mlir,jaxexport}`, share
+    the weights, and the manifest lists inputs/outputs with -1 for the batch dimension.
     """
     out_dir = Path(out_dir)
     if out_dir.exists() and not force:
@@ -502,6 +508,12 @@ def export(
     fn_name = source_function or getattr(fn, "__name__", "function")
     progress = Progress(quiet=quiet)
     input_specs = check_inputs(inputs)
+    sizes = _check_batch_sizes(batch_sizes, input_specs)
+    if sizes:
+        return _export_batched(fn, params, input_specs, out_dir, sizes, output_names=output_names,
+                               goldens=goldens, platforms=plats, force=force, name=name,
+                               progress=progress, source_function=source_function,
+                               fn_name=fn_name, max_constant_bytes=max_constant_bytes, seed=seed)
     host_params = check_params(params)
     infos = leaf_infos(host_params, input_specs)
     # 64-bit leaves need x64 for tracing, lowering AND computing goldens; scoped, so the
@@ -583,8 +595,12 @@ def _write_goldens(
     input_specs: Mapping[str, jax.ShapeDtypeStruct],
     count: int,
     seed: int,
+    batch_size: int = 0,
 ) -> None:
-    """Golden cases computed by JAX itself (the jitted function, not the exported program)."""
+    """Golden cases computed by JAX itself (the jitted function, not the exported program).
+
+    With `batch_size`, cases are named `b<N>_case<i>` and marked for that program.
+    """
     jitted = jax.jit(export_fn.fn)
     n_out = len(export_fn.output_names)
 
@@ -594,6 +610,138 @@ def _write_goldens(
 
     specs = {k: (tuple(v.shape), np.dtype(v.dtype)) for k, v in input_specs.items()}
     for case, ins, outs in goldens_mod.write_cases(
-        root, count, specs, compute, export_fn.output_names, seed
+        root, count, specs, compute, export_fn.output_names, seed,
+        prefix=f"b{batch_size}_" if batch_size else "",
     ):
-        manifest.goldens.add(name=case, inputs=ins, outputs=outs)
+        manifest.goldens.add(name=case, inputs=ins, outputs=outs, batch_size=batch_size)
+
+
+# --------------------------------------------------------------------------------------------
+# batching: one fixed-shape program per batch size
+
+
+def _check_batch_sizes(
+    batch_sizes: Sequence[int] | None, input_specs: Mapping[str, jax.ShapeDtypeStruct]
+) -> tuple[int, ...]:
+    """Validated batch sizes, ascending (empty when not batching)."""
+    if batch_sizes is None:
+        return ()
+    sizes = list(batch_sizes)
+    if not sizes:
+        raise ExportError("batch sizes are empty; give at least one, e.g. --batch-sizes 1,8,32")
+    for b in sizes:
+        if isinstance(b, bool) or not isinstance(b, (int, np.integer)) or b < 1:
+            raise ExportError(f"batch size {b!r} is not a positive integer (got {sizes})")
+    if len(set(sizes)) != len(sizes):
+        raise ExportError(f"batch size listed twice in {sizes}")
+    for in_name, spec in input_specs.items():
+        if not spec.shape:
+            raise ExportError(
+                f"input {in_name!r} is a scalar; with batch sizes dimension 0 of every input "
+                "is the batch dimension (give it a leading dimension, e.g. x:f32[1,16])"
+            )
+    return tuple(sorted(int(b) for b in sizes))
+
+
+def _export_batched(
+    fn: Callable[..., Any],
+    params: Any,
+    input_specs: Mapping[str, jax.ShapeDtypeStruct],
+    out_dir: Path,
+    sizes: Sequence[int],
+    *,
+    output_names: Sequence[str] | None,
+    goldens: int,
+    platforms: Sequence[str],
+    force: bool,
+    name: str | None,
+    progress: Progress,
+    source_function: str,
+    fn_name: str,
+    max_constant_bytes: int,
+    seed: int,
+) -> manifest_pb2.Manifest:
+    """`export()` with one program per batch size (dimension 0 of every input and output)."""
+    host_params = check_params(params)
+    first_infos = leaf_infos(host_params, input_specs)
+    lowered = []
+    with jax.enable_x64(True) if needs_x64(first_infos) else contextlib.nullcontext():
+        for b in sizes:
+            specs = {k: jax.ShapeDtypeStruct((b, *v.shape[1:]), v.dtype)
+                     for k, v in input_specs.items()}
+            progress.step(f"tracing and lowering {fn_name} for batch size {b}")
+            export_fn = prepare_function(fn, host_params, specs, output_names, fn_name)
+            exported = lower(export_fn, host_params, specs, platforms, fn_name)
+            text = exported.mlir_module()
+            info = module_mod.inspect_module(text, what=f"{fn_name} (batch size {b})",
+                                             max_constant_bytes=max_constant_bytes)
+            lowered.append((b, specs, leaf_infos(host_params, specs), export_fn, exported,
+                            text, info, serialize(exported)))
+
+        _, _, infos0, fn0, exp0, _, _, _ = lowered[0]
+        kept = set(exp0.module_kept_var_idx)
+        out_shapes: dict[str, tuple[int, ...]] = {}
+        for b, _, _, export_fn, exported, _, _, _ in lowered:
+            if set(exported.module_kept_var_idx) != kept:
+                raise ExportError(
+                    f"{fn_name} uses different parameters at batch size {b} than at "
+                    f"{sizes[0]}; batched programs must share one set of weights"
+                )
+            avals = dict(zip(export_fn.result_names, exported.out_avals, strict=True))
+            for out_name in export_fn.output_names:
+                shape = tuple(avals[out_name].shape)
+                if not shape or shape[0] != b:
+                    raise ExportError(
+                        f"output {out_name!r} has shape {list(shape)} at batch size {b}; with "
+                        "batch sizes every output needs the batch dimension first (one row per "
+                        "input row), so requests can be batched and split back"
+                    )
+                if out_shapes.setdefault(out_name, shape[1:]) != shape[1:]:
+                    raise ExportError(
+                        f"output {out_name!r} changes its non-batch shape with the batch size "
+                        f"({list(out_shapes[out_name])} vs {list(shape[1:])} at {b})"
+                    )
+
+        manifest = manifest_pb2.Manifest(
+            schema_version=manifest_mod.SCHEMA_VERSION,
+            name=name or (out_dir.parent.name if out_dir.name.isdigit() else out_dir.name),
+            source_function=source_function,
+            versions=_versions(exp0),
+            platforms=list(exp0.platforms),
+            nr_devices=exp0.nr_devices,
+        )
+        if fn0.checks is not None:
+            manifest.checks.CopyFrom(fn0.checks)
+        for leaf in infos0:
+            if leaf.leaf_index not in kept:
+                manifest.dropped_leaves.add(leaf_index=leaf.leaf_index, key_path=leaf.key_path,
+                                            name=leaf.name, kind=leaf.kind)
+        for in_name, spec in input_specs.items():
+            manifest.inputs.add(name=in_name, shape=[-1, *spec.shape[1:]],
+                                dtype=manifest_mod.dtype_message(spec.dtype))
+        out_avals = dict(zip(fn0.result_names, exp0.out_avals, strict=True))
+        for out_name in fn0.output_names:
+            manifest.outputs.add(name=out_name, shape=[-1, *out_shapes[out_name]],
+                                 dtype=manifest_mod.dtype_message(out_avals[out_name].dtype))
+        manifest.batching.CopyFrom(manifest_pb2.Batching(
+            batch_sizes=list(sizes), batched_inputs=list(input_specs),
+            batched_outputs=list(fn0.output_names)))
+
+        with _staging_dir(out_dir, force) as tmp:
+            weight_dirs = _write_weights(tmp, infos0, host_params, kept, progress)
+            for b, specs, infos, export_fn, exported, text, info, blob in lowered:
+                prefix = f"model.b{b}"
+                (tmp / f"{prefix}.mlirbc").write_bytes(exported.mlir_module_serialized)
+                (tmp / f"{prefix}.mlir").write_text(text, encoding="utf-8")
+                (tmp / f"{prefix}.jaxexport").write_bytes(blob)
+                manifest.programs.append(build_program(
+                    exported, export_fn, infos, info, weight_dirs, files_prefix=prefix,
+                    batch_size=b))
+                if goldens:
+                    progress.step(f"computing {goldens} golden case(s) for batch size {b}")
+                    _write_goldens(tmp, manifest, export_fn, host_params, specs, goldens, seed,
+                                   batch_size=b)
+            manifest.files.extend(_file_entries(tmp))
+            manifest_mod.write(manifest, tmp)
+    progress.step(f"wrote {out_dir}")
+    return manifest

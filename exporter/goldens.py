@@ -65,6 +65,7 @@ def write_cases(
     compute: Callable[[dict[str, np.ndarray]], Sequence[np.ndarray]],
     output_names: Sequence[str],
     seed: int = 0,
+    prefix: str = "",
 ) -> list[tuple[str, dict[str, str], dict[str, str]]]:
     """Write `count` seeded cases; returns (case name, input paths, output paths) per case.
 
@@ -72,7 +73,7 @@ def write_cases(
     """
     cases = []
     for i in range(count):
-        case = f"case{i}"
+        case = f"{prefix}case{i}"
         base = artifact_dir / GOLDENS_DIR / case
         (base / "inputs").mkdir(parents=True)
         (base / "outputs").mkdir(parents=True)
