@@ -314,16 +314,18 @@ class InferenceClient:
         version: str = "",
         raw: bool = True,
         raise_errors: bool = True,
+        parameters: Mapping[str, codecs.ParameterValue] | None = None,
         timeout: float | None = None,
     ) -> Iterator[InferResult]:
         """Send each mapping of inputs over one ModelStreamInfer stream; yield results as they
         arrive. Request i gets id str(i) (match results by `InferResult.id`). A failed request
         raises InferenceServerError (code UNKNOWN: the stream carries only the message), or
         with raise_errors=False yields an InferResult whose `error` is the server's message.
-        `timeout` bounds the whole stream."""
+        `parameters` go with every request; `timeout` bounds the whole stream."""
         messages = (
             codecs.build_infer_request(
-                model, inputs, outputs=outputs, version=version, request_id=str(i), raw=raw
+                model, inputs, outputs=outputs, version=version, request_id=str(i), raw=raw,
+                parameters=parameters,
             )
             for i, inputs in zip(itertools.count(), requests)
         )
