@@ -1,0 +1,287 @@
+"""Model repository: `ROOT/<model>/<version>/` directories of exporter artifacts (no grpc).
+
+Versions are positive integers. At start every model is loaded (its latest version, or all of
+them with the `all` policy); models can be (re)loaded and unloaded while serving. A version that
+fails to load (tampered checksum, missing file, bad manifest...) is recorded with its reason
+(logs, RepositoryIndex `reason`, ModelReady false) and every other model keeps serving. A
+reload that fails leaves the version that was serving in place.
+
+Names come from callers, so they are checked before they touch the file system: a model name
+is one path component, and nothing (`..`, symlinks) may resolve outside the repository.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from jaxport.bridge.runtime import LoadError, Model
+from jaxport.protocol.errors import NotFoundError, ProtocolError, UnavailableError
+
+log = logging.getLogger("jaxport.bridge.repository")
+
+READY = "READY"
+LOADING = "LOADING"
+UNAVAILABLE = "UNAVAILABLE"
+
+POLICIES = ("latest", "all")
+
+Loader = Callable[[str, int, Path], Model]
+"""`loader(name, version, artifact_dir) -> Model`; raises LoadError (or anything) on refusal."""
+
+
+@dataclass(frozen=True)
+class VersionStatus:
+    """State of one model version as RepositoryIndex reports it."""
+
+    name: str
+    version: int
+    state: str
+    reason: str = ""
+    model: Model | None = None
+
+
+def _check_name(name: str) -> None:
+    if (
+        not name
+        or name in (".", "..")
+        or name.startswith(".")
+        or any(c in name for c in "/\\\x00")
+    ):
+        raise NotFoundError(f"unknown model {name!r}: not a valid model name")
+
+
+class Repository:
+    """Thread-safe table of model versions and their state, fed from the repository directory."""
+
+    def __init__(
+        self,
+        root: Path,
+        loader: Loader,
+        *,
+        version_policy: str = "latest",
+        on_change: Callable[[VersionStatus], None] | None = None,
+    ) -> None:
+        if version_policy not in POLICIES:
+            raise ValueError(f"version policy must be one of {POLICIES}, got {version_policy!r}")
+        self.root = Path(root)
+        self._real_root = self.root.resolve()
+        self._loader = loader
+        self._policy = version_policy
+        self._on_change = on_change
+        self._lock = threading.Lock()
+        self._table: dict[str, dict[int, VersionStatus]] = {}
+        self._name_locks: dict[str, threading.Lock] = {}
+
+    # -- disk ----------------------------------------------------------------------------------
+
+    def _inside(self, path: Path, what: str) -> Path:
+        real = path.resolve()
+        if not real.is_relative_to(self._real_root):
+            raise LoadError(f"{what} resolves outside the repository ({real}); refused")
+        return path
+
+    def discover(self) -> dict[str, list[int]]:
+        """Models on disk and their version numbers (ascending), without loading anything."""
+        found: dict[str, list[int]] = {}
+        if not self.root.is_dir():
+            return found
+        for entry in sorted(self.root.iterdir()):
+            if entry.name.startswith(".") or not entry.is_dir():
+                continue
+            found[entry.name] = self._versions_on_disk(entry)
+        return found
+
+    @staticmethod
+    def _versions_on_disk(model_dir: Path) -> list[int]:
+        versions = []
+        for v in model_dir.iterdir():
+            if v.is_dir() and v.name.isdigit() and int(v.name) > 0 and v.name == str(int(v.name)):
+                versions.append(int(v.name))
+        return sorted(versions)
+
+    def _model_dir(self, name: str) -> Path:
+        _check_name(name)
+        path = self.root / name
+        if not path.is_dir():
+            raise NotFoundError(f"unknown model '{name}': no directory {name}/ in the repository")
+        return path
+
+    # -- state ---------------------------------------------------------------------------------
+
+    def _set(self, status: VersionStatus) -> None:
+        with self._lock:
+            self._table.setdefault(status.name, {})[status.version] = status
+        if self._on_change is not None:
+            try:
+                self._on_change(status)
+            except Exception:  # observers (metrics) must never break loading
+                log.exception("repository change hook failed")
+
+    def _name_lock(self, name: str) -> threading.Lock:
+        with self._lock:
+            return self._name_locks.setdefault(name, threading.Lock())
+
+    def load_all(self) -> list[VersionStatus]:
+        """Load every model on disk per the version policy; failures are recorded, not raised."""
+        for name in self.discover():
+            try:
+                self.load(name)
+            except ProtocolError as exc:
+                log.warning("model not loaded", extra={"fields": {"model": name,
+                                                                  "reason": exc.message}})
+        return self.index()
+
+    def load(self, name: str) -> list[VersionStatus]:
+        """(Re)load `name` from disk per the version policy; versions it no longer selects go.
+
+        Raises NotFoundError for an unknown model and LoadError (FAILED_PRECONDITION) naming
+        the version and the reason if any selected version failed; the others still load.
+        """
+        model_dir = self._model_dir(name)
+        with self._name_lock(name):
+            on_disk = self._versions_on_disk(model_dir)
+            if not on_disk:
+                raise LoadError(f"model '{name}' has no version directories (e.g. {name}/1/)")
+            wanted = on_disk if self._policy == "all" else on_disk[-1:]
+            failures: list[str] = []
+            for version in wanted:
+                status = self._load_version(name, version, model_dir / str(version))
+                if status.state != READY or status.reason:
+                    failures.append(f"version {version}: {status.reason}")
+            with self._lock:
+                stale = [v for v in self._table.get(name, {}) if v not in wanted]
+            for version in stale:
+                self._set(VersionStatus(name, version, UNAVAILABLE, "unloaded: not selected by "
+                                        f"the '{self._policy}' version policy"))
+            if failures:
+                raise LoadError(f"model '{name}' failed to load: " + "; ".join(failures))
+            return self.statuses(name)
+
+    def _load_version(self, name: str, version: int, path: Path) -> VersionStatus:
+        previous = self.status(name, version)
+        serving = previous.model if previous and previous.state == READY else None
+        if serving is None:
+            self._set(VersionStatus(name, version, LOADING))
+        fields = {"model": name, "version": version, "path": str(path)}
+        log.info("loading model", extra={"fields": fields})
+        try:
+            self._inside(path, f"'{name}/{version}'")
+            model = self._loader(name, version, path)
+        except ProtocolError as exc:
+            reason = exc.message
+        except Exception as exc:  # an unexpected loader failure is still just this version's
+            log.exception("unexpected error loading model", extra={"fields": fields})
+            reason = f"unexpected error: {type(exc).__name__}: {exc}"
+        else:
+            status = VersionStatus(name, version, READY, model=model)
+            self._set(status)
+            log.info("model ready", extra={"fields": {**fields, "seconds": model.load_seconds}})
+            return status
+        log.warning("model failed to load", extra={"fields": {**fields, "reason": reason}})
+        if serving is not None:
+            status = VersionStatus(name, version, READY, f"reload failed, previous load still "
+                                   f"serving: {reason}", serving)
+        else:
+            status = VersionStatus(name, version, UNAVAILABLE, reason)
+        self._set(status)
+        return status
+
+    def unload(self, name: str) -> list[VersionStatus]:
+        """Stop serving every version of `name` (in-flight requests finish on their copy)."""
+        _check_name(name)
+        with self._name_lock(name):
+            with self._lock:
+                versions = list(self._table.get(name, {}))
+            if not versions:
+                if (self.root / name).is_dir():
+                    return []
+                raise NotFoundError(f"unknown model '{name}': nothing to unload")
+            for version in versions:
+                self._set(VersionStatus(name, version, UNAVAILABLE, "unloaded"))
+            log.info("model unloaded", extra={"fields": {"model": name}})
+            return self.statuses(name)
+
+    # -- queries -------------------------------------------------------------------------------
+
+    def status(self, name: str, version: int) -> VersionStatus | None:
+        """The recorded status of one version, if any."""
+        with self._lock:
+            return self._table.get(name, {}).get(version)
+
+    def statuses(self, name: str) -> list[VersionStatus]:
+        """Recorded statuses of every version of `name`, ascending."""
+        with self._lock:
+            table = self._table.get(name, {})
+            return [table[v] for v in sorted(table)]
+
+    def get(self, name: str, version: str = "") -> Model:
+        """The ready model for a request: `version` "" means the highest ready version.
+
+        NOT_FOUND for an unknown model or version; UNAVAILABLE (with the reason) for a known
+        one that is not ready (loading, failed, unloaded).
+        """
+        _check_name(name)
+        with self._lock:
+            table = dict(self._table.get(name, {}))
+        if not table:
+            if (self.root / name).is_dir():
+                raise UnavailableError(f"model '{name}' is not loaded; load it first")
+            raise NotFoundError(f"unknown model '{name}'")
+        if version == "":
+            ready = [s for v, s in sorted(table.items()) if s.state == READY]
+            if not ready:
+                latest = table[max(table)]
+                raise UnavailableError(
+                    f"model '{name}' has no ready version (version {latest.version} is "
+                    f"{latest.state}{': ' + latest.reason if latest.reason else ''})"
+                )
+            return ready[-1].model  # type: ignore[return-value]
+        if not version.isdigit() or int(version) not in table:
+            known = ", ".join(str(v) for v in sorted(table))
+            raise NotFoundError(f"model '{name}' has no version '{version}' (known: {known})")
+        status = table[int(version)]
+        if status.state != READY or status.model is None:
+            reason = f": {status.reason}" if status.reason else ""
+            raise UnavailableError(
+                f"model '{name}' version {version} is {status.state}{reason}"
+            )
+        return status.model
+
+    def is_ready(self, name: str, version: str = "") -> bool:
+        """ModelReady: False for a known model that cannot serve; NOT_FOUND if unknown."""
+        try:
+            self.get(name, version)
+        except UnavailableError:
+            return False
+        return True
+
+    def ready_models(self) -> list[Model]:
+        """Every model version currently serving."""
+        with self._lock:
+            return [s.model for t in self._table.values() for s in t.values()
+                    if s.state == READY and s.model is not None]
+
+    def index(self, ready_only: bool = False) -> list[VersionStatus]:
+        """Every model version on disk or in the table, with its state and reason."""
+        disk = self.discover()
+        with self._lock:
+            table = {n: dict(t) for n, t in self._table.items()}
+        out: list[VersionStatus] = []
+        for name in sorted(set(disk) | set(table)):
+            known = table.get(name, {})
+            for version in sorted(set(disk.get(name, [])) | set(known)):
+                status = known.get(version) or VersionStatus(name, version, UNAVAILABLE,
+                                                             "not loaded")
+                if not ready_only or status.state == READY:
+                    out.append(status)
+        return out
+
+    def models(self) -> Iterable[str]:
+        """Names of the models on disk or in the table."""
+        with self._lock:
+            names = set(self._table)
+        return sorted(names | set(self.discover()))

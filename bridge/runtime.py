@@ -1,0 +1,597 @@
+"""Model core: load one artifact version and execute it. No grpc in here.
+
+TRUST BOUNDARY: an artifact is code. `jax.export.deserialize` and compiling `model.mlirbc` run
+whatever program the artifact contains, custom calls included. The manifest checksums prove
+that the files are the ones the exporter wrote (no corruption, no tampering after export); they
+do not make an untrusted exporter safe. Serve only repositories whose producers you trust.
+
+Loading a version: manifest -> path checks (nothing may point outside the artifact directory,
+weights only from local files) -> sha256 of every file -> deserialize -> parameters from
+TensorStore in manifest order, put on the device ONCE -> compile ONCE -> warm up with zeros.
+Only then is the model handed to the repository as ready.
+
+Two engines execute the same artifact:
+- `exported`: `Exported.call` under one `jax.jit`, lowered and compiled once;
+- `pjrt`: the raw `model.mlirbc` compiled by the PJRT client, arguments bound purely from the
+  manifest's flat order (what a C++ runtime does).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any, Protocol
+
+import jax
+import jax.extend.backend
+import numpy as np
+from jax import export as jax_export
+from jaxport.bridge.statistics import ModelStatistics, Timings
+from jaxport.exporter import checks as checks_io
+from jaxport.exporter import manifest as manifest_io
+from jaxport.exporter import weights as weights_io
+from jaxport.protocol import dtypes
+from jaxport.protocol.errors import (
+    FailedPreconditionError,
+    InvalidArgumentError,
+    ProtocolError,
+    error_for_code,
+)
+from jaxport.protocol.gen.jaxport.v1 import manifest_pb2
+
+log = logging.getLogger("jaxport.bridge.runtime")
+
+ENGINES = ("exported", "pjrt")
+
+
+def configure_jax() -> None:
+    """Process-wide JAX settings the bridge needs: 64-bit dtypes (INT64/FP64/UINT64) as-is."""
+    jax.config.update("jax_enable_x64", True)
+
+
+class LoadError(FailedPreconditionError):
+    """An artifact cannot be served; the message says which file or field and why."""
+
+
+@dataclass(frozen=True)
+class TensorSig:
+    """A model input or output as a caller sees it. -1 marks the batch dimension."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: dtypes.DType
+
+    @property
+    def datatype(self) -> str:
+        """Open Inference Protocol datatype string (`FP32`, `BF16`, ...)."""
+        return self.dtype.datatype
+
+    def describe(self) -> str:
+        """`FP32 [4, 3]`."""
+        return f"{self.datatype} {list(self.shape)}"
+
+    def matches_shape(self, shape: Sequence[int]) -> bool:
+        """True when `shape` fits (a -1 dimension accepts any size >= 1)."""
+        if len(shape) != len(self.shape):
+            return False
+        return all(w == g if w >= 0 else g >= 1 for w, g in zip(self.shape, shape, strict=True))
+
+
+def _sig(spec: manifest_pb2.TensorSpec) -> TensorSig:
+    shape = tuple(int(d) for d in spec.shape)
+    return TensorSig(spec.name, shape, _dtype_row(spec.dtype, spec.name))
+
+
+def _dtype_row(dt: manifest_pb2.DType, what: str) -> dtypes.DType:
+    try:
+        return dtypes.by_datatype(dt.datatype)
+    except dtypes.UnsupportedDtypeError as exc:
+        raise LoadError(f"manifest: {what}: {exc}") from None
+
+
+# ---------------------------------------------------------------------------------------------
+# Artifact path safety
+
+
+def resolve_inside(base: Path, rel: str, what: str) -> Path:
+    """`base/rel`, refusing absolute paths, `..`, and symlinks that lead outside `base`."""
+    if not rel or os.path.isabs(rel) or "\\" in rel or "\x00" in rel:
+        raise LoadError(f"{what}: path {rel!r} is not a relative path inside the artifact")
+    if ".." in PurePosixPath(rel).parts:
+        raise LoadError(f"{what}: path {rel!r} contains '..'; refused")
+    root = base.resolve()
+    target = (base / rel).resolve()
+    if not target.is_relative_to(root):
+        raise LoadError(f"{what}: path {rel!r} resolves outside the artifact directory; refused")
+    return target
+
+
+def _check_tensorstore_spec(base: Path, arg: manifest_pb2.Argument) -> None:
+    what = f"parameter '{arg.name}'"
+    try:
+        spec = json.loads(arg.tensorstore_spec_json)
+    except ValueError as exc:
+        raise LoadError(f"{what}: tensorstore_spec_json is not JSON: {exc}") from None
+    kv = spec.get("kvstore") if isinstance(spec, dict) else None
+    if isinstance(kv, str):
+        if not kv.startswith("file://"):
+            raise LoadError(f"{what}: kvstore {kv!r} is not a local file store; refused")
+        resolve_inside(base, kv.removeprefix("file://"), what)
+        return
+    if not isinstance(kv, dict) or kv.get("driver") != "file":
+        raise LoadError(f"{what}: weights must come from a local 'file' kvstore, got {kv!r}")
+    resolve_inside(base, str(kv.get("path", "")).rstrip("/") or "", what)
+
+
+def check_artifact_paths(base: Path, manifest: manifest_pb2.Manifest) -> None:
+    """Every path the manifest names stays inside `base`; program files carry a checksum."""
+    listed = set()
+    for entry in manifest.files:
+        resolve_inside(base, entry.path, f"files[{entry.path!r}]")
+        listed.add(entry.path)
+    for p in manifest.programs:
+        for what, rel in (("mlirbc_file", p.mlirbc_file), ("jaxexport_file", p.jaxexport_file)):
+            resolve_inside(base, rel, what)
+            if rel not in listed:
+                raise LoadError(f"{what} {rel!r} has no checksum in manifest.files; refused")
+        for arg in p.arguments:
+            if arg.role == manifest_pb2.ARGUMENT_ROLE_PARAMETER:
+                _check_tensorstore_spec(base, arg)
+
+
+# ---------------------------------------------------------------------------------------------
+# Engines
+
+
+class Engine(Protocol):
+    """Executes one fixed-shape program; parameters are already resident on the device."""
+
+    def execute(self, inputs: Sequence[jax.Array]) -> list[jax.Array]:
+        """Run with device inputs in Manifest.inputs order; every non-token result in order."""
+        ...
+
+
+class ExportedEngine:
+    """`Exported.call` under `jax.jit`, lowered and compiled once at load."""
+
+    def __init__(
+        self,
+        exp: jax_export.Exported,
+        input_leaves: Sequence[int],
+        input_sigs: Sequence[tuple[tuple[int, ...], np.dtype]],
+        params_by_leaf: Mapping[int, jax.Array],
+        device: jax.Device,
+    ) -> None:
+        n_leaves = len(exp.in_avals)
+        input_leaves = list(input_leaves)
+        fixed_leaves = [i for i in range(n_leaves) if i not in set(input_leaves)]
+        fixed: list[jax.Array] = []
+        for leaf in fixed_leaves:
+            value = params_by_leaf.get(leaf)
+            if value is None:  # a leaf jax dropped from @main: unused, any value of its aval
+                aval = exp.in_avals[leaf]
+                value = jax.device_put(np.zeros(aval.shape, aval.dtype), device)
+            fixed.append(value)
+        self._fixed = tuple(fixed)
+        in_tree = exp.in_tree
+
+        def call(fixed_args: tuple[jax.Array, ...], inputs: tuple[jax.Array, ...]) -> Any:
+            leaves: list[Any] = [None] * n_leaves
+            for leaf, value in zip(fixed_leaves, fixed_args, strict=True):
+                leaves[leaf] = value
+            for leaf, value in zip(input_leaves, inputs, strict=True):
+                leaves[leaf] = value
+            args, kwargs = jax.tree.unflatten(in_tree, leaves)
+            return tuple(jax.tree.leaves(exp.call(*args, **kwargs)))
+
+        sharding = jax.sharding.SingleDeviceSharding(device)
+        specs = tuple(jax.ShapeDtypeStruct(s, d, sharding=sharding) for s, d in input_sigs)
+        self._compiled = jax.jit(call).lower(self._fixed, specs).compile()
+
+    def execute(self, inputs: Sequence[jax.Array]) -> list[jax.Array]:
+        return list(self._compiled(self._fixed, tuple(inputs)))
+
+
+class PjrtEngine:
+    """`model.mlirbc` compiled by the PJRT client; `@main` arguments bound from the manifest."""
+
+    def __init__(
+        self,
+        mlirbc: bytes,
+        program: manifest_pb2.Program,
+        platforms: Sequence[str],
+        params_by_index: Mapping[int, jax.Array],
+        device: jax.Device,
+    ) -> None:
+        from jaxlib import xla_client  # the PJRT compile options type lives only here
+
+        backend = jax.extend.backend.get_backend(device.platform)
+        slots: list[jax.Array | None] = []
+        self._input_slots: list[int] = []
+        for arg in program.arguments:
+            if arg.role == manifest_pb2.ARGUMENT_ROLE_PARAMETER:
+                slots.append(params_by_index[arg.index])
+            elif arg.role == manifest_pb2.ARGUMENT_ROLE_INPUT:
+                self._input_slots.append(len(slots))
+                slots.append(None)
+            elif arg.role == manifest_pb2.ARGUMENT_ROLE_PLATFORM_INDEX:
+                index = list(platforms).index(device.platform)
+                slots.append(jax.device_put(np.int32(index), device))
+            else:
+                raise LoadError(
+                    f"argument {arg.index} ({arg.name!r}) has role "
+                    f"{manifest_pb2.ArgumentRole.Name(arg.role)}, which --engine pjrt cannot "
+                    "bind; use --engine exported"
+                )
+        self._slots = slots
+        self._exe = backend.compile_and_load(mlirbc, [device], xla_client.CompileOptions())
+
+    def execute(self, inputs: Sequence[jax.Array]) -> list[jax.Array]:
+        args = list(self._slots)
+        for slot, value in zip(self._input_slots, inputs, strict=True):
+            args[slot] = value
+        return list(self._exe.execute(args))
+
+
+# ---------------------------------------------------------------------------------------------
+# A loaded model version
+
+
+@dataclass(frozen=True)
+class _Program:
+    batch_size: int
+    engine: Engine
+    input_shapes: tuple[tuple[int, ...], ...]  # fixed shapes, Manifest.inputs order
+    output_results: tuple[int, ...]  # positions of Manifest.outputs among non-token results
+    check_results: tuple[int, ...]
+
+
+class Model:
+    """One version of one model, loaded, compiled, warmed up, ready to execute.
+
+    Thread-safe and stateless per call; how many calls run at once is the caller's policy
+    (`jaxport.bridge.limits.AdmissionController`).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        version: int,
+        path: Path,
+        manifest: manifest_pb2.Manifest,
+        programs: Mapping[int, _Program],
+        engine_name: str,
+        load_seconds: Mapping[str, float],
+    ) -> None:
+        self.name = name
+        self.version = version
+        self.path = path
+        self.manifest = manifest
+        self.engine_name = engine_name
+        self.inputs: tuple[TensorSig, ...] = tuple(_sig(s) for s in manifest.inputs)
+        self.outputs: tuple[TensorSig, ...] = tuple(_sig(s) for s in manifest.outputs)
+        self.load_seconds = dict(load_seconds)
+        self.statistics = ModelStatistics()
+        self._programs = dict(programs)
+        self._inputs_by_name = {s.name: s for s in self.inputs}
+        self._outputs_by_name = {s.name: i for i, s in enumerate(self.outputs)}
+        self._batched = (
+            tuple(manifest.batching.batched_inputs) if manifest.HasField("batching") else ()
+        )
+
+    def __repr__(self) -> str:
+        return f"Model({self.name!r}, version={self.version}, engine={self.engine_name!r})"
+
+    @property
+    def label(self) -> str:
+        """`model 'mlp' (version 1)`, for messages."""
+        return f"model '{self.name}' (version {self.version})"
+
+    @property
+    def batch_sizes(self) -> tuple[int, ...]:
+        """Exported batch sizes, ascending (empty for an unbatched model)."""
+        return tuple(sorted(self._programs)) if self._batched else ()
+
+    def input_sig(self, name: str) -> TensorSig:
+        """The signature of input `name`; INVALID_ARGUMENT naming the model's inputs if none."""
+        sig = self._inputs_by_name.get(name)
+        if sig is None:
+            known = ", ".join(f"'{s.name}' ({s.describe()})" for s in self.inputs)
+            raise InvalidArgumentError(
+                f"unexpected input '{name}': {self.label} has inputs {known}"
+            )
+        return sig
+
+    def check_input(self, name: str, datatype: str, shape: Sequence[int]) -> TensorSig:
+        """Check a request input's declared name, datatype and shape (before decoding it)."""
+        sig = self.input_sig(name)
+        if datatype != sig.datatype:
+            raise InvalidArgumentError(
+                f"input '{name}': expected datatype {sig.datatype}, got {datatype or '(empty)'}"
+            )
+        if not sig.matches_shape(shape):
+            raise InvalidArgumentError(
+                f"input '{name}': expected shape {list(sig.shape)}, got {list(shape)}"
+            )
+        return sig
+
+    def check_outputs(self, requested: Sequence[str] | None) -> tuple[str, ...]:
+        """Validate requested output names (None/empty = all outputs, in manifest order)."""
+        if not requested:
+            return tuple(s.name for s in self.outputs)
+        seen: set[str] = set()
+        for name in requested:
+            if name not in self._outputs_by_name:
+                known = ", ".join(f"'{s.name}'" for s in self.outputs)
+                raise InvalidArgumentError(
+                    f"unknown requested output '{name}': {self.label} has outputs {known}"
+                )
+            if name in seen:
+                raise InvalidArgumentError(f"requested output '{name}' is listed twice")
+            seen.add(name)
+        return tuple(requested)
+
+    def output_sig(self, name: str) -> TensorSig:
+        """Signature of output `name` (validated names only)."""
+        return self.outputs[self._outputs_by_name[name]]
+
+    def check_inputs(self, arrays: Mapping[str, np.ndarray]) -> None:
+        """Every input present, none extra, each with the right dtype and shape."""
+        for sig in self.inputs:
+            if sig.name not in arrays:
+                raise InvalidArgumentError(
+                    f"missing input '{sig.name}': {self.label} expects {sig.describe()}"
+                )
+        for name, value in arrays.items():
+            try:
+                datatype = dtypes.by_numpy(value.dtype).datatype
+            except dtypes.UnsupportedDtypeError as exc:
+                raise InvalidArgumentError(f"input '{name}': {exc}") from None
+            self.check_input(name, datatype, value.shape)
+
+    def _program_for(self, arrays: Mapping[str, np.ndarray]) -> _Program:
+        if not self._batched:
+            return next(iter(self._programs.values()))
+        sizes = sorted({int(arrays[n].shape[0]) for n in self._batched})
+        if len(sizes) != 1:
+            raise InvalidArgumentError(
+                f"batched inputs {list(self._batched)} disagree on the batch size: {sizes}"
+            )
+        program = self._programs.get(sizes[0])
+        if program is None:
+            raise InvalidArgumentError(
+                f"batch size {sizes[0]} is not exported for {self.label}; "
+                f"exported sizes: {sorted(self._programs)}"
+            )
+        return program
+
+    def infer(
+        self, arrays: Mapping[str, np.ndarray], requested: Sequence[str] | None = None
+    ) -> tuple[dict[str, np.ndarray], Timings]:
+        """Check and execute once; outputs by name (requested ones, or all) and the timings.
+
+        A runtime check compiled into the program (checkify) that fired raises the status its
+        kind maps to, with the message `err.get()` gives in JAX.
+        """
+        self.check_inputs(arrays)
+        names = self.check_outputs(requested)
+        program = self._program_for(arrays)
+        t1 = time.perf_counter_ns()
+        device_inputs = [jax.device_put(arrays[sig.name]) for sig in self.inputs]
+        for x in device_inputs:
+            x.block_until_ready()
+        t2 = time.perf_counter_ns()
+        results = program.engine.execute(device_inputs)
+        for r in results:
+            r.block_until_ready()
+        t3 = time.perf_counter_ns()
+        if program.check_results:
+            self._raise_if_check_fired([np.asarray(results[i]) for i in program.check_results])
+        out = {}
+        for name in names:
+            sig = self.output_sig(name)
+            value = np.asarray(results[program.output_results[self._outputs_by_name[name]]])
+            out[name] = value.astype(sig.dtype.numpy, copy=False)
+        t4 = time.perf_counter_ns()
+        return out, Timings(input_ns=t2 - t1, infer_ns=t3 - t2, output_ns=t4 - t3)
+
+    def execute(self, batch_size: int, arrays: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Run the program exported for `batch_size` on full inputs; every output by name.
+
+        The `execute` callable a `jaxport.bridge.batcher.DynamicBatcher` drives.
+        """
+        program = self._programs.get(batch_size)
+        if program is None:
+            raise InvalidArgumentError(
+                f"batch size {batch_size} is not exported for {self.label}; "
+                f"exported sizes: {sorted(self._programs)}"
+            )
+        device_inputs = [jax.device_put(arrays[sig.name]) for sig in self.inputs]
+        results = program.engine.execute(device_inputs)
+        if program.check_results:
+            self._raise_if_check_fired([np.asarray(results[i]) for i in program.check_results])
+        return {
+            sig.name: np.asarray(results[pos])
+            for sig, pos in zip(self.outputs, program.output_results, strict=True)
+        }
+
+    def _raise_if_check_fired(self, values: Sequence[np.ndarray]) -> None:
+        failure = checks_io.format_failure(self.manifest.checks, values)
+        if failure is not None:
+            kind, message = failure
+            raise error_for_code(checks_io.kind_to_status(kind), message)
+
+    def warm_up(self) -> None:
+        """Execute every program once with zeros so the first request pays no first-run cost.
+
+        Check outputs are ignored here: zeros may legitimately trip a model's checks.
+        """
+        for program in self._programs.values():
+            zeros = [
+                jax.device_put(np.zeros(shape, sig.dtype.numpy))
+                for sig, shape in zip(self.inputs, program.input_shapes, strict=True)
+            ]
+            for r in program.engine.execute(zeros):
+                r.block_until_ready()
+
+
+# ---------------------------------------------------------------------------------------------
+# Loading
+
+
+def _input_leaves(manifest: manifest_pb2.Manifest, program: manifest_pb2.Program) -> list[int]:
+    by_name = {a.name: a.leaf_index for a in program.arguments
+               if a.role == manifest_pb2.ARGUMENT_ROLE_INPUT}
+    by_name.update({d.name: d.leaf_index for d in manifest.dropped_leaves if d.kind == "input"})
+    leaves = []
+    for spec in manifest.inputs:
+        if spec.name not in by_name:
+            raise LoadError(f"manifest: input '{spec.name}' is neither an argument nor dropped")
+        leaves.append(by_name[spec.name])
+    return leaves
+
+
+def _input_shapes(manifest: manifest_pb2.Manifest, program: manifest_pb2.Program
+                  ) -> tuple[tuple[int, ...], ...]:
+    shapes = []
+    for spec in manifest.inputs:
+        shape = [int(d) for d in spec.shape]
+        if shape and shape[0] == -1:
+            shape[0] = program.batch_size
+        if any(d < 0 for d in shape):
+            raise LoadError(f"manifest: input '{spec.name}' has a symbolic shape {shape}")
+        shapes.append(tuple(shape))
+    return tuple(shapes)
+
+
+def _result_positions(manifest: manifest_pb2.Manifest, program: manifest_pb2.Program
+                      ) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    plain = [r for r in program.results if r.role != manifest_pb2.RESULT_ROLE_TOKEN]
+    outputs_by_name = {r.name: i for i, r in enumerate(plain)
+                       if r.role == manifest_pb2.RESULT_ROLE_OUTPUT}
+    positions = []
+    for spec in manifest.outputs:
+        if spec.name not in outputs_by_name:
+            raise LoadError(f"manifest: output '{spec.name}' is not a result of @main")
+        positions.append(outputs_by_name[spec.name])
+    checks = tuple(i for i, r in enumerate(plain) if r.role == manifest_pb2.RESULT_ROLE_CHECK)
+    return tuple(positions), checks
+
+
+def load_model(name: str, version: int, path: Path, *, engine: str = "exported") -> Model:
+    """Load, verify, compile and warm up one artifact directory. Raises LoadError on refusal."""
+    if engine not in ENGINES:
+        raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
+    seconds: dict[str, float] = {}
+    t = time.perf_counter()
+
+    def lap(phase: str) -> None:
+        nonlocal t
+        now = time.perf_counter()
+        seconds[phase] = now - t
+        t = now
+
+    manifest_file = path / "manifest.json"
+    if manifest_file.is_symlink() and not manifest_file.resolve().is_relative_to(path.resolve()):
+        raise LoadError("manifest.json resolves outside the artifact directory; refused")
+    try:
+        manifest = manifest_io.load(path)
+    except FileNotFoundError:
+        raise LoadError(f"no manifest.json in {path}") from None
+    except ProtocolError:
+        raise
+    except Exception as exc:  # the exporter's reader names the field; keep its words
+        raise LoadError(f"manifest.json: {exc}") from None
+    check_artifact_paths(path, manifest)
+    try:
+        manifest_io.verify_files(path, manifest)
+    except Exception as exc:
+        raise LoadError(f"checksum verification failed: {exc}") from None
+    lap("checksum")
+
+    device = jax.devices()[0]
+    if device.platform not in manifest.platforms:
+        raise LoadError(
+            f"artifact was exported for platforms {list(manifest.platforms)}; "
+            f"this bridge runs on {device.platform}"
+        )
+    if not manifest.programs:
+        raise LoadError("manifest lists no programs")
+
+    blobs: dict[int, bytes] = {}
+    exps: dict[int, jax_export.Exported] = {}
+    for program in manifest.programs:
+        if engine == "exported":
+            blob = (path / program.jaxexport_file).read_bytes()
+            try:
+                exps[program.batch_size] = jax_export.deserialize(bytearray(blob))
+            except Exception as exc:
+                raise LoadError(f"{program.jaxexport_file}: cannot deserialize: {exc}") from None
+        else:
+            blobs[program.batch_size] = (path / program.mlirbc_file).read_bytes()
+    lap("deserialize")
+
+    # Parameters are shared by every program (same leaves, same order); read them once.
+    first = manifest.programs[0]
+    try:
+        values = weights_io.read_parameters(path, manifest, first)
+    except Exception as exc:
+        raise LoadError(f"reading weights: {exc}") from None
+    param_args = [a for a in first.arguments if a.role == manifest_pb2.ARGUMENT_ROLE_PARAMETER]
+    if len(values) != len(param_args):
+        raise LoadError(f"read {len(values)} parameters, manifest lists {len(param_args)}")
+    by_leaf: dict[int, jax.Array] = {}
+    for arg, value in zip(param_args, values, strict=True):
+        want = tuple(int(d) for d in arg.shape)
+        if tuple(value.shape) != want:
+            raise LoadError(f"parameter '{arg.name}': stored shape {list(value.shape)}, "
+                            f"manifest says {list(want)}")
+        by_leaf[arg.leaf_index] = jax.device_put(value, device)
+    for v in by_leaf.values():
+        v.block_until_ready()
+    lap("weights")
+
+    programs: dict[int, _Program] = {}
+    for program in manifest.programs:
+        shapes = _input_shapes(manifest, program)
+        outs, checks = _result_positions(manifest, program)
+        params_here = {a.index: by_leaf[a.leaf_index] for a in program.arguments
+                       if a.role == manifest_pb2.ARGUMENT_ROLE_PARAMETER}
+        sigs = [(s, _sig(spec).dtype.numpy) for s, spec in zip(shapes, manifest.inputs,
+                                                               strict=True)]
+        built: Engine
+        try:
+            if engine == "exported":
+                exp = exps[program.batch_size]
+                n_plain = sum(r.role != manifest_pb2.RESULT_ROLE_TOKEN for r in program.results)
+                if len(exp.out_avals) != n_plain:
+                    raise LoadError(f"{program.jaxexport_file} has {len(exp.out_avals)} results, "
+                                    f"the manifest lists {n_plain}")
+                leaves_here = {a.leaf_index: by_leaf[a.leaf_index] for a in program.arguments
+                               if a.role == manifest_pb2.ARGUMENT_ROLE_PARAMETER}
+                built = ExportedEngine(exp, _input_leaves(manifest, program), sigs, leaves_here,
+                                       device)
+            else:
+                built = PjrtEngine(blobs[program.batch_size], program, manifest.platforms,
+                                   params_here, device)
+        except LoadError:
+            raise
+        except Exception as exc:
+            raise LoadError(f"compiling program (batch size {program.batch_size}) with engine "
+                            f"{engine}: {exc}") from None
+        programs[program.batch_size] = _Program(program.batch_size, built, shapes, outs, checks)
+    lap("compile")
+
+    model = Model(name, version, path, manifest, programs, engine, seconds)
+    try:
+        model.warm_up()
+    except Exception as exc:
+        raise LoadError(f"warm-up run failed: {exc}") from None
+    lap("warmup")
+    model.load_seconds.update(seconds)
+    return model

@@ -1,0 +1,200 @@
+"""gRPC server assembly and lifecycle of `jaxport serve`.
+
+Start: bind (port 0 = any free port) -> report the bound ports (stdout line, `--port-file`)
+-> load the repository in the background (health NOT_SERVING, ServerReady false until done)
+-> serve. SIGTERM/SIGINT: report not ready, stop accepting new RPCs, let in-flight ones finish
+for up to `grace_period_s`, then exit 0.
+
+Besides `inference.GRPCInferenceService` the server exposes `grpc.health.v1.Health` (for
+Kubernetes probes; service "" and "inference.GRPCInferenceService") and server reflection (for
+`grpcurl`). Interceptors, outermost first: bearer-token auth (optional), then the one error
+mapping interceptor.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+from concurrent import futures
+from pathlib import Path
+from typing import Any
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+from jaxport.bridge import logs, runtime, security
+from jaxport.bridge.inference import InferenceCore
+from jaxport.bridge.interceptor import ErrorInterceptor
+from jaxport.bridge.limits import AdmissionController, grpc_message_size_options
+from jaxport.bridge.metrics import Metrics
+from jaxport.bridge.repository import Repository, VersionStatus
+from jaxport.bridge.servicer import InferenceServicer, ServerState
+from jaxport.bridge.settings import Settings
+from jaxport.protocol.gen.inference import grpc_service_pb2 as pb
+from jaxport.protocol.gen.inference import grpc_service_pb2_grpc as pb_grpc
+
+log = logging.getLogger("jaxport.bridge.server")
+
+SERVICE_NAME = pb.DESCRIPTOR.services_by_name["GRPCInferenceService"].full_name
+
+
+class BindError(RuntimeError):
+    """The gRPC or metrics address cannot be bound (in use, bad host...)."""
+
+
+class Bridge:
+    """One bridge: repository, core, gRPC server, health, metrics; built from Settings."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.metrics = Metrics() if settings.metrics_enabled else None
+        self.state = ServerState()
+        self.repository = Repository(
+            settings.repository,
+            functools.partial(_load, engine=settings.engine),
+            version_policy=settings.model_version_policy,
+            on_change=self._on_model_change,
+        )
+        self.admission = AdmissionController(
+            settings.max_inflight_per_model,
+            settings.max_queue_per_model,
+            on_outcome=self.metrics.record_admission if self.metrics else None,
+        )
+        self.core = InferenceCore(self.admission, self.metrics)
+        self.health = health.HealthServicer()
+        for service in ("", SERVICE_NAME):
+            self.health.set(service, health_pb2.HealthCheckResponse.NOT_SERVING)
+
+        interceptors: list[grpc.ServerInterceptor] = []
+        if settings.auth_token_file is not None:
+            token = security.read_token_file(settings.auth_token_file)
+            interceptors.append(security.TokenAuthInterceptor(token))
+        interceptors.append(ErrorInterceptor(self.metrics.record_rpc if self.metrics else None))
+        options: list[tuple[str, Any]] = [
+            *grpc_message_size_options(settings.max_message_bytes),
+            ("grpc.so_reuseport", 0),  # a port in use must fail loudly, not be shared
+        ]
+        self.server = grpc.server(
+            futures.ThreadPoolExecutor(settings.worker_threads, thread_name_prefix="grpc"),
+            interceptors=interceptors,
+            options=options,
+        )
+        pb_grpc.add_GRPCInferenceServiceServicer_to_server(
+            InferenceServicer(self.repository, self.core, self.state), self.server
+        )
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
+        reflection.enable_server_reflection(
+            (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), self.server
+        )
+        self._credentials = security.server_credentials(
+            settings.tls_cert, settings.tls_key, settings.tls_client_ca
+        )
+        self.port = 0
+        self.metrics_port = -1
+
+    def _on_model_change(self, status: VersionStatus) -> None:
+        if self.metrics is not None:
+            self.metrics.record_model(status)
+
+    def start(self) -> None:
+        """Bind and start serving RPCs (models load separately, see `load_repository`)."""
+        address = f"{self.settings.host}:{self.settings.port}"
+        try:
+            if self._credentials is None:
+                port = self.server.add_insecure_port(address)
+            else:
+                port = self.server.add_secure_port(address, self._credentials)
+        except RuntimeError as exc:
+            raise BindError(f"cannot listen on {address}: {exc}") from None
+        if not port:
+            raise BindError(f"cannot listen on {address} (address in use?)")
+        self.port = port
+        if self.metrics is not None:
+            try:
+                self.metrics_port = self.metrics.serve(self.settings.host,
+                                                       self.settings.metrics_port)
+            except OSError as exc:
+                raise BindError(f"cannot serve metrics on {self.settings.host}:"
+                                f"{self.settings.metrics_port}: {exc.strerror}") from None
+        self.server.start()
+
+    def load_repository(self) -> None:
+        """Load every model per the policy, then report the server ready."""
+        statuses = self.repository.load_all()
+        ready = sum(s.state == "READY" for s in statuses)
+        self.state.set_ready()
+        for service in ("", SERVICE_NAME):
+            self.health.set(service, health_pb2.HealthCheckResponse.SERVING)
+        log.info("server ready", extra={"fields": {
+            "models_ready": ready, "models_failed": len(statuses) - ready}})
+
+    def stop(self, grace: float | None = None) -> None:
+        """Refuse new work, let in-flight RPCs finish for up to `grace` seconds, stop."""
+        grace = self.settings.grace_period_s if grace is None else grace
+        self.state.set_draining()
+        self.health.enter_graceful_shutdown()
+        log.info("draining", extra={"fields": {"grace_period_s": grace}})
+        self.server.stop(grace).wait()
+        if self.metrics is not None:
+            self.metrics.stop()
+        log.info("stopped")
+
+
+def _load(name: str, version: int, path: Path, *, engine: str) -> runtime.Model:
+    return runtime.load_model(name, version, path, engine=engine)
+
+
+def _write_port_file(path: Path, content: dict[str, int]) -> None:
+    """Atomic write: a reader never sees a half-written file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(content) + "\n")
+    os.replace(tmp, path)
+
+
+def run(settings: Settings) -> int:
+    """`jaxport serve` after argument parsing: serve until SIGTERM/SIGINT; the exit status."""
+    logs.configure(settings.log_level)
+    runtime.configure_jax()
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: object) -> None:
+        log.info("signal received", extra={"fields": {"signal": signal.Signals(signum).name}})
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+
+    try:
+        bridge = Bridge(settings)
+        bridge.start()
+    except (BindError, security.SecurityConfigError) as exc:
+        print(f"jaxport serve: error: {exc}", file=sys.stderr)
+        return 1
+    report = {"grpc_port": bridge.port, "metrics_port": bridge.metrics_port, "pid": os.getpid()}
+    if settings.port_file is not None:
+        _write_port_file(settings.port_file, report)
+    print(f"jaxport serve: listening on {settings.host}:{bridge.port}", flush=True)
+    if bridge.metrics_port >= 0:
+        print(f"jaxport serve: metrics on http://{settings.host}:{bridge.metrics_port}/metrics",
+              flush=True)
+    log.info("listening", extra={"fields": {**report, "engine": settings.engine,
+                                            "repository": str(settings.repository)}})
+
+    def load() -> None:
+        try:
+            bridge.load_repository()
+            print("jaxport serve: ready", flush=True)
+        except Exception:
+            log.exception("repository load crashed")
+            stop.set()
+
+    threading.Thread(target=load, name="repository-load", daemon=True).start()
+    stop.wait()
+    bridge.stop()
+    return 0

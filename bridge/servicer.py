@@ -1,0 +1,254 @@
+"""The Open Inference Protocol servicer: each RPC is convert (codecs) -> core -> convert.
+
+No error handling here beyond what the protocol itself defines (a failed request inside
+ModelStreamInfer is answered in `error_message` and the stream continues, as Triton does);
+exceptions are turned into statuses by `jaxport.bridge.interceptor`, the one place for that.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import threading
+from collections.abc import Iterable, Iterator
+
+import grpc
+from jaxport.bridge.inference import InferenceCore, Prepared
+from jaxport.bridge.interceptor import status_of
+from jaxport.bridge.limits import deadline_from_remaining
+from jaxport.bridge.repository import Repository
+from jaxport.bridge.runtime import Model, TensorSig
+from jaxport.protocol import codecs
+from jaxport.protocol.errors import InvalidArgumentError, NotFoundError
+from jaxport.protocol.gen.inference import grpc_service_pb2 as pb
+from jaxport.protocol.gen.inference import grpc_service_pb2_grpc as pb_grpc
+from jaxport.protocol.gen.inference import model_config_pb2 as mc
+
+SERVER_NAME = "jaxport"
+PLATFORM = "jax"
+# Only what this server really implements (Triton extension names).
+EXTENSIONS = ("model_repository", "model_configuration", "statistics")
+
+
+def _server_version() -> str:
+    try:
+        return importlib.metadata.version("jaxport")
+    except importlib.metadata.PackageNotFoundError:
+        return "0+unknown"
+
+
+class ServerState:
+    """Liveness/readiness flags: ready after the initial load, not ready while draining."""
+
+    def __init__(self) -> None:
+        self._ready = threading.Event()
+        self._draining = threading.Event()
+
+    @property
+    def ready(self) -> bool:
+        """ServerReady."""
+        return self._ready.is_set() and not self._draining.is_set()
+
+    def set_ready(self) -> None:
+        """The initial repository load finished."""
+        self._ready.set()
+
+    def set_draining(self) -> None:
+        """Shutdown began: report not ready so balancers stop sending new work."""
+        self._draining.set()
+
+
+def _tensor_metadata(sig: TensorSig) -> pb.ModelMetadataResponse.TensorMetadata:
+    return pb.ModelMetadataResponse.TensorMetadata(
+        name=sig.name, datatype=sig.datatype, shape=list(sig.shape)
+    )
+
+
+class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
+    """`inference.GRPCInferenceService` over a Repository and an InferenceCore."""
+
+    def __init__(self, repository: Repository, core: InferenceCore, state: ServerState) -> None:
+        self._repo = repository
+        self._core = core
+        self._state = state
+        self._version = _server_version()
+
+    # -- health and metadata ---------------------------------------------------------------
+
+    def ServerLive(self, request: pb.ServerLiveRequest, context: grpc.ServicerContext
+                   ) -> pb.ServerLiveResponse:
+        return pb.ServerLiveResponse(live=True)
+
+    def ServerReady(self, request: pb.ServerReadyRequest, context: grpc.ServicerContext
+                    ) -> pb.ServerReadyResponse:
+        return pb.ServerReadyResponse(ready=self._state.ready)
+
+    def ModelReady(self, request: pb.ModelReadyRequest, context: grpc.ServicerContext
+                   ) -> pb.ModelReadyResponse:
+        return pb.ModelReadyResponse(ready=self._repo.is_ready(request.name, request.version))
+
+    def ServerMetadata(self, request: pb.ServerMetadataRequest, context: grpc.ServicerContext
+                       ) -> pb.ServerMetadataResponse:
+        return pb.ServerMetadataResponse(
+            name=SERVER_NAME, version=self._version, extensions=list(EXTENSIONS)
+        )
+
+    def ModelMetadata(self, request: pb.ModelMetadataRequest, context: grpc.ServicerContext
+                      ) -> pb.ModelMetadataResponse:
+        model = self._repo.get(request.name, request.version)
+        if request.version:
+            versions = [str(model.version)]
+        else:
+            versions = [str(s.version) for s in self._repo.statuses(model.name)
+                        if s.model is not None and s.state == "READY"]
+        return pb.ModelMetadataResponse(
+            name=model.name,
+            versions=versions,
+            platform=PLATFORM,
+            inputs=[_tensor_metadata(s) for s in model.inputs],
+            outputs=[_tensor_metadata(s) for s in model.outputs],
+        )
+
+    def ModelConfig(self, request: pb.ModelConfigRequest, context: grpc.ServicerContext
+                    ) -> pb.ModelConfigResponse:
+        model = self._repo.get(request.name, request.version)
+        batched = bool(model.batch_sizes)
+
+        def dims(sig: TensorSig) -> list[int]:
+            return list(sig.shape[1:] if batched and sig.shape and sig.shape[0] == -1
+                        else sig.shape)
+
+        def data_type(sig: TensorSig) -> int:
+            return mc.DataType.Value("TYPE_" + sig.datatype)
+
+        config = mc.ModelConfig(
+            name=model.name,
+            platform=PLATFORM,
+            backend=f"jaxport-{model.engine_name}",
+            max_batch_size=max(model.batch_sizes) if batched else 0,
+            input=[mc.ModelInput(name=s.name, data_type=data_type(s), dims=dims(s))
+                   for s in model.inputs],
+            output=[mc.ModelOutput(name=s.name, data_type=data_type(s), dims=dims(s))
+                    for s in model.outputs],
+        )
+        config.parameters["engine"].string_value = model.engine_name
+        config.parameters["schema_version"].string_value = str(model.manifest.schema_version)
+        return pb.ModelConfigResponse(config=config)
+
+    def ModelStatistics(self, request: pb.ModelStatisticsRequest,
+                        context: grpc.ServicerContext) -> pb.ModelStatisticsResponse:
+        if request.name:
+            if request.version:
+                models = [self._repo.get(request.name, request.version)]
+            else:
+                self._repo.get(request.name)  # NOT_FOUND / UNAVAILABLE as for any request
+                models = [s.model for s in self._repo.statuses(request.name)
+                          if s.model is not None and s.state == "READY"]
+        else:
+            models = self._repo.ready_models()
+        response = pb.ModelStatisticsResponse()
+        for model in models:
+            s = model.statistics.snapshot()
+
+            def dur(d: object) -> pb.StatisticDuration:
+                return pb.StatisticDuration(count=d.count, ns=d.ns)  # type: ignore[attr-defined]
+
+            response.model_stats.add(
+                name=model.name,
+                version=str(model.version),
+                last_inference=s.last_inference_ms,
+                inference_count=s.inference_count,
+                execution_count=s.execution_count,
+                inference_stats=pb.InferStatistics(
+                    success=dur(s.success), fail=dur(s.fail), queue=dur(s.queue),
+                    compute_input=dur(s.compute_input), compute_infer=dur(s.compute_infer),
+                    compute_output=dur(s.compute_output),
+                ),
+            )
+        return response
+
+    # -- repository ------------------------------------------------------------------------
+
+    def RepositoryIndex(self, request: pb.RepositoryIndexRequest,
+                        context: grpc.ServicerContext) -> pb.RepositoryIndexResponse:
+        if request.repository_name:
+            raise NotFoundError(
+                f"unknown repository '{request.repository_name}': this server has one "
+                "repository; send an empty repository_name"
+            )
+        response = pb.RepositoryIndexResponse()
+        for s in self._repo.index(ready_only=request.ready):
+            response.models.add(name=s.name, version=str(s.version), state=s.state,
+                                reason=s.reason)
+        return response
+
+    def RepositoryModelLoad(self, request: pb.RepositoryModelLoadRequest,
+                            context: grpc.ServicerContext) -> pb.RepositoryModelLoadResponse:
+        if request.repository_name:
+            raise NotFoundError(f"unknown repository '{request.repository_name}'")
+        if request.parameters:
+            names = ", ".join(sorted(request.parameters))
+            raise InvalidArgumentError(
+                f"load parameters are not supported (got: {names}): the artifact's manifest is "
+                "the model configuration; put a new version directory in the repository instead"
+            )
+        self._repo.load(request.model_name)
+        return pb.RepositoryModelLoadResponse()
+
+    def RepositoryModelUnload(self, request: pb.RepositoryModelUnloadRequest,
+                              context: grpc.ServicerContext
+                              ) -> pb.RepositoryModelUnloadResponse:
+        if request.repository_name:
+            raise NotFoundError(f"unknown repository '{request.repository_name}'")
+        self._repo.unload(request.model_name)
+        return pb.RepositoryModelUnloadResponse()
+
+    # -- inference -------------------------------------------------------------------------
+
+    def _infer(self, request: pb.ModelInferRequest, context: grpc.ServicerContext
+               ) -> pb.ModelInferResponse:
+        model = self._repo.get(request.model_name, request.model_version)
+
+        def prepare() -> Prepared:
+            return _decode(model, request)
+
+        outputs = self._core.run(
+            model, prepare,
+            deadline=deadline_from_remaining(context.time_remaining()),
+            is_active=context.is_active,
+        )
+        return codecs.encode_infer_response(
+            outputs, model_name=model.name, model_version=str(model.version),
+            request_id=request.id,
+        )
+
+    def ModelInfer(self, request: pb.ModelInferRequest, context: grpc.ServicerContext
+                   ) -> pb.ModelInferResponse:
+        return self._infer(request, context)
+
+    def ModelStreamInfer(self, request_iterator: Iterable[pb.ModelInferRequest],
+                         context: grpc.ServicerContext
+                         ) -> Iterator[pb.ModelStreamInferResponse]:
+        for request in request_iterator:
+            try:
+                response = self._infer(request, context)
+            except Exception as exc:
+                code, details = status_of(exc, "/inference.GRPCInferenceService/ModelStreamInfer")
+                yield pb.ModelStreamInferResponse(
+                    error_message=f"{code.name}: {details}",
+                    infer_response=pb.ModelInferResponse(
+                        model_name=request.model_name, model_version=request.model_version,
+                        id=request.id,
+                    ),
+                )
+            else:
+                yield pb.ModelStreamInferResponse(infer_response=response)
+
+
+def _decode(model: Model, request: pb.ModelInferRequest) -> Prepared:
+    """Check each input's header against the model, then decode (codecs check the bytes)."""
+    for tensor in request.inputs:
+        model.check_input(tensor.name, tensor.datatype, tensor.shape)
+    arrays = codecs.decode_request_inputs(request)
+    requested = codecs.requested_output_names(request)
+    model.check_outputs(requested)
+    return arrays, requested

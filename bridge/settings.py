@@ -1,0 +1,197 @@
+"""Typed, immutable settings of `jaxport serve`, built from CLI flags and `JAXPORT_*` env vars.
+
+Every knob of the bridge is one field here; the CLI flag (`--metrics-port`) and the environment
+variable (`JAXPORT_METRICS_PORT`) are derived from the field name, so adding a setting is adding
+a field. Precedence: flag > environment > default. The object is passed explicitly to whatever
+needs it; there is no global configuration.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from jaxport.bridge.limits import DEFAULT_MAX_INFLIGHT_PER_MODEL, DEFAULT_MAX_QUEUE_PER_MODEL
+
+ENV_PREFIX = "JAXPORT_"
+MIB = 1024 * 1024
+# A 64 MiB tensor plus the message around it must fit (grpc's own default is 4 MiB).
+DEFAULT_MAX_MESSAGE_BYTES = 96 * MIB
+
+ENGINES = ("exported", "pjrt")
+VERSION_POLICIES = ("latest", "all")
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+
+
+class SettingsError(ValueError):
+    """A flag or environment variable has a value the bridge cannot use."""
+
+
+def _opt(help_text: str, **extra: Any) -> dict[str, Any]:
+    return {"help": help_text, **extra}
+
+
+def _parse_bool(text: str) -> bool:
+    low = text.strip().lower()
+    if low in ("1", "true", "yes", "on"):
+        return True
+    if low in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"expected true/false, got {text!r}")
+
+
+def _optional_path(text: str) -> Path | None:
+    return Path(text) if text else None
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Configuration of one bridge process (see `docs/bridge.md` for the full table)."""
+
+    repository: Path = field(
+        metadata=_opt("model repository: DIR/<model>/<version>/ holds exporter artifacts",
+                      parse=Path, required=True)
+    )
+    host: str = field(default="127.0.0.1", metadata=_opt("address to bind gRPC and metrics"))
+    port: int = field(default=8001, metadata=_opt("gRPC port (0 = pick a free port)"))
+    metrics_port: int = field(
+        default=8002, metadata=_opt("Prometheus /metrics port (0 = free port, -1 = disabled)")
+    )
+    port_file: Path | None = field(
+        default=None,
+        metadata=_opt("write the bound ports as JSON {\"grpc_port\":..,\"metrics_port\":..,"
+                      "\"pid\":..} to this file once listening", parse=_optional_path),
+    )
+    engine: str = field(
+        default="exported",
+        metadata=_opt("execution engine: 'exported' (Exported.call under jax.jit) or 'pjrt' "
+                      "(compile model.mlirbc, bind arguments from the manifest)", choices=ENGINES),
+    )
+    model_version_policy: str = field(
+        default="latest",
+        metadata=_opt("versions loaded at start: 'latest' or 'all'", choices=VERSION_POLICIES),
+    )
+    max_message_bytes: int = field(
+        default=DEFAULT_MAX_MESSAGE_BYTES,
+        metadata=_opt("largest gRPC message received or sent, bytes (beyond: RESOURCE_EXHAUSTED)"),
+    )
+    worker_threads: int = field(default=16, metadata=_opt("gRPC worker threads"))
+    max_inflight_per_model: int = field(
+        default=DEFAULT_MAX_INFLIGHT_PER_MODEL,
+        metadata=_opt("concurrent executions per model version"),
+    )
+    max_queue_per_model: int = field(
+        default=DEFAULT_MAX_QUEUE_PER_MODEL,
+        metadata=_opt("requests waiting per model version beyond which new ones are shed "
+                      "with RESOURCE_EXHAUSTED"),
+    )
+    tls_cert: Path | None = field(
+        default=None, metadata=_opt("PEM server certificate (TLS)", parse=_optional_path))
+    tls_key: Path | None = field(
+        default=None, metadata=_opt("PEM server private key (TLS)", parse=_optional_path))
+    tls_client_ca: Path | None = field(
+        default=None,
+        metadata=_opt("PEM CA bundle; clients must present a certificate it signed (mTLS)",
+                      parse=_optional_path))
+    auth_token_file: Path | None = field(
+        default=None,
+        metadata=_opt("file holding a bearer token every call except health must send as "
+                      "'authorization: Bearer <token>'", parse=_optional_path))
+    grace_period_s: float = field(
+        default=10.0, metadata=_opt("seconds SIGTERM waits for in-flight requests to finish")
+    )
+    log_level: str = field(default="INFO", metadata=_opt("log level", choices=LOG_LEVELS))
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.port <= 65535:
+            raise SettingsError(f"--port must be in 0..65535, got {self.port}")
+        if not -1 <= self.metrics_port <= 65535:
+            raise SettingsError(f"--metrics-port must be in -1..65535, got {self.metrics_port}")
+        for name in ("max_message_bytes", "worker_threads", "max_inflight_per_model"):
+            if getattr(self, name) < 1:
+                raise SettingsError(f"--{_flag(name)} must be >= 1, got {getattr(self, name)}")
+        if self.max_queue_per_model < 0:
+            raise SettingsError(
+                f"--max-queue-per-model must be >= 0, got {self.max_queue_per_model}")
+        if self.grace_period_s < 0:
+            raise SettingsError(f"--grace-period-s must be >= 0, got {self.grace_period_s}")
+        if self.engine not in ENGINES:
+            raise SettingsError(f"--engine must be one of {ENGINES}, got {self.engine!r}")
+        if self.log_level not in LOG_LEVELS:
+            raise SettingsError(f"--log-level must be one of {LOG_LEVELS}, got {self.log_level!r}")
+        if self.model_version_policy not in VERSION_POLICIES:
+            raise SettingsError(
+                f"--model-version-policy must be one of {VERSION_POLICIES}, "
+                f"got {self.model_version_policy!r}"
+            )
+
+    @property
+    def metrics_enabled(self) -> bool:
+        """Whether the Prometheus endpoint is served."""
+        return self.metrics_port >= 0
+
+    @classmethod
+    def from_argv(
+        cls, argv: Sequence[str], environ: Mapping[str, str] | None = None
+    ) -> Settings:
+        """Parse CLI flags (falling back to `JAXPORT_*` variables of `environ`, then defaults).
+
+        Raises SettingsError (one line, names the flag or variable) on a bad value; argparse
+        itself exits with status 2 on unknown flags.
+        """
+        env = os.environ if environ is None else environ
+        parser = build_parser()
+        ns = parser.parse_args(list(argv))
+        values: dict[str, Any] = {}
+        for f in dataclasses.fields(cls):
+            given = getattr(ns, f.name)
+            if given is not None:
+                values[f.name] = given
+                continue
+            var = ENV_PREFIX + f.name.upper()
+            if var in env:
+                try:
+                    values[f.name] = _converter(f)(env[var])
+                except ValueError as exc:
+                    raise SettingsError(f"{var}={env[var]!r}: {exc}") from None
+            elif f.metadata.get("required"):
+                raise SettingsError(f"--{_flag(f.name)} (or {var}) is required")
+        return cls(**values)
+
+
+def _flag(name: str) -> str:
+    return name.replace("_", "-")
+
+
+def _converter(f: dataclasses.Field[Any]) -> Callable[[str], Any]:
+    parse = f.metadata.get("parse")
+    if parse is not None:
+        return parse
+    kind = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
+    return {"int": int, "float": float, "bool": _parse_bool}.get(kind, str)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The `jaxport serve` argument parser, one flag per Settings field."""
+    parser = argparse.ArgumentParser(
+        prog="jaxport serve",
+        description="Serve exported JAX models over the Open Inference Protocol (KServe v2 gRPC).",
+    )
+    for f in dataclasses.fields(Settings):
+        var = ENV_PREFIX + f.name.upper()
+        default = "" if f.default is dataclasses.MISSING else f" (default: {f.default})"
+        kwargs: dict[str, Any] = {
+            "dest": f.name,
+            "default": None,
+            "type": _converter(f),
+            "help": f"{f.metadata['help']}; env {var}{default}",
+        }
+        if "choices" in f.metadata:
+            kwargs["choices"] = f.metadata["choices"]
+        parser.add_argument(f"--{_flag(f.name)}", **kwargs)
+    return parser
