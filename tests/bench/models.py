@@ -70,8 +70,8 @@ def big_params(
 
 
 def big_params_fn(params: dict[str, jax.Array], x: jax.Array) -> jax.Array:
-    """Uses every parameter (none dropped): x @ w_i[:4096 rows] summed over i."""
+    """Uses every parameter (none dropped): sum over i of x[:, :rows_i] @ w_i."""
     acc = jnp.zeros((x.shape[0], 4096), jnp.float32)
     for _, w in sorted(params.items()):
-        acc = acc + x @ w[: x.shape[1]]
+        acc = acc + x[:, : w.shape[0]] @ w
     return acc
