@@ -28,6 +28,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import export as jax_export
+from jaxport.exporter import checks as checks_mod
 from jaxport.exporter import goldens as goldens_mod
 from jaxport.exporter import manifest as manifest_mod
 from jaxport.exporter import module as module_mod
@@ -486,6 +487,8 @@ def export(
     max_constant_bytes: int = module_mod.DEFAULT_MAX_CONSTANT_BYTES,
     seed: int = 0,
     batch_sizes: Sequence[int] | None = None,
+    checks: Sequence[str] | str | None = None,
+    check_goldens: Mapping[str, Any] | None = None,
 ) -> manifest_pb2.Manifest:
     """Export `fn(params, *inputs)` as a jaxport artifact in `out_dir`; returns its manifest.
 
@@ -496,6 +499,10 @@ def export(
     EVERY input is the batch dimension (its value in `inputs` is replaced by each size) and
     every output must have it too. Programs are `model.b<N>.{mlirbc,mlir,jaxexport}`, share
     the weights, and the manifest lists inputs/outputs with -1 for the batch dimension.
+
+    `checks` (e.g. ["user", "index", "nan", "div"]) exports checkify checks as extra results
+    and an error table; `check_goldens` ({case: inputs}) adds golden cases, e.g. ones that
+    trip each check (see jaxport.exporter.checks).
     """
     out_dir = Path(out_dir)
     if out_dir.exists() and not force:
@@ -509,6 +516,8 @@ def export(
     progress = Progress(quiet=quiet)
     input_specs = check_inputs(inputs)
     sizes = _check_batch_sizes(batch_sizes, input_specs)
+    if sizes and (checks_mod.parse_checks(checks) or check_goldens):
+        raise checks_mod.ChecksError("--checks cannot be combined with --batch-sizes yet")
     if sizes:
         return _export_batched(fn, params, input_specs, out_dir, sizes, output_names=output_names,
                                goldens=goldens, platforms=plats, force=force, name=name,
@@ -521,6 +530,7 @@ def export(
     with jax.enable_x64(True) if needs_x64(infos) else contextlib.nullcontext():
         progress.step(f"tracing {fn_name}")
         export_fn = prepare_function(fn, host_params, input_specs, output_names, fn_name)
+        export_fn = checks_mod.apply_checks(export_fn, fn, host_params, input_specs, checks)
         progress.step(f"lowering for {', '.join(plats)}")
         exported = lower(export_fn, host_params, input_specs, plats, fn_name)
         text = exported.mlir_module()
@@ -561,6 +571,9 @@ def export(
             if goldens:
                 progress.step(f"computing {goldens} golden case(s)")
                 _write_goldens(tmp, manifest, export_fn, host_params, input_specs, goldens, seed)
+            checks_mod.write_check_goldens(
+                tmp, manifest, export_fn, fn, host_params, input_specs, check_goldens
+            )
             manifest.files.extend(_file_entries(tmp))
             manifest_mod.write(manifest, tmp)
     progress.step(f"wrote {out_dir}")

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from jaxport.exporter.errors import ExportError, UsageError
 from jaxport.protocol.gen.jaxport.v1 import manifest_pb2
 
 __all__ = [
@@ -46,6 +47,8 @@ __all__ = [
     "CheckResult",
     "ChecksError",
     "Instrumented",
+    "UnknownCheckError",
+    "apply_checks",
     "check_layout",
     "find_unchecked",
     "format_failure",
@@ -53,6 +56,7 @@ __all__ = [
     "kind_to_status",
     "parse_checks",
     "require_checks_enabled",
+    "write_check_goldens",
 ]
 
 #: Check kinds, in canonical order: user `checkify.check`, out-of-bounds indexing, NaN
@@ -73,11 +77,15 @@ _STATUS: dict[str, str] = {
 _PARTS = ("predicate", "code", "payload")
 
 
-class ChecksError(ValueError):
-    """A user mistake about checks (unknown kind, unsupported message, checks not enabled).
+class ChecksError(ExportError):
+    """A user mistake about checks (unsupported message, checks not enabled, no tripping golden).
 
     `str()` is one line saying what is wrong and how to fix it.
     """
+
+
+class UnknownCheckError(ChecksError, UsageError):
+    """`--checks` names a kind that does not exist (usage error, exit code 2)."""
 
 
 def parse_checks(spec: str | Sequence[str] | None) -> tuple[str, ...]:
@@ -94,7 +102,7 @@ def parse_checks(spec: str | Sequence[str] | None) -> tuple[str, ...]:
         if not name:
             continue
         if name not in KINDS:
-            raise ChecksError(
+            raise UnknownCheckError(
                 f"unknown check kind {name!r} in --checks; choose from {', '.join(KINDS)}"
             )
         chosen.add(name)
@@ -458,6 +466,187 @@ def instrument(
         check_results=tuple(check_results),
         table=table,
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# Exporter integration (called from jaxport.exporter.api.export)
+
+
+def apply_checks(
+    export_fn: Any, fn: Callable[..., Any], params: Any, inputs: Any, checks: Any
+) -> Any:
+    """Return `export_fn` (api.ExportFunction) with check outputs added for `checks`.
+
+    No checks: `export_fn` unchanged (the artifact is exactly what it was), after making sure
+    `fn` has no `checkify.check` that would need them. Otherwise the exported function is the
+    instrumented one: outputs, then check results with role CHECK, and the error table.
+    """
+    import dataclasses
+
+    import jax
+    from jaxport.protocol import dtypes
+
+    kinds = parse_checks(checks)
+    spec = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), params)
+    example = [spec, *inputs.values()]
+    if not kinds:
+        require_checks_enabled(fn, example, ())
+        return export_fn
+    inst = instrument(fn, kinds, example)
+    n_out = len(export_fn.output_names)
+    if inst.n_outputs != n_out:
+        raise RuntimeError(f"internal: {inst.n_outputs} instrumented outputs, expected {n_out}")
+    for r in inst.check_results:
+        if r.name in export_fn.output_names:
+            raise ChecksError(f"output name {r.name!r} is reserved for a check output; rename it")
+        try:
+            dtypes.by_numpy(r.dtype)
+        except dtypes.UnsupportedDtypeError:
+            raise ChecksError(
+                f"check output {r.name} has dtype {r.dtype}, which jaxport cannot carry; "
+                "pass checkify.check message arguments of a supported dtype"
+            ) from None
+    inst.fn.__name__ = getattr(export_fn.fn, "__name__", "model")
+    result = manifest_pb2.ResultRole
+    return dataclasses.replace(
+        export_fn,
+        fn=inst.fn,
+        result_names=[*export_fn.output_names, *(r.name for r in inst.check_results)],
+        result_roles=[result.RESULT_ROLE_OUTPUT] * n_out
+        + [result.RESULT_ROLE_CHECK] * len(inst.check_results),
+        result_checks=[None] * n_out + [r.leaf() for r in inst.check_results],
+        checks=inst.table,
+    )
+
+
+def write_check_goldens(
+    root: Any,
+    manifest: manifest_pb2.Manifest,
+    export_fn: Any,
+    fn: Callable[..., Any],
+    params: Any,
+    inputs: Any,
+    cases: Any = None,
+) -> None:
+    """Complete the goldens of a checked export (no-op without checks).
+
+    Every case gets its raw check outputs (`check_outputs`); a case that trips a check gets
+    `expected_check` / `expected_error` (JAX's own `err.get()`) and no `outputs`. `cases`
+    (name -> inputs in input order, or name -> {input name: array}) adds the caller's cases,
+    typically ones that trip each check. Afterwards at least one case must pass and every kind
+    in the error table must be tripped by one, unless there are no goldens at all.
+    """
+    from pathlib import Path
+
+    import jax
+    from jax.experimental import checkify
+    from jaxport.exporter import goldens as goldens_mod
+    from jaxport.exporter.weights import unique_safe_names
+
+    root = Path(root)
+    table = export_fn.checks
+    if table is None:
+        if cases:
+            raise ChecksError("check golden cases were given but no --checks; pass --checks")
+        return
+    n_out = len(export_fn.output_names)
+    check_names = list(export_fn.result_names[n_out:])
+    check_stems = unique_safe_names(check_names)
+    out_stems = unique_safe_names(list(export_fn.output_names))
+    in_stems = unique_safe_names(list(inputs))
+    jitted = jax.jit(export_fn.fn)
+    reference = jax.jit(checkify.checkify(fn, errors=_error_sets(table.enabled)))
+
+    def run(case: manifest_pb2.GoldenCase, values: list[np.ndarray]) -> list[np.ndarray]:
+        results = [np.asarray(r) for r in jitted(params, *values)]
+        checks_out = results[n_out:]
+        failure = format_failure(table, checks_out)
+        expected = reference(params, *values)[0].get()
+        if (failure[1] if failure else None) != expected:
+            raise RuntimeError(
+                f"internal: golden {case.name}: check outputs read {failure!r} but JAX "
+                f"says {expected!r}"
+            )
+        base = f"{goldens_mod.GOLDENS_DIR}/{case.name}/checks"
+        (root / base).mkdir(parents=True, exist_ok=True)
+        for name, stem, value in zip(check_names, check_stems, checks_out, strict=True):
+            goldens_mod.save_npy(root / f"{base}/{stem}.npy", value)
+            case.check_outputs[name] = f"{base}/{stem}.npy"
+        if failure:
+            case.expected_check, case.expected_error = failure
+            for rel in case.outputs.values():
+                (root / rel).unlink()
+            case.outputs.clear()
+        return results[:n_out]
+
+    dtypes_by_name = {k: np.dtype(v.dtype) for k, v in inputs.items()}
+    for case in manifest.goldens:
+        values = [goldens_mod.load_npy(root / case.inputs[k], dtypes_by_name[k]) for k in inputs]
+        run(case, values)
+
+    names = list((cases or {}).keys())
+    for stem, name in zip(unique_safe_names([f"check_{n}" for n in names]), names, strict=True):
+        values = _case_inputs(name, cases[name], inputs)
+        case = manifest.goldens.add(name=stem)
+        base = root / goldens_mod.GOLDENS_DIR / stem
+        (base / "inputs").mkdir(parents=True)
+        for in_name, in_stem, value in zip(inputs, in_stems, values, strict=True):
+            rel = f"{goldens_mod.GOLDENS_DIR}/{stem}/inputs/{in_stem}.npy"
+            goldens_mod.save_npy(root / rel, value)
+            case.inputs[in_name] = rel
+        outs = run(case, values)
+        if not case.expected_check:
+            (base / "outputs").mkdir()
+            for out_name, out_stem, value in zip(
+                export_fn.output_names, out_stems, outs, strict=True
+            ):
+                rel = f"{goldens_mod.GOLDENS_DIR}/{stem}/outputs/{out_stem}.npy"
+                goldens_mod.save_npy(root / rel, value)
+                case.outputs[out_name] = rel
+
+    if not manifest.goldens:
+        return
+    kinds = [k for k in KINDS if any(c.kind == k for c in table.codes)]
+    tripped = {g.expected_check for g in manifest.goldens}
+    missing = [k for k in kinds if k not in tripped]
+    problems = ([] if "" in tripped else ["passes every check"]) + [
+        f"trips the {k!r} check" for k in missing
+    ]
+    if problems:
+        raise ChecksError(
+            f"no golden case {' and none '.join(problems)}; pass --check-goldens "
+            "MODULE:FUNCTION (API: check_goldens=) returning {case name: inputs} with such "
+            "inputs, or --goldens 0 to write no goldens"
+        )
+
+
+def _case_inputs(name: str, case: Any, inputs: Any) -> list[np.ndarray]:
+    """One caller-given golden case as arrays in input order, checked against the specs."""
+    from collections.abc import Mapping
+
+    if isinstance(case, Mapping):
+        unknown = sorted(set(case) - set(inputs))
+        if unknown or len(case) != len(inputs):
+            raise ChecksError(
+                f"check golden {name!r} has inputs {sorted(case)}; expected {list(inputs)}"
+            )
+        case = [case[k] for k in inputs]
+    case = list(case)
+    if len(case) != len(inputs):
+        raise ChecksError(
+            f"check golden {name!r} has {len(case)} inputs; expected {len(inputs)} "
+            f"({', '.join(inputs)})"
+        )
+    out = []
+    for (in_name, spec), value in zip(inputs.items(), case, strict=True):
+        arr = np.asarray(value)
+        if arr.shape != tuple(spec.shape):
+            raise ChecksError(
+                f"check golden {name!r}: input {in_name!r} has shape {arr.shape}; "
+                f"expected {tuple(spec.shape)}"
+            )
+        out.append(arr.astype(np.dtype(spec.dtype), copy=False))
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
