@@ -21,14 +21,20 @@ rows back. Rules it keeps:
 Completion handles are `concurrent.futures.Future`s resolving to a dict of output arrays, so
 a thread-per-RPC server calls `.result()` and an asyncio server wraps them with
 `asyncio.wrap_future`.
+
+Lifetime: when `execute` is a bound method (e.g. `Model.execute`) the batcher holds it weakly,
+so dropping the model (unload/reload) lets its weights go; the idle worker notices within
+`IDLE_POLL_S` and exits.
 """
 
 from __future__ import annotations
 
 import bisect
+import inspect
 import logging
 import threading
 import time
+import weakref
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
@@ -45,6 +51,7 @@ from jaxport.protocol.errors import (
 __all__ = [
     "BadProgramOutputError",
     "BatchStats",
+    "BatchTiming",
     "BatcherClosedError",
     "BatchingConfig",
     "BatchingError",
@@ -56,6 +63,8 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+IDLE_POLL_S = 1.0
 
 Arrays = Mapping[str, np.ndarray]
 Execute = Callable[[int, dict[str, np.ndarray]], Mapping[str, np.ndarray]]
@@ -141,6 +150,15 @@ class BatchStats:
     batch_size_counts: dict[int, int] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class BatchTiming:
+    """Where one request's time went: waiting to be batched, and its batch's execution."""
+
+    queue_ns: int
+    execute_ns: int
+    batch_size: int
+
+
 @dataclass(eq=False)
 class _Pending:
     inputs: dict[str, np.ndarray]
@@ -167,7 +185,11 @@ class DynamicBatcher:
         row_errors: RowErrors | None = None,
         name: str = "model",
     ) -> None:
-        self._execute = execute
+        self._execute_ref: Callable[[], Execute | None]
+        if inspect.ismethod(execute):
+            self._execute_ref = weakref.WeakMethod(execute)
+        else:
+            self._execute_ref = lambda: execute
         self._config = config
         self._input_names = tuple(input_names)
         self._output_names = tuple(output_names) if output_names is not None else None
@@ -282,9 +304,9 @@ class DynamicBatcher:
         with self._cond:
             while True:
                 while not self._queue:
-                    if self._closed:
+                    if self._closed or self._execute_ref() is None:
                         return None
-                    self._cond.wait()
+                    self._cond.wait(IDLE_POLL_S)
                 rows = 0
                 count = 0
                 due = False
@@ -373,7 +395,15 @@ class DynamicBatcher:
                 buf[offset:] = buf[offset - 1]  # pad with copies of the last real row
             inputs[name] = buf
 
-        outputs = self._execute(size, inputs)
+        execute = self._execute_ref()
+        if execute is None:
+            raise BatcherClosedError(f"model {self._name!r} was unloaded")
+        t0 = time.monotonic_ns()
+        outputs = execute(size, inputs)
+        t1 = time.monotonic_ns()
+        for p in batch:
+            # Read by callers for queue/compute metrics (Future allows plain attributes).
+            p.future.batch_timing = BatchTiming(t0 - p.enqueued_ns, t1 - t0, size)  # type: ignore[attr-defined]
         names = self._output_names if self._output_names is not None else tuple(outputs)
         for name in names:
             out = outputs[name]

@@ -259,3 +259,27 @@ def test_close_drains_queue_then_refuses(recorder):
     np.testing.assert_allclose(fut.result(0)["y"], _expected(req), rtol=RTOL, atol=ATOL)
     with pytest.raises(BatcherClosedError, match="shutting down"):
         b.submit(req)
+
+
+def test_batch_timing_is_reported(recorder):
+    b = DynamicBatcher(recorder.rowwise, BatchingConfig(SIZES, max_queue_delay_us=0), ["x", "z"])
+    try:
+        fut = b.submit(_request(np.random.default_rng(8), 2))
+        fut.result(30)
+        assert fut.batch_timing.batch_size == 4
+        assert fut.batch_timing.execute_ns > 0 and fut.batch_timing.queue_ns >= 0
+    finally:
+        b.close()
+
+
+def test_worker_exits_when_the_model_is_dropped():
+    """A bound-method execute is held weakly: unloading a model frees it and stops the worker."""
+    import gc
+
+    recorder = Recorder()
+    b = DynamicBatcher(recorder.rowwise, BatchingConfig(SIZES, max_queue_delay_us=0), ["x", "z"])
+    assert b.infer(_request(np.random.default_rng(9), 1), 30)["y"].shape == (1, 3)
+    del recorder
+    gc.collect()
+    b._worker.join(timeout=10)
+    assert not b._worker.is_alive()
