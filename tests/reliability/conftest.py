@@ -1,8 +1,10 @@
-"""Fixtures shared by the reliability tests."""
+"""Fixtures shared by the reliability tests: the test PKI, two small models exported once per
+session, per-test model repositories and real bridge processes on port 0."""
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -11,6 +13,7 @@ _TESTS = Path(__file__).resolve().parents[1]
 if str(_TESTS) not in sys.path:
     sys.path.insert(0, str(_TESTS))
 
+from live import make_repository  # noqa: E402
 from support.certs import Pki, make_pki  # noqa: E402
 
 
@@ -18,3 +21,42 @@ from support.certs import Pki, make_pki  # noqa: E402
 def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
     """A CA, server cert for 127.0.0.1/localhost, a client cert and a rogue client cert."""
     return make_pki(tmp_path_factory.mktemp("pki"))
+
+
+@pytest.fixture(scope="session")
+def artifacts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """`fuzzy` (x FP32[2,3], flag BOOL[2]) and `slow` (x FP32[128,128], iters INT32[]) artifacts."""
+    import rel_models
+    from jaxport.exporter.api import export
+
+    out = tmp_path_factory.mktemp("artifacts")
+    paths = {}
+    for name, (fn, params, inputs) in rel_models.MODELS.items():
+        paths[name] = out / name
+        export(fn, params, inputs, paths[name], quiet=True, goldens=1)
+    return paths
+
+
+@pytest.fixture
+def repo_factory(tmp_path: Path, artifacts: dict[str, Path]):
+    def make(*names: str, sub: str = "repo") -> Path:
+        return make_repository(tmp_path / sub, artifacts, list(names))
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def hostile_repo(tmp_path_factory: pytest.TempPathFactory, artifacts: dict[str, Path]):
+    """A repository with two good models next to broken and escaping ones (see `broken.py`)."""
+    from broken import build_hostile_repository
+
+    return build_hostile_repository(tmp_path_factory.mktemp("hostile"), artifacts)
+
+
+@pytest.fixture(scope="session")
+def bridge(hostile_repo) -> Iterator:
+    """One plain bridge with default limits over the hostile repository, for the session."""
+    from bridge_launch import start_bridge
+
+    with start_bridge(hostile_repo.root) as b:
+        yield b
