@@ -1,0 +1,304 @@
+// Package jaxport is a thin Go client for an Open Inference Protocol (KServe v2) gRPC server
+// such as the jaxport bridge: the stubs in gen/inference are generated from the repository's
+// proto/ (the one source of truth), and this package adds typed tensors, sane defaults
+// (256 MiB message limit instead of gRPC's 4 MiB) and per-call conveniences.
+//
+// Errors returned by RPCs are the gRPC errors themselves: status.Code(err) and
+// status.Convert(err).Message() give the server's code and message unchanged.
+package jaxport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	pb "github.com/jaxport/jaxport/clients/go/gen/inference"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+)
+
+// DefaultMaxMessageSize is the default send and receive limit: large enough for real tensors
+// (gRPC's own 4 MiB default rejects a 16 MiB tensor).
+const DefaultMaxMessageSize = 256 << 20
+
+type config struct {
+	creds       credentials.TransportCredentials
+	token       string
+	maxMsg      int
+	waitReady   bool
+	dialOptions []grpc.DialOption
+}
+
+// Option configures Dial.
+type Option func(*config)
+
+// WithTransportCredentials uses TLS (or any transport credentials) instead of plaintext.
+func WithTransportCredentials(c credentials.TransportCredentials) Option {
+	return func(cfg *config) { cfg.creds = c }
+}
+
+// WithBearerToken sends `authorization: Bearer <token>` metadata on every call.
+func WithBearerToken(token string) Option {
+	return func(cfg *config) { cfg.token = token }
+}
+
+// WithMaxMessageSize sets both the send and the receive limit in bytes.
+func WithMaxMessageSize(n int) Option {
+	return func(cfg *config) { cfg.maxMsg = n }
+}
+
+// WithWaitReady makes Dial connect eagerly and wait (bounded by its ctx) until the channel is
+// ready, so an unreachable server fails at Dial rather than at the first call.
+func WithWaitReady() Option {
+	return func(cfg *config) { cfg.waitReady = true }
+}
+
+// WithDialOptions appends raw grpc.DialOptions (interceptors, keepalive, ...).
+func WithDialOptions(opts ...grpc.DialOption) Option {
+	return func(cfg *config) { cfg.dialOptions = append(cfg.dialOptions, opts...) }
+}
+
+// Client is a connection to one inference server. It is safe for concurrent use.
+type Client struct {
+	conn *grpc.ClientConn
+	stub pb.GRPCInferenceServiceClient
+}
+
+// Dial creates a client for target ("host:port" or any gRPC target string). Plaintext unless
+// WithTransportCredentials is given. The connection is lazy unless WithWaitReady is given.
+func Dial(ctx context.Context, target string, opts ...Option) (*Client, error) {
+	cfg := config{creds: insecure.NewCredentials(), maxMsg: DefaultMaxMessageSize}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	dial := []grpc.DialOption{
+		grpc.WithTransportCredentials(cfg.creds),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(cfg.maxMsg), grpc.MaxCallSendMsgSize(cfg.maxMsg)),
+	}
+	if cfg.token != "" {
+		dial = append(dial,
+			grpc.WithChainUnaryInterceptor(bearerUnary(cfg.token)),
+			grpc.WithChainStreamInterceptor(bearerStream(cfg.token)))
+	}
+	dial = append(dial, cfg.dialOptions...)
+	conn, err := grpc.NewClient(target, dial...)
+	if err != nil {
+		return nil, fmt.Errorf("jaxport: dial %s: %w", target, err)
+	}
+	if cfg.waitReady {
+		conn.Connect()
+		for state := conn.GetState(); state != connectivity.Ready; state = conn.GetState() {
+			if !conn.WaitForStateChange(ctx, state) {
+				_ = conn.Close()
+				return nil, fmt.Errorf("jaxport: dial %s: not ready (%v): %w", target, state, ctx.Err())
+			}
+		}
+	}
+	return &Client{conn: conn, stub: pb.NewGRPCInferenceServiceClient(conn)}, nil
+}
+
+// NewClient wraps an existing connection (the caller keeps ownership; Close closes it).
+func NewClient(conn *grpc.ClientConn) *Client {
+	return &Client{conn: conn, stub: pb.NewGRPCInferenceServiceClient(conn)}
+}
+
+func bearerUnary(token string) grpc.UnaryClientInterceptor {
+	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		return invoker(metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token), method, req, reply, cc, opts...)
+	}
+}
+
+func bearerStream(token string) grpc.StreamClientInterceptor {
+	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+		return streamer(metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token), desc, cc, method, opts...)
+	}
+}
+
+// Close releases the connection.
+func (c *Client) Close() error { return c.conn.Close() }
+
+// Raw is the generated stub on the same connection, for protocol-level calls the wrapper does
+// not cover (repository, statistics, deliberately malformed requests).
+func (c *Client) Raw() pb.GRPCInferenceServiceClient { return c.stub }
+
+// Live reports whether the server process answers.
+func (c *Client) Live(ctx context.Context) (bool, error) {
+	r, err := c.stub.ServerLive(ctx, &pb.ServerLiveRequest{})
+	return r.GetLive(), err
+}
+
+// Ready reports whether the server is ready to serve inferences.
+func (c *Client) Ready(ctx context.Context) (bool, error) {
+	r, err := c.stub.ServerReady(ctx, &pb.ServerReadyRequest{})
+	return r.GetReady(), err
+}
+
+// ModelReady reports whether a model is ready; version "" lets the server choose.
+func (c *Client) ModelReady(ctx context.Context, model, version string) (bool, error) {
+	r, err := c.stub.ModelReady(ctx, &pb.ModelReadyRequest{Name: model, Version: version})
+	return r.GetReady(), err
+}
+
+// ServerMetadata returns the server's name, version and protocol extensions.
+func (c *Client) ServerMetadata(ctx context.Context) (*pb.ServerMetadataResponse, error) {
+	return c.stub.ServerMetadata(ctx, &pb.ServerMetadataRequest{})
+}
+
+// Metadata returns a model's versions, platform and input/output signatures.
+func (c *Client) Metadata(ctx context.Context, model string) (*pb.ModelMetadataResponse, error) {
+	return c.MetadataVersion(ctx, model, "")
+}
+
+// MetadataVersion is Metadata for one version.
+func (c *Client) MetadataVersion(ctx context.Context, model, version string) (*pb.ModelMetadataResponse, error) {
+	return c.stub.ModelMetadata(ctx, &pb.ModelMetadataRequest{Name: model, Version: version})
+}
+
+// Request is a full inference request. Zero values mean: latest version, no id, every output,
+// raw (binary) tensor encoding.
+type Request struct {
+	Model   string
+	Version string
+	ID      string
+	Inputs  []Tensor
+	// Outputs names the outputs to return; empty returns all of them.
+	Outputs []string
+	// Typed sends inputs in the typed `contents` fields instead of raw_input_contents
+	// (FP16/BF16 have no typed field and cannot be sent this way).
+	Typed bool
+}
+
+// Outputs is a decoded inference response.
+type Outputs struct {
+	Model   string
+	Version string
+	ID      string
+	Tensors []Tensor
+}
+
+// Get returns the output called name.
+func (o Outputs) Get(name string) (Tensor, bool) {
+	for _, t := range o.Tensors {
+		if t.Name == name {
+			return t, true
+		}
+	}
+	return Tensor{}, false
+}
+
+// Infer runs the model on the inputs and returns every output.
+func (c *Client) Infer(ctx context.Context, model string, inputs ...Tensor) (Outputs, error) {
+	return c.Do(ctx, Request{Model: model, Inputs: inputs})
+}
+
+// Do runs one inference request.
+func (c *Client) Do(ctx context.Context, req Request) (Outputs, error) {
+	msg, err := req.Proto()
+	if err != nil {
+		return Outputs{}, err
+	}
+	resp, err := c.stub.ModelInfer(ctx, msg)
+	if err != nil {
+		return Outputs{}, err
+	}
+	return DecodeResponse(resp)
+}
+
+// Proto builds the wire request.
+func (r Request) Proto() (*pb.ModelInferRequest, error) {
+	msg := &pb.ModelInferRequest{ModelName: r.Model, ModelVersion: r.Version, Id: r.ID}
+	for _, t := range r.Inputs {
+		in := t.toInput()
+		if r.Typed {
+			contents, err := t.TypedContents()
+			if err != nil {
+				return nil, err
+			}
+			in.Contents = contents
+		} else {
+			msg.RawInputContents = append(msg.RawInputContents, t.Raw)
+		}
+		msg.Inputs = append(msg.Inputs, in)
+	}
+	for _, name := range r.Outputs {
+		msg.Outputs = append(msg.Outputs, &pb.ModelInferRequest_InferRequestedOutputTensor{Name: name})
+	}
+	return msg, nil
+}
+
+// DecodeResponse turns a wire response into typed tensors, from raw_output_contents when the
+// server used them (the jaxport bridge always does) and from typed contents otherwise.
+func DecodeResponse(resp *pb.ModelInferResponse) (Outputs, error) {
+	out := Outputs{Model: resp.GetModelName(), Version: resp.GetModelVersion(), ID: resp.GetId()}
+	raw := resp.GetRawOutputContents()
+	if len(raw) != 0 && len(raw) != len(resp.GetOutputs()) {
+		return out, fmt.Errorf("jaxport: response has %d outputs but %d raw_output_contents", len(resp.GetOutputs()), len(raw))
+	}
+	for i, o := range resp.GetOutputs() {
+		var t Tensor
+		if len(raw) != 0 {
+			t = Tensor{Name: o.GetName(), Datatype: o.GetDatatype(), Shape: cloneShape(o.GetShape()), Raw: raw[i]}
+		} else {
+			var err error
+			if t, err = fromContents(o.GetName(), o.GetDatatype(), o.GetShape(), o.GetContents()); err != nil {
+				return out, fmt.Errorf("jaxport: %w", err)
+			}
+		}
+		out.Tensors = append(out.Tensors, t)
+	}
+	return out, nil
+}
+
+// Stream is an open ModelStreamInfer call: Send requests, Recv results in order of arrival.
+type Stream struct {
+	s pb.GRPCInferenceService_ModelStreamInferClient
+}
+
+// StreamError is a failed request inside a stream: the protocol reports it as an
+// error_message on the stream (which stays open), not as a gRPC status.
+type StreamError struct {
+	Message string
+	ID      string
+}
+
+func (e *StreamError) Error() string { return e.Message }
+
+// OpenStream starts a bidirectional inference stream; ctx bounds its whole life.
+func (c *Client) OpenStream(ctx context.Context) (*Stream, error) {
+	s, err := c.stub.ModelStreamInfer(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &Stream{s: s}, nil
+}
+
+// Send queues one request on the stream.
+func (s *Stream) Send(req Request) error {
+	msg, err := req.Proto()
+	if err != nil {
+		return err
+	}
+	return s.s.Send(msg)
+}
+
+// CloseSend tells the server no more requests follow.
+func (s *Stream) CloseSend() error { return s.s.CloseSend() }
+
+// Recv returns the next result: Outputs, a *StreamError for a failed request, io.EOF when the
+// server has finished, or the gRPC error that ended the stream.
+func (s *Stream) Recv() (Outputs, error) {
+	r, err := s.s.Recv()
+	if err != nil {
+		return Outputs{}, err
+	}
+	if msg := r.GetErrorMessage(); msg != "" {
+		return Outputs{}, &StreamError{Message: msg, ID: r.GetInferResponse().GetId()}
+	}
+	if r.GetInferResponse() == nil {
+		return Outputs{}, errors.New("jaxport: stream response carries neither a result nor an error")
+	}
+	return DecodeResponse(r.GetInferResponse())
+}

@@ -1,0 +1,130 @@
+// Package conformance reads the language-neutral case files of tests/conformance/cases and runs
+// them against any Open Inference Protocol server through the jaxport Go client. The format is
+// described in tests/conformance/README.md; the Python and Java runners read the same files.
+package conformance
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// KnownRPCs are the case kinds every runner implements.
+var KnownRPCs = []string{"ServerLive", "ServerReady", "ModelReady", "ServerMetadata", "ModelMetadata", "ModelInfer", "ModelStreamInfer"}
+
+// Ramp is generated data: element i is Start + Step*(i % Modulo), in the tensor's datatype.
+type Ramp struct {
+	Start  float64 `json:"start"`
+	Step   float64 `json:"step"`
+	Modulo int64   `json:"modulo"`
+}
+
+// TensorSpec is a tensor in a request, an expected output, or a metadata signature entry.
+type TensorSpec struct {
+	Name     string  `json:"name"`
+	Datatype string  `json:"datatype"`
+	Shape    []int64 `json:"shape"`
+	Data     string  `json:"data,omitempty"`
+	Ramp     *Ramp   `json:"ramp,omitempty"`
+	Rtol     float64 `json:"rtol"`
+	Atol     float64 `json:"atol"`
+}
+
+// InferRequest is one ModelInfer request as a case describes it.
+type InferRequest struct {
+	Model    string       `json:"model"`
+	Version  string       `json:"version"`
+	ID       string       `json:"id"`
+	Encoding string       `json:"encoding"` // raw | typed | both (both is a protocol error)
+	Inputs   []TensorSpec `json:"inputs"`
+	Outputs  []string     `json:"outputs"`
+}
+
+// Request is the request part of any case (fields unused by an RPC stay empty).
+type Request struct {
+	InferRequest
+	Requests []InferRequest `json:"requests"` // ModelStreamInfer
+}
+
+// StreamExpect is the expected result of one stream request, matched by id.
+type StreamExpect struct {
+	ID      string       `json:"id"`
+	Outputs []TensorSpec `json:"outputs"`
+}
+
+// Expect is what the server must answer.
+type Expect struct {
+	Code              string         `json:"code"`
+	MessageContains   []string       `json:"message_contains"`
+	Live              *bool          `json:"live"`
+	Ready             *bool          `json:"ready"`
+	Nonempty          []string       `json:"nonempty"`
+	ExtensionsInclude []string       `json:"extensions_include"`
+	Name              string         `json:"name"`
+	VersionsInclude   []string       `json:"versions_include"`
+	Inputs            []TensorSpec   `json:"inputs"`
+	Outputs           []TensorSpec   `json:"outputs"`
+	ID                *string        `json:"id"`
+	Responses         []StreamExpect `json:"responses"`
+}
+
+// Case is one case file.
+type Case struct {
+	Name        string   `json:"name"`
+	Description string   `json:"description"`
+	Requires    []string `json:"requires"`
+	RPC         string   `json:"rpc"`
+	Parallel    int      `json:"parallel"`
+	Request     Request  `json:"request"`
+	Expect      Expect   `json:"expect"`
+	// Dir is the directory the case was read from; data paths are relative to it.
+	Dir string `json:"-"`
+}
+
+// LoadCases reads every *.json case in dir, sorted by name, and checks each is well formed.
+func LoadCases(dir string) ([]Case, error) {
+	paths, err := filepath.Glob(filepath.Join(dir, "*.json"))
+	if err != nil {
+		return nil, err
+	}
+	if len(paths) == 0 {
+		return nil, fmt.Errorf("no case files (*.json) in %s", dir)
+	}
+	sort.Strings(paths)
+	cases := make([]Case, 0, len(paths))
+	for _, p := range paths {
+		raw, err := os.ReadFile(p)
+		if err != nil {
+			return nil, err
+		}
+		var c Case
+		dec := json.NewDecoder(strings.NewReader(string(raw)))
+		if err := dec.Decode(&c); err != nil {
+			return nil, fmt.Errorf("%s: %w", p, err)
+		}
+		c.Dir = dir
+		if want := strings.TrimSuffix(filepath.Base(p), ".json"); c.Name != want {
+			return nil, fmt.Errorf("%s: name %q does not match the file name", p, c.Name)
+		}
+		if !known(c.RPC) {
+			return nil, fmt.Errorf("%s: unknown rpc %q (known: %v)", p, c.RPC, KnownRPCs)
+		}
+		if c.Expect.Code == "" {
+			return nil, fmt.Errorf("%s: expect.code is missing", p)
+		}
+		cases = append(cases, c)
+	}
+	return cases, nil
+}
+
+func known(rpc string) bool {
+	for _, k := range KnownRPCs {
+		if k == rpc {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,84 @@
+package conformance
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	jaxport "github.com/jaxport/jaxport/clients/go"
+)
+
+const caseDir = "../../../tests/conformance/cases"
+
+// Every committed case parses and every tensor it names can be read by this runner.
+func TestCommittedCasesLoad(t *testing.T) {
+	cases, err := LoadCases(caseDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cases) < 30 {
+		t.Fatalf("only %d cases", len(cases))
+	}
+	for _, c := range cases {
+		var specs []TensorSpec
+		specs = append(specs, c.Request.Inputs...)
+		specs = append(specs, c.Expect.Outputs...)
+		for _, r := range c.Request.Requests {
+			specs = append(specs, r.Inputs...)
+		}
+		for _, r := range c.Expect.Responses {
+			specs = append(specs, r.Outputs...)
+		}
+		for _, s := range specs {
+			if s.Data == "" && s.Ramp == nil {
+				continue // metadata signature entries
+			}
+			if _, err := TensorBytes(c, s); err != nil {
+				t.Errorf("%s: %s: %v", c.Name, s.Name, err)
+			}
+		}
+	}
+}
+
+func TestReadNpyRejectsGarbage(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "bad.npy")
+	if err := os.WriteFile(p, []byte("not numpy at all"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadNpy(p); err == nil {
+		t.Fatal("garbage must not parse")
+	}
+}
+
+func TestCompareTensor(t *testing.T) {
+	want := jaxport.Float32("y", []int64{2}, []float32{1, 2})
+	spec := TensorSpec{Name: "y", Datatype: "FP32", Shape: []int64{2}, Rtol: 1e-6, Atol: 1e-6}
+	if err := CompareTensor(spec, jaxport.Float32("y", []int64{2}, []float32{1, 2.000001}), want.Raw); err != nil {
+		t.Fatalf("within tolerance: %v", err)
+	}
+	if err := CompareTensor(spec, jaxport.Float32("y", []int64{2}, []float32{1, 2.1}), want.Raw); err == nil {
+		t.Fatal("2.1 vs 2 must fail")
+	}
+	if err := CompareTensor(spec, jaxport.Float32("y", []int64{1, 2}, []float32{1, 2}), want.Raw); err == nil {
+		t.Fatal("shape [1 2] vs [2] must fail")
+	}
+	ints := TensorSpec{Name: "n", Datatype: "INT64", Shape: []int64{1}}
+	big := jaxport.Int64("n", []int64{1}, []int64{1<<53 + 1})
+	if err := CompareTensor(ints, jaxport.Int64("n", []int64{1}, []int64{1 << 53}), big.Raw); err == nil {
+		t.Fatal("INT64 must compare exactly, beyond float64 precision")
+	}
+}
+
+func TestRamp(t *testing.T) {
+	b, err := rampBytes(Ramp{Start: 1, Step: 0.5, Modulo: 3}, "FP32", 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, _ := jaxport.RawTensor("r", "FP32", []int64{5}, b).AsFloat32()
+	want := []float32{1, 1.5, 2, 1, 1.5}
+	for i := range want {
+		if v[i] != want[i] {
+			t.Fatalf("ramp %v, want %v", v, want)
+		}
+	}
+}

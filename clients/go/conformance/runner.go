@@ -1,0 +1,408 @@
+package conformance
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+
+	jaxport "github.com/jaxport/jaxport/clients/go"
+	pb "github.com/jaxport/jaxport/clients/go/gen/inference"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// codeNames are the canonical (proto enum) names the case files use for status codes.
+var codeNames = map[codes.Code]string{
+	codes.OK: "OK", codes.Canceled: "CANCELLED", codes.Unknown: "UNKNOWN",
+	codes.InvalidArgument: "INVALID_ARGUMENT", codes.DeadlineExceeded: "DEADLINE_EXCEEDED",
+	codes.NotFound: "NOT_FOUND", codes.AlreadyExists: "ALREADY_EXISTS",
+	codes.PermissionDenied: "PERMISSION_DENIED", codes.ResourceExhausted: "RESOURCE_EXHAUSTED",
+	codes.FailedPrecondition: "FAILED_PRECONDITION", codes.Aborted: "ABORTED",
+	codes.OutOfRange: "OUT_OF_RANGE", codes.Unimplemented: "UNIMPLEMENTED",
+	codes.Internal: "INTERNAL", codes.Unavailable: "UNAVAILABLE", codes.DataLoss: "DATA_LOSS",
+	codes.Unauthenticated: "UNAUTHENTICATED",
+}
+
+// CodeName is the canonical name of err's gRPC status code ("OK" for nil).
+func CodeName(err error) string {
+	return codeNames[status.Code(err)]
+}
+
+// Runner runs cases against one server.
+type Runner struct {
+	Client *jaxport.Client
+}
+
+// TensorBytes is the little-endian payload a case tensor describes (data file or ramp).
+func TensorBytes(c Case, t TensorSpec) ([]byte, error) {
+	switch {
+	case t.Data != "":
+		n, err := ReadNpy(filepath.Join(c.Dir, filepath.FromSlash(t.Data)))
+		if err != nil {
+			return nil, err
+		}
+		return n.Data, nil
+	case t.Ramp != nil:
+		return rampBytes(*t.Ramp, t.Datatype, numElements(t.Shape))
+	}
+	return nil, fmt.Errorf("case %s: tensor %s has neither data nor ramp", c.Name, t.Name)
+}
+
+func numElements(shape []int64) int64 {
+	n := int64(1)
+	for _, d := range shape {
+		n *= d
+	}
+	return n
+}
+
+func rampBytes(r Ramp, datatype string, count int64) ([]byte, error) {
+	if r.Modulo <= 0 {
+		return nil, fmt.Errorf("ramp modulo must be positive, got %d", r.Modulo)
+	}
+	values := make([]float32, count)
+	for i := range values {
+		values[i] = float32(r.Start + r.Step*float64(int64(i)%r.Modulo))
+	}
+	switch datatype {
+	case jaxport.FP32:
+		return jaxport.Float32("", []int64{count}, values).Raw, nil
+	case jaxport.BF16:
+		return jaxport.BFloat16("", []int64{count}, values).Raw, nil
+	case jaxport.FP16:
+		return jaxport.Float16("", []int64{count}, values).Raw, nil
+	}
+	return nil, fmt.Errorf("ramp data is defined for FP32/FP16/BF16, not %s", datatype)
+}
+
+// Run executes one case; nil means the server answered as the case expects.
+func (r *Runner) Run(ctx context.Context, c Case) error {
+	err := r.call(ctx, c)
+	want := c.Expect.Code
+	var failure *Failure
+	if errors.As(err, &failure) {
+		return err
+	}
+	if want == "OK" {
+		if _, isStatus := status.FromError(err); err != nil && isStatus {
+			return fmt.Errorf("status %s: %w", CodeName(err), err)
+		}
+		return err
+	}
+	if err == nil {
+		return fmt.Errorf("call succeeded, expected status %s", want)
+	}
+	if _, isStatus := status.FromError(err); !isStatus {
+		return err
+	}
+	got := CodeName(err)
+	msg := status.Convert(err).Message()
+	if got != want {
+		return fmt.Errorf("status %s (%q), expected %s", got, msg, want)
+	}
+	for _, part := range c.Expect.MessageContains {
+		if !strings.Contains(msg, part) {
+			return fmt.Errorf("status message %q does not mention %q", msg, part)
+		}
+	}
+	return nil
+}
+
+// Failure is a mismatch found in a successful answer (never a transport status).
+type Failure struct{ msg string }
+
+func (f *Failure) Error() string { return f.msg }
+
+func fail(format string, args ...any) error { return &Failure{fmt.Sprintf(format, args...)} }
+
+func (r *Runner) call(ctx context.Context, c Case) error {
+	e := c.Expect
+	req := c.Request
+	switch c.RPC {
+	case "ServerLive":
+		live, err := r.Client.Live(ctx)
+		if err == nil && e.Live != nil && live != *e.Live {
+			return fail("live is %v, expected %v", live, *e.Live)
+		}
+		return err
+	case "ServerReady":
+		ready, err := r.Client.Ready(ctx)
+		if err == nil && e.Ready != nil && ready != *e.Ready {
+			return fail("ready is %v, expected %v", ready, *e.Ready)
+		}
+		return err
+	case "ModelReady":
+		ready, err := r.Client.ModelReady(ctx, req.Model, req.Version)
+		if err == nil && e.Ready != nil && ready != *e.Ready {
+			return fail("model ready is %v, expected %v", ready, *e.Ready)
+		}
+		return err
+	case "ServerMetadata":
+		meta, err := r.Client.ServerMetadata(ctx)
+		if err != nil {
+			return err
+		}
+		fields := map[string]string{"name": meta.GetName(), "version": meta.GetVersion()}
+		for _, f := range e.Nonempty {
+			if fields[f] == "" {
+				return fail("server metadata field %s is empty", f)
+			}
+		}
+		for _, x := range e.ExtensionsInclude {
+			if !contains(meta.GetExtensions(), x) {
+				return fail("extensions %v lack %q", meta.GetExtensions(), x)
+			}
+		}
+		return nil
+	case "ModelMetadata":
+		meta, err := r.Client.MetadataVersion(ctx, req.Model, req.Version)
+		if err != nil {
+			return err
+		}
+		if meta.GetName() != e.Name {
+			return fail("name %q, expected %q", meta.GetName(), e.Name)
+		}
+		for _, v := range e.VersionsInclude {
+			if !contains(meta.GetVersions(), v) {
+				return fail("versions %v lack %q", meta.GetVersions(), v)
+			}
+		}
+		if err := sameSignature("inputs", meta.GetInputs(), e.Inputs); err != nil {
+			return err
+		}
+		return sameSignature("outputs", meta.GetOutputs(), e.Outputs)
+	case "ModelInfer":
+		n := c.Parallel
+		if n <= 1 {
+			return r.inferAndCompare(ctx, c, req.InferRequest, e.Outputs, e.ID)
+		}
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		for i := 0; i < n; i++ {
+			wg.Add(1)
+			go func(i int) {
+				defer wg.Done()
+				errs[i] = r.inferAndCompare(ctx, c, req.InferRequest, e.Outputs, e.ID)
+			}(i)
+		}
+		wg.Wait()
+		for i, err := range errs {
+			if err != nil {
+				return fmt.Errorf("parallel request %d of %d: %w", i+1, n, err)
+			}
+		}
+		return nil
+	case "ModelStreamInfer":
+		return r.stream(ctx, c)
+	}
+	return fmt.Errorf("unknown rpc %q", c.RPC)
+}
+
+func contains(list []string, x string) bool {
+	for _, v := range list {
+		if v == x {
+			return true
+		}
+	}
+	return false
+}
+
+func sameSignature(kind string, got []*pb.ModelMetadataResponse_TensorMetadata, want []TensorSpec) error {
+	render := func(name, dt string, shape []int64) string { return fmt.Sprintf("%s:%s%v", name, dt, shape) }
+	var g, w []string
+	for _, t := range got {
+		g = append(g, render(t.GetName(), t.GetDatatype(), t.GetShape()))
+	}
+	for _, t := range want {
+		w = append(w, render(t.Name, t.Datatype, t.Shape))
+	}
+	if strings.Join(g, " ") != strings.Join(w, " ") {
+		return fail("%s %v, expected %v", kind, g, w)
+	}
+	return nil
+}
+
+// buildRequest turns a case request into the wrapper's Request (raw or typed encoding).
+func buildRequest(c Case, ir InferRequest) (jaxport.Request, error) {
+	out := jaxport.Request{Model: ir.Model, Version: ir.Version, ID: ir.ID, Outputs: ir.Outputs, Typed: ir.Encoding == "typed"}
+	for _, t := range ir.Inputs {
+		data, err := TensorBytes(c, t)
+		if err != nil {
+			return out, err
+		}
+		out.Inputs = append(out.Inputs, jaxport.RawTensor(t.Name, t.Datatype, t.Shape, data))
+	}
+	return out, nil
+}
+
+func (r *Runner) infer(ctx context.Context, c Case, ir InferRequest) (jaxport.Outputs, error) {
+	req, err := buildRequest(c, ir)
+	if err != nil {
+		return jaxport.Outputs{}, err
+	}
+	switch ir.Encoding {
+	case "raw", "typed":
+		return r.Client.Do(ctx, req)
+	case "both":
+		// Deliberately invalid: raw bytes AND typed contents for the same tensors.
+		msg, err := req.Proto()
+		if err != nil {
+			return jaxport.Outputs{}, err
+		}
+		for i, t := range req.Inputs {
+			if msg.Inputs[i].Contents, err = t.TypedContents(); err != nil {
+				return jaxport.Outputs{}, err
+			}
+		}
+		resp, err := r.Client.Raw().ModelInfer(ctx, msg)
+		if err != nil {
+			return jaxport.Outputs{}, err
+		}
+		return jaxport.DecodeResponse(resp)
+	}
+	return jaxport.Outputs{}, fmt.Errorf("unknown encoding %q", ir.Encoding)
+}
+
+func (r *Runner) inferAndCompare(ctx context.Context, c Case, ir InferRequest, want []TensorSpec, wantID *string) error {
+	out, err := r.infer(ctx, c, ir)
+	if err != nil {
+		return err
+	}
+	return compareOutputs(c, out, want, wantID)
+}
+
+func compareOutputs(c Case, out jaxport.Outputs, want []TensorSpec, wantID *string) error {
+	var got, exp []string
+	for _, t := range out.Tensors {
+		got = append(got, t.Name)
+	}
+	for _, t := range want {
+		exp = append(exp, t.Name)
+	}
+	sort.Strings(got)
+	sort.Strings(exp)
+	if strings.Join(got, ",") != strings.Join(exp, ",") {
+		return fail("outputs %v, expected %v", got, exp)
+	}
+	for _, spec := range want {
+		t, _ := out.Get(spec.Name)
+		data, err := TensorBytes(c, spec)
+		if err != nil {
+			return err
+		}
+		if err := CompareTensor(spec, t, data); err != nil {
+			return err
+		}
+	}
+	if wantID != nil && out.ID != *wantID {
+		return fail("response id %q, expected %q", out.ID, *wantID)
+	}
+	return nil
+}
+
+// CompareTensor checks datatype and shape, then values: byte-exact for integers and BOOL,
+// |got-want| <= atol + rtol*|want| for floats (NaN equals NaN).
+func CompareTensor(spec TensorSpec, got jaxport.Tensor, wantBytes []byte) error {
+	if got.Datatype != spec.Datatype {
+		return fail("output %s: datatype %s, expected %s", spec.Name, got.Datatype, spec.Datatype)
+	}
+	if fmt.Sprint(got.Shape) != fmt.Sprint(spec.Shape) && !(len(got.Shape) == 0 && len(spec.Shape) == 0) {
+		return fail("output %s: shape %v, expected %v", spec.Name, got.Shape, spec.Shape)
+	}
+	if err := got.Validate(); err != nil {
+		return fail("output %s: %v", spec.Name, err)
+	}
+	want := jaxport.RawTensor(spec.Name, spec.Datatype, spec.Shape, wantBytes)
+	if err := want.Validate(); err != nil {
+		return fmt.Errorf("expected data of %s: %w", spec.Name, err)
+	}
+	switch spec.Datatype {
+	case jaxport.FP16, jaxport.BF16, jaxport.FP32, jaxport.FP64:
+		g, _ := got.AsFloat64Any()
+		w, _ := want.AsFloat64Any()
+		bad, first := 0, -1
+		for i := range w {
+			if math.IsNaN(w[i]) && math.IsNaN(g[i]) {
+				continue
+			}
+			if !(math.Abs(g[i]-w[i]) <= spec.Atol+spec.Rtol*math.Abs(w[i])) {
+				bad++
+				if first < 0 {
+					first = i
+				}
+			}
+		}
+		if bad > 0 {
+			return fail("output %s: %d elements outside rtol=%g atol=%g; first at flat index %d: got %v, expected %v",
+				spec.Name, bad, spec.Rtol, spec.Atol, first, g[first], w[first])
+		}
+	case jaxport.BOOL:
+		for i := range wantBytes {
+			if (got.Raw[i] != 0) != (wantBytes[i] != 0) {
+				return fail("output %s: flat index %d: got %v, expected %v", spec.Name, i, got.Raw[i] != 0, wantBytes[i] != 0)
+			}
+		}
+	default:
+		if !bytes.Equal(got.Raw, wantBytes) {
+			g, _ := got.AsFloat64Any()
+			w, _ := want.AsFloat64Any()
+			for i := range w {
+				if g[i] != w[i] {
+					return fail("output %s: flat index %d: got %v, expected %v", spec.Name, i, g[i], w[i])
+				}
+			}
+			return fail("output %s: bytes differ", spec.Name)
+		}
+	}
+	return nil
+}
+
+func (r *Runner) stream(ctx context.Context, c Case) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	s, err := r.Client.OpenStream(ctx)
+	if err != nil {
+		return err
+	}
+	for _, ir := range c.Request.Requests {
+		req, err := buildRequest(c, ir)
+		if err != nil {
+			return err
+		}
+		if err := s.Send(req); err != nil {
+			return err
+		}
+	}
+	if err := s.CloseSend(); err != nil {
+		return err
+	}
+	byID := map[string]jaxport.Outputs{}
+	for range c.Request.Requests {
+		out, err := s.Recv()
+		if err != nil {
+			var se *jaxport.StreamError
+			if errors.As(err, &se) {
+				return fail("stream request %q failed: %s", se.ID, se.Message)
+			}
+			return err
+		}
+		byID[out.ID] = out
+	}
+	for _, want := range c.Expect.Responses {
+		out, ok := byID[want.ID]
+		if !ok {
+			return fail("no stream response for request %q", want.ID)
+		}
+		id := want.ID
+		if err := compareOutputs(c, out, want.Outputs, &id); err != nil {
+			return err
+		}
+	}
+	return nil
+}

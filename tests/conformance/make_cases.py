@@ -1,0 +1,351 @@
+#!/usr/bin/env python3
+"""Write the conformance case files (`cases/*.json` + `cases/data/*.npy`) from `models.py`.
+
+Expected outputs are computed by JAX itself, in-process, from the same functions and parameters
+that `run.py` exports; the committed files are the language-neutral contract every runner reads.
+
+    .venv/bin/python tests/conformance/make_cases.py           # rewrite cases/
+    .venv/bin/python tests/conformance/make_cases.py --check   # exit 1 if cases/ is stale
+
+The format is described in tests/conformance/README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import filecmp
+import json
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import models  # noqa: E402
+from jaxport.protocol import dtypes  # noqa: E402
+
+CASES = HERE / "cases"
+JAXPORT = ["jaxport-models"]
+
+#: Per-datatype tolerances for comparing float outputs: |got - want| <= atol + rtol * |want|.
+#: The bridge runs the same XLA program as in-process JAX on the same CPU, so results are
+#: normally bit-identical; the margins allow one rounding step of the narrowest type. BF16 is
+#: looser because it keeps only 8 significant bits (one ulp is 2^-7 relative), FP16 11 bits.
+TOLERANCES: dict[str, tuple[float, float]] = {
+    "FP64": (1e-12, 1e-12),
+    "FP32": (1e-6, 1e-6),
+    "FP16": (2e-3, 2e-3),
+    "BF16": (1e-2, 1e-2),
+}
+
+
+class Writer:
+    """Collects cases and their data files into one directory."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        (root / "data").mkdir(parents=True, exist_ok=True)
+        self.names: set[str] = set()
+
+    def data(self, case: str, tensor: str, array: np.ndarray) -> str:
+        """Save `array` as little-endian .npy (BF16 as its <u2 bit patterns); return its path."""
+        rel = f"data/{case}.{tensor}.npy"
+        if array.dtype == dtypes.by_datatype("BF16").numpy:
+            array = array.view("<u2")
+        array = np.ascontiguousarray(array.astype(array.dtype.newbyteorder("<")))
+        np.save(self.root / rel, array, allow_pickle=False)
+        return rel
+
+    def case(self, name: str, body: dict[str, Any]) -> None:
+        """Write `cases/<name>.json`."""
+        if name in self.names:
+            raise ValueError(f"duplicate case {name}")
+        self.names.add(name)
+        doc = {"name": name, **body}
+        text = json.dumps(doc, indent=2, sort_keys=False) + "\n"
+        (self.root / f"{name}.json").write_text(text, encoding="utf-8")
+
+
+def datatype_of(array: np.ndarray) -> str:
+    """OIP datatype of a numpy array, from the one dtype table."""
+    return dtypes.by_numpy(array.dtype).datatype
+
+
+def tensor(w: Writer, case: str, name: str, array: np.ndarray) -> dict[str, Any]:
+    """An input description whose data is a file."""
+    return {
+        "name": name,
+        "datatype": datatype_of(array),
+        "shape": list(array.shape),
+        "data": w.data(case, name, array),
+    }
+
+
+def expected(w: Writer, case: str, name: str, array: np.ndarray) -> dict[str, Any]:
+    """An expected output with the tolerance of its datatype (exact for ints and BOOL)."""
+    dt = datatype_of(array)
+    rtol, atol = TOLERANCES.get(dt, (0.0, 0.0))
+    return {
+        "name": name,
+        "datatype": dt,
+        "shape": list(array.shape),
+        "data": w.data(case, f"expected.{name}", array),
+        "rtol": rtol,
+        "atol": atol,
+    }
+
+
+def family_input(suffix: str, dtype: np.dtype, seed: int) -> np.ndarray:
+    """Deterministic data for a per-dtype model that never overflows its affine map."""
+    rng = np.random.default_rng(seed)
+    shape = models.DTYPE_SHAPE
+    if dtype == np.bool_:
+        return rng.integers(0, 2, size=shape).astype(bool)
+    if suffix == "int8":
+        return rng.integers(-20, 21, size=shape).astype(dtype)
+    if suffix == "uint8":
+        return rng.integers(0, 51, size=shape).astype(dtype)
+    if suffix == "int32":
+        return rng.integers(-(2**20), 2**20, size=shape).astype(dtype)
+    if suffix == "int64":
+        return rng.integers(-(2**40), 2**40, size=shape).astype(dtype)
+    return (rng.standard_normal(size=shape) * 4).astype(dtype)
+
+
+def infer_case(
+    w: Writer,
+    name: str,
+    description: str,
+    model: models.SuiteModel,
+    inputs: list[np.ndarray],
+    *,
+    encoding: str = "raw",
+    requested: list[str] | None = None,
+    request_id: str = "",
+    extra: dict[str, Any] | None = None,
+) -> None:
+    """A successful ModelInfer case with outputs computed by JAX."""
+    outs = dict(zip(models.output_names(model), models.run_in_process(model, *inputs), strict=True))
+    wanted = requested or list(outs)
+    request: dict[str, Any] = {
+        "model": model.name,
+        "id": request_id,
+        "encoding": encoding,
+        "inputs": [
+            tensor(w, name, in_name, arr) for in_name, arr in zip(model.inputs, inputs, strict=True)
+        ],
+    }
+    if requested:
+        request["outputs"] = requested
+    expect: dict[str, Any] = {
+        "code": "OK", "outputs": [expected(w, name, o, outs[o]) for o in wanted]
+    }
+    if request_id:
+        expect["id"] = request_id
+    w.case(name, {"description": description, "requires": JAXPORT, "rpc": "ModelInfer",
+                  **(extra or {}), "request": request, "expect": expect})
+
+
+def error_case(
+    w: Writer, name: str, description: str, request: dict[str, Any], code: str,
+    contains: list[str], requires: list[str] | None = None, rpc: str = "ModelInfer",
+) -> None:
+    """A request that must fail with `code` and a message naming `contains`."""
+    w.case(name, {"description": description, "requires": JAXPORT if requires is None else requires,
+                  "rpc": rpc, "request": request,
+                  "expect": {"code": code, "message_contains": contains}})
+
+
+def write_all(root: Path) -> None:
+    """Every case of the suite."""
+    w = Writer(root)
+    fam = {m.name: m for m in models.suite_models()}
+
+    # --- health and metadata (protocol-only unless they name a suite model) ---
+    w.case("health_server_live", {"description": "ServerLive answers live=true", "requires": [],
+                                  "rpc": "ServerLive", "request": {},
+                                  "expect": {"code": "OK", "live": True}})
+    w.case("health_server_ready", {"description": "ServerReady answers ready=true", "requires": [],
+                                   "rpc": "ServerReady", "request": {},
+                                   "expect": {"code": "OK", "ready": True}})
+    w.case("health_model_ready", {"description": "ModelReady for a loaded model",
+                                  "requires": JAXPORT, "rpc": "ModelReady",
+                                  "request": {"model": "cf_fp32", "version": ""},
+                                  "expect": {"code": "OK", "ready": True}})
+    w.case("health_model_ready_version", {"description": "ModelReady for an explicit version",
+                                          "requires": JAXPORT, "rpc": "ModelReady",
+                                          "request": {"model": "cf_multi", "version": "1"},
+                                          "expect": {"code": "OK", "ready": True}})
+    w.case("metadata_server", {"description": "ServerMetadata has a name and a version",
+                               "requires": [], "rpc": "ServerMetadata", "request": {},
+                               "expect": {"code": "OK", "nonempty": ["name", "version"]}})
+    for mname in ("cf_fp32", "cf_bf16", "cf_multi"):
+        m = fam[mname]
+        outs = models.run_in_process(
+            m, *[np.zeros(s.shape, s.dtype) for s in m.inputs.values()]
+        )
+        w.case(f"metadata_model_{mname.removeprefix('cf_')}", {
+            "description": f"ModelMetadata of {mname}: names, OIP datatypes, shapes, version 1",
+            "requires": JAXPORT, "rpc": "ModelMetadata",
+            "request": {"model": mname, "version": ""},
+            "expect": {
+                "code": "OK", "name": mname, "versions_include": ["1"],
+                "inputs": [{"name": n, "datatype": dtypes.by_numpy(s.dtype).datatype,
+                            "shape": list(s.shape)} for n, s in m.inputs.items()],
+                "outputs": [{"name": n, "datatype": datatype_of(o), "shape": list(o.shape)}
+                            for n, o in zip(models.output_names(m), outs, strict=True)],
+            },
+        })
+    error_case(w, "metadata_unknown_model", "ModelMetadata of a model nobody serves",
+               {"model": "conformance_no_such_model", "version": ""}, "NOT_FOUND",
+               ["conformance_no_such_model"], requires=[], rpc="ModelMetadata")
+
+    # --- every datatype, raw bytes; and typed contents where the protocol has a field ---
+    for i, (suffix, dtype) in enumerate(models.DTYPE_FAMILY):
+        m = fam[f"cf_{suffix}"]
+        x = family_input(suffix, dtype, seed=100 + i)
+        dt = dtypes.by_numpy(dtype)
+        infer_case(w, f"infer_{suffix}_raw",
+                   f"{dt.datatype} in raw_input_contents, little-endian", m, [x])
+        if dt.contents_field is not None:
+            infer_case(w, f"infer_{suffix}_typed",
+                       f"{dt.datatype} in typed contents.{dt.contents_field}", m, [x],
+                       encoding="typed")
+
+    # --- multiple inputs / outputs, requested subset, id echo ---
+    m = fam["cf_multi"]
+    rng = np.random.default_rng(7)
+    alpha = rng.standard_normal((2, 3)).astype(np.float32)
+    beta = rng.integers(-3, 4, size=(3,)).astype(np.int32)
+    infer_case(w, "infer_multi_io", "two inputs (FP32, INT32), three outputs (FP32, INT32 "
+               "scalar, BOOL); the request id is echoed", m, [alpha, beta],
+               request_id="conformance-multi-1")
+    infer_case(w, "infer_multi_requested_subset", "only the requested outputs come back",
+               m, [alpha, beta], requested=["greater", "total"])
+    infer_case(w, "infer_multi_typed", "several inputs in typed contents", m, [alpha, beta],
+               encoding="typed")
+
+    # --- parallel requests ---
+    x = family_input("fp32", np.dtype("float32"), seed=300)
+    infer_case(w, "infer_parallel", "16 identical requests in flight at once all succeed",
+               fam["cf_fp32"], [x], extra={"parallel": 16})
+
+    # --- 16 MiB tensor: generated data (ramp), expected = 2 * ramp + 1, exact in FP32 ---
+    n = models.BIG_ELEMENTS
+    w.case("infer_16mib", {
+        "description": "a 16 MiB FP32 tensor in and out (above gRPC's 4 MiB default limit)",
+        "requires": JAXPORT, "rpc": "ModelInfer",
+        "request": {"model": "cf_big", "id": "", "encoding": "raw", "inputs": [
+            {"name": "big_in", "datatype": "FP32", "shape": [n],
+             "ramp": {"start": 0.0, "step": 0.25, "modulo": 4096}}]},
+        "expect": {"code": "OK", "outputs": [
+            {"name": "big_out", "datatype": "FP32", "shape": [n],
+             "ramp": {"start": 1.0, "step": 0.5, "modulo": 4096}, "rtol": 0.0, "atol": 0.0}]},
+    })
+    _check_big_ramp()
+
+    # --- streaming ---
+    reqs, exps = [], []
+    for k in range(3):
+        xk = family_input("fp32", np.dtype("float32"), seed=400 + k)
+        (yk,) = models.run_in_process(fam["cf_fp32"], xk)
+        rid = f"stream-{k}"
+        reqs.append({"model": "cf_fp32", "id": rid, "encoding": "raw",
+                     "inputs": [tensor(w, "stream_infer", f"data_in_{k}", xk)]})
+        reqs[-1]["inputs"][0]["name"] = "data_in"
+        exps.append({"id": rid, "outputs": [expected(w, "stream_infer", f"data_out_{k}", yk)]})
+        exps[-1]["outputs"][0]["name"] = "data_out"
+    w.case("stream_infer", {"description": "ModelStreamInfer: three requests on one stream, "
+                            "three responses matched by id", "requires": JAXPORT,
+                            "rpc": "ModelStreamInfer", "request": {"requests": reqs},
+                            "expect": {"code": "OK", "responses": exps}})
+
+    # --- errors ---
+    x = family_input("fp32", np.dtype("float32"), seed=500)
+    good = tensor(w, "error_common", "data_in", x)
+
+    def req(*inputs: dict[str, Any], model: str = "cf_fp32", **kw: Any) -> dict[str, Any]:
+        return {"model": model, "id": "", "encoding": kw.pop("encoding", "raw"),
+                "inputs": list(inputs), **kw}
+
+    error_case(w, "error_unknown_model", "ModelInfer on a model nobody serves",
+               req(good, model="conformance_no_such_model"), "NOT_FOUND",
+               ["conformance_no_such_model"], requires=[])
+    error_case(w, "error_unknown_version", "ModelInfer on a version that does not exist",
+               {**req(good), "version": "999"}, "NOT_FOUND", ["999"])
+    error_case(w, "error_wrong_shape", "declared shape [3,2] instead of [2,3] (same byte count)",
+               req({**good, "shape": [3, 2]}), "INVALID_ARGUMENT", ["data_in"])
+    error_case(w, "error_wrong_rank", "declared shape [6] instead of [2,3]",
+               req({**good, "shape": [6]}), "INVALID_ARGUMENT", ["data_in"])
+    error_case(w, "error_wrong_datatype", "INT32 declared where the model takes FP32 (same bytes)",
+               req({**good, "datatype": "INT32"}), "INVALID_ARGUMENT", ["data_in"])
+    short = tensor(w, "error_byte_size", "data_in", x.reshape(-1)[:5])
+    error_case(w, "error_byte_size_mismatch", "FP32[2,3] declared, 20 bytes sent",
+               req({**short, "shape": [2, 3]}), "INVALID_ARGUMENT", ["data_in"])
+    error_case(w, "error_missing_input", "cf_multi without its input beta",
+               req(tensor(w, "error_missing", "alpha", alpha), model="cf_multi"),
+               "INVALID_ARGUMENT", ["beta"])
+    error_case(w, "error_extra_input", "an input the model does not have",
+               req(good, {**good, "name": "bogus_extra"}), "INVALID_ARGUMENT", ["bogus_extra"])
+    error_case(w, "error_duplicate_input", "the same input twice",
+               req(good, good), "INVALID_ARGUMENT", ["data_in"])
+    error_case(w, "error_unknown_output", "requesting an output the model does not have",
+               req(good, outputs=["no_such_output"]), "INVALID_ARGUMENT", ["no_such_output"])
+    error_case(w, "error_raw_and_typed", "one request carrying both raw and typed contents",
+               req(good, encoding="both"), "INVALID_ARGUMENT", [])
+    infer_case(w, "sanity_after_errors", "after every error case the server still answers",
+               fam["cf_fp32"], [x])
+
+
+def _check_big_ramp() -> None:
+    """The ramp expectation of infer_16mib is what JAX computes (on a prefix covering a period)."""
+    m = models.by_name("cf_big")
+    i = np.arange(models.BIG_ELEMENTS, dtype=np.int64)
+    x = (0.0 + 0.25 * (i % 4096)).astype(np.float32)
+    (y,) = models.run_in_process(m, x)
+    want = (1.0 + 0.5 * (i % 4096)).astype(np.float32)
+    if not np.array_equal(y, want):
+        raise SystemExit("make_cases.py: cf_big does not compute 2x+1 exactly on the ramp")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Write cases/ (default) or check it is current (`--check`)."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="fail if cases/ is stale")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="jaxport-cases-") as tmp:
+        fresh = Path(tmp) / "cases"
+        write_all(fresh)
+        if args.check:
+            cmp = filecmp.dircmp(fresh, CASES)
+            bad = _differences(cmp)
+            if bad:
+                print("make_cases.py --check: cases/ is stale:", *bad, sep="\n  ", file=sys.stderr)
+                print("Run .venv/bin/python tests/conformance/make_cases.py", file=sys.stderr)
+                return 1
+            print(f"make_cases.py --check: {len(list(fresh.glob('*.json')))} cases up to date")
+            return 0
+        if CASES.exists():
+            shutil.rmtree(CASES)
+        shutil.copytree(fresh, CASES)
+    print(f"make_cases.py: wrote {len(list(CASES.glob('*.json')))} cases to {CASES}")
+    return 0
+
+
+def _differences(cmp: filecmp.dircmp[str], prefix: str = "") -> list[str]:
+    out = [f"missing: {prefix}{n}" for n in cmp.left_only]
+    out += [f"stale: {prefix}{n}" for n in cmp.right_only]
+    _, mismatch, errors = filecmp.cmpfiles(cmp.left, cmp.right, cmp.common_files, shallow=False)
+    out += [f"differs: {prefix}{n}" for n in mismatch + errors]
+    for sub, sub_cmp in cmp.subdirs.items():
+        out += _differences(sub_cmp, f"{prefix}{sub}/")
+    return out
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,326 @@
+#!/usr/bin/env python3
+"""Python runner of the conformance suite: every case file against one live OIP server.
+
+    python tests/conformance/runner.py --url 127.0.0.1:8001 [--cases DIR] [--protocol-only]
+
+(`JAXPORT_CONFORMANCE_URL` may stand in for --url.) Well-formed requests go through
+`jaxport.client.InferenceClient`, the client a Python service would use; requests that a client
+refuses to build on purpose (byte count not matching the shape, duplicate inputs, raw and typed
+contents together) are sent as the case describes them through the generated stub, because the
+point of those cases is the server's answer. Prints one PASS/FAIL/SKIP line per case and
+`conformance python: N passed, M failed[, K skipped]`; exits 1 if any case failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import grpc
+import numpy as np
+from jaxport.client import DEFAULT_MAX_MESSAGE_BYTES, InferenceClient, InferenceServerError
+from jaxport.protocol import dtypes
+from jaxport.protocol.gen.inference import grpc_service_pb2 as pb
+from jaxport.protocol.gen.inference import grpc_service_pb2_grpc as pb_grpc
+
+HERE = Path(__file__).resolve().parent
+DEFAULT_CASES = HERE / "cases"
+KNOWN_RPCS = ("ServerLive", "ServerReady", "ModelReady", "ServerMetadata", "ModelMetadata",
+              "ModelInfer", "ModelStreamInfer")
+CALL_TIMEOUT_S = 60.0
+
+
+class CaseFailure(AssertionError):
+    """The server's answer differs from what the case expects."""
+
+
+# --- case files ------------------------------------------------------------------------------
+
+
+def load_cases(directory: Path) -> list[dict[str, Any]]:
+    """Every `*.json` case in `directory`, sorted by name, with its directory attached."""
+    cases = []
+    for path in sorted(directory.glob("*.json")):
+        case = json.loads(path.read_text(encoding="utf-8"))
+        if case.get("name") != path.stem:
+            raise ValueError(f"{path}: name {case.get('name')!r} does not match the file name")
+        if case.get("rpc") not in KNOWN_RPCS:
+            raise ValueError(f"{path}: unknown rpc {case.get('rpc')!r}; known: {KNOWN_RPCS}")
+        case["_dir"] = directory
+        cases.append(case)
+    if not cases:
+        raise ValueError(f"no case files (*.json) in {directory}")
+    return cases
+
+
+def read_npy_bytes(path: Path) -> bytes:
+    """The little-endian element bytes of a C-order .npy file."""
+    array = np.load(path, allow_pickle=False)
+    if array.dtype.byteorder == ">":
+        raise ValueError(f"{path}: big-endian data; the suite stores little-endian")
+    return np.ascontiguousarray(array).tobytes()
+
+
+def ramp(spec: dict[str, Any], datatype: str, count: int) -> bytes:
+    """Generated data: element i is start + step * (i % modulo), in `datatype`."""
+    i = np.arange(count, dtype=np.int64) % int(spec["modulo"])
+    values = float(spec["start"]) + float(spec["step"]) * i
+    return values.astype(dtypes.by_datatype(datatype).numpy).tobytes()
+
+
+def tensor_bytes(case: dict[str, Any], t: dict[str, Any]) -> bytes:
+    """The bytes a case tensor describes (a data file, or a ramp of shape x datatype)."""
+    if "data" in t:
+        return read_npy_bytes(case["_dir"] / t["data"])
+    if "ramp" in t:
+        return ramp(t["ramp"], t["datatype"], math.prod(t["shape"]))
+    raise ValueError(f"case {case['name']}: tensor {t['name']} has neither data nor ramp")
+
+
+def as_array(datatype: str, shape: list[int], data: bytes) -> np.ndarray:
+    """View bytes as the declared datatype and shape (raises if the byte count disagrees)."""
+    return np.frombuffer(data, dtype=dtypes.by_datatype(datatype).numpy).reshape(shape)
+
+
+# --- comparisons -----------------------------------------------------------------------------
+
+
+def compare_tensor(want: dict[str, Any], got: np.ndarray, want_bytes: bytes) -> None:
+    """Datatype, shape, then values: exact for integers/BOOL, within rtol/atol for floats."""
+    name = want["name"]
+    got_dt = dtypes.by_numpy(got.dtype).datatype
+    if got_dt != want["datatype"]:
+        raise CaseFailure(f"output {name}: datatype {got_dt}, expected {want['datatype']}")
+    if list(got.shape) != list(want["shape"]):
+        raise CaseFailure(f"output {name}: shape {list(got.shape)}, expected {want['shape']}")
+    expected = as_array(want["datatype"], want["shape"], want_bytes)
+    if want["datatype"] in ("FP16", "BF16", "FP32", "FP64"):
+        a, e = got.astype(np.float64), expected.astype(np.float64)
+        ok = np.isclose(a, e, rtol=want["rtol"], atol=want["atol"], equal_nan=True)
+        if not ok.all():
+            k = int(np.argmin(ok.ravel()))
+            raise CaseFailure(
+                f"output {name}: {int((~ok).sum())} elements outside rtol={want['rtol']} "
+                f"atol={want['atol']}; first at flat index {k}: got {a.ravel()[k]!r}, "
+                f"expected {e.ravel()[k]!r}"
+            )
+    elif not np.array_equal(got, expected):
+        k = int(np.argmax(got.ravel() != expected.ravel()))
+        raise CaseFailure(f"output {name}: flat index {k}: got {got.ravel()[k]!r}, "
+                          f"expected {expected.ravel()[k]!r}")
+
+
+def compare_outputs(case: dict[str, Any], expect: dict[str, Any], outputs: dict[str, Any],
+                    response_id: str) -> None:
+    """Exactly the expected outputs, each matching; the id echoed when the case says so."""
+    want = {o["name"]: o for o in expect["outputs"]}
+    if set(outputs) != set(want):
+        raise CaseFailure(f"outputs {sorted(outputs)}, expected {sorted(want)}")
+    for name, spec in want.items():
+        compare_tensor(spec, np.asarray(outputs[name]), tensor_bytes(case, spec))
+    if "id" in expect and response_id != expect["id"]:
+        raise CaseFailure(f"response id {response_id!r}, expected {expect['id']!r}")
+
+
+def check_error(expect: dict[str, Any], code: str, message: str) -> None:
+    """The status code the case expects, and a message naming what it must name."""
+    if code != expect["code"]:
+        raise CaseFailure(f"status {code} ({message!r}), expected {expect['code']}")
+    for part in expect.get("message_contains", []):
+        if part not in message:
+            raise CaseFailure(f"status message {message!r} does not mention {part!r}")
+
+
+# --- running ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Runner:
+    """Runs cases against one server through jaxport.client (and the raw stub, see above)."""
+
+    client: InferenceClient
+    stub: pb_grpc.GRPCInferenceServiceStub
+
+    def run(self, case: dict[str, Any]) -> None:
+        """Raise CaseFailure (or any error) unless the server answers as the case expects."""
+        expect = case["expect"]
+        handler: Callable[[dict[str, Any], dict[str, Any]], None] = getattr(
+            self, "_" + case["rpc"]
+        )
+        if expect["code"] == "OK":
+            handler(case, expect)
+            return
+        try:
+            handler(case, expect)
+        except InferenceServerError as exc:
+            check_error(expect, exc.code, exc.message)
+            return
+        raise CaseFailure(f"call succeeded, expected status {expect['code']}")
+
+    def _ServerLive(self, case: dict[str, Any], expect: dict[str, Any]) -> None:
+        if self.client.server_live(timeout=CALL_TIMEOUT_S) is not expect["live"]:
+            raise CaseFailure(f"live is not {expect['live']}")
+
+    def _ServerReady(self, case: dict[str, Any], expect: dict[str, Any]) -> None:
+        if self.client.server_ready(timeout=CALL_TIMEOUT_S) is not expect["ready"]:
+            raise CaseFailure(f"ready is not {expect['ready']}")
+
+    def _ModelReady(self, case: dict[str, Any], expect: dict[str, Any]) -> None:
+        req = case["request"]
+        ready = self.client.model_ready(req["model"], req.get("version", ""),
+                                        timeout=CALL_TIMEOUT_S)
+        if ready is not expect["ready"]:
+            raise CaseFailure(f"model ready is {ready}, expected {expect['ready']}")
+
+    def _ServerMetadata(self, case: dict[str, Any], expect: dict[str, Any]) -> None:
+        meta = self.client.server_metadata(timeout=CALL_TIMEOUT_S)
+        for field_name in expect.get("nonempty", []):
+            if not getattr(meta, field_name):
+                raise CaseFailure(f"server metadata field {field_name} is empty")
+        missing = set(expect.get("extensions_include", [])) - set(meta.extensions)
+        if missing:
+            raise CaseFailure(f"extensions {meta.extensions} lack {sorted(missing)}")
+
+    def _ModelMetadata(self, case: dict[str, Any], expect: dict[str, Any]) -> None:
+        req = case["request"]
+        meta = self.client.model_metadata(req["model"], req.get("version", ""),
+                                          timeout=CALL_TIMEOUT_S)
+        if meta.name != expect["name"]:
+            raise CaseFailure(f"name {meta.name!r}, expected {expect['name']!r}")
+        missing = set(expect.get("versions_include", [])) - set(meta.versions)
+        if missing:
+            raise CaseFailure(f"versions {meta.versions} lack {sorted(missing)}")
+        for kind in ("inputs", "outputs"):
+            got = [{"name": t.name, "datatype": t.datatype, "shape": list(t.shape)}
+                   for t in getattr(meta, kind)]
+            if got != expect[kind]:
+                raise CaseFailure(f"{kind} {got}, expected {expect[kind]}")
+
+    def _infer_once(self, case: dict[str, Any], req: dict[str, Any]) -> tuple[dict[str, Any], str]:
+        tensors = [(t, tensor_bytes(case, t)) for t in req["inputs"]]
+        names = [t["name"] for t, _ in tensors]
+        itemsizes = [dtypes.by_datatype(t["datatype"]).itemsize for t, _ in tensors]
+        well_formed = (
+            req["encoding"] in ("raw", "typed")
+            and len(set(names)) == len(names)
+            and all(len(b) == math.prod(t["shape"]) * size
+                    for (t, b), size in zip(tensors, itemsizes, strict=True))
+        )
+        if well_formed:
+            result = self.client.infer(
+                req["model"],
+                {t["name"]: as_array(t["datatype"], t["shape"], b) for t, b in tensors},
+                outputs=req.get("outputs"), version=req.get("version", ""),
+                request_id=req.get("id", ""), raw=req["encoding"] == "raw",
+                timeout=CALL_TIMEOUT_S,
+            )
+            return result.outputs, result.id
+        return self._infer_raw(req, tensors)
+
+    def _infer_raw(self, req: dict[str, Any], tensors: list[tuple[dict[str, Any], bytes]]
+                   ) -> tuple[dict[str, Any], str]:
+        msg = pb.ModelInferRequest(model_name=req["model"], model_version=req.get("version", ""),
+                                   id=req.get("id", ""))
+        for t, data in tensors:
+            tensor = msg.inputs.add(name=t["name"], datatype=t["datatype"], shape=t["shape"])
+            if req["encoding"] in ("raw", "both"):
+                msg.raw_input_contents.append(data)
+            if req["encoding"] in ("typed", "both"):
+                row = dtypes.by_datatype(t["datatype"])
+                values = np.frombuffer(data[: len(data) // row.itemsize * row.itemsize],
+                                       dtype=row.numpy)
+                getattr(tensor.contents, row.contents_field).extend(values.tolist())
+        for name in req.get("outputs", []):
+            msg.outputs.add(name=name)
+        try:
+            resp = self.stub.ModelInfer(msg, timeout=CALL_TIMEOUT_S)
+        except grpc.RpcError as exc:
+            raise InferenceServerError.from_rpc_error(exc) from exc
+        raise CaseFailure(f"malformed request was accepted (response outputs "
+                          f"{[o.name for o in resp.outputs]})")
+
+    def _ModelInfer(self, case: dict[str, Any], expect: dict[str, Any]) -> None:
+        n = int(case.get("parallel", 1))
+        if n == 1:
+            outputs, rid = self._infer_once(case, case["request"])
+            compare_outputs(case, expect, outputs, rid)
+            return
+        with ThreadPoolExecutor(max_workers=n) as pool:
+            results = list(pool.map(lambda _: self._infer_once(case, case["request"]), range(n)))
+        for outputs, rid in results:
+            compare_outputs(case, expect, outputs, rid)
+
+    def _ModelStreamInfer(self, case: dict[str, Any], expect: dict[str, Any]) -> None:
+        reqs = case["request"]["requests"]
+        models = {r["model"] for r in reqs}
+        if len(models) != 1:
+            raise ValueError(f"case {case['name']}: one model per stream, got {sorted(models)}")
+        feeds = [{t["name"]: as_array(t["datatype"], t["shape"], tensor_bytes(case, t))
+                  for t in r["inputs"]} for r in reqs]
+        # jaxport.client numbers the stream's requests "0", "1", ...: map back to the case ids.
+        results = list(self.client.stream_infer(models.pop(), feeds, timeout=CALL_TIMEOUT_S))
+        if len(results) != len(reqs):
+            raise CaseFailure(f"{len(results)} stream responses, expected {len(reqs)}")
+        by_case_id = {reqs[int(r.id)]["id"]: r for r in results}
+        for want in expect["responses"]:
+            if want["id"] not in by_case_id:
+                raise CaseFailure(f"no stream response for request {want['id']!r}")
+            r = by_case_id[want["id"]]
+            compare_outputs(case, {"outputs": want["outputs"]}, r.outputs, want["id"])
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run every case; print per-case lines and the summary; 0 only if none failed."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--url", default=os.environ.get("JAXPORT_CONFORMANCE_URL"),
+                        help="server host:port (default $JAXPORT_CONFORMANCE_URL)")
+    parser.add_argument("--cases", type=Path, default=DEFAULT_CASES, help="case directory")
+    parser.add_argument("--protocol-only", action="store_true",
+                        help="skip cases that need jaxport's own suite models")
+    parser.add_argument("--run", default="", help="only cases whose name contains this")
+    args = parser.parse_args(argv)
+    if not args.url:
+        parser.error("--url (or JAXPORT_CONFORMANCE_URL) is required")
+    try:
+        cases = load_cases(args.cases)
+    except (OSError, ValueError) as exc:
+        print(f"conformance python: error: {exc}", file=sys.stderr)
+        return 2
+    passed = failed = skipped = 0
+    channel = grpc.insecure_channel(args.url, options=[
+        ("grpc.max_send_message_length", DEFAULT_MAX_MESSAGE_BYTES),
+        ("grpc.max_receive_message_length", DEFAULT_MAX_MESSAGE_BYTES)])
+    with InferenceClient(args.url) as client, channel:
+        runner = Runner(client, pb_grpc.GRPCInferenceServiceStub(channel))
+        for case in cases:
+            if args.run and args.run not in case["name"]:
+                continue
+            if args.protocol_only and case.get("requires"):
+                print(f"SKIP {case['name']} (requires {', '.join(case['requires'])})")
+                skipped += 1
+                continue
+            start = time.perf_counter()
+            try:
+                runner.run(case)
+            except Exception as exc:  # a failed case is reported, never fatal to the run
+                failed += 1
+                print(f"FAIL {case['name']}: {type(exc).__name__}: {exc}")
+                continue
+            passed += 1
+            print(f"PASS {case['name']} ({(time.perf_counter() - start) * 1e3:.0f} ms)")
+    tail = f", {skipped} skipped" if skipped else ""
+    print(f"conformance python: {passed} passed, {failed} failed{tail}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
