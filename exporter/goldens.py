@@ -47,7 +47,7 @@ def sample_inputs(
 def save_npy(path: str | os.PathLike[str], array: np.ndarray) -> None:
     """Save an array as `.npy` in little-endian C order (bf16 as raw `<V2`)."""
     row = dtypes.by_numpy(array.dtype)
-    np.save(path, np.ascontiguousarray(np.asarray(array, dtype=row.numpy)), allow_pickle=False)
+    np.save(path, np.asarray(array, dtype=row.numpy, order="C"), allow_pickle=False)
 
 
 def load_npy(path: str | os.PathLike[str], dtype: np.dtype) -> np.ndarray:

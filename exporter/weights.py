@@ -47,7 +47,7 @@ def array_sha256(array: np.ndarray) -> str:
     from jaxport.exporter.manifest import sha256_bytes
 
     row = dtypes.by_numpy(array.dtype)
-    return sha256_bytes(np.ascontiguousarray(np.asarray(array, dtype=row.numpy)).tobytes())
+    return sha256_bytes(np.asarray(array, dtype=row.numpy, order="C").tobytes())
 
 
 def safe_dir_name(name: str) -> str:
@@ -103,7 +103,7 @@ def write_parameter(
 ) -> dict[str, Any]:
     """Write `array` as a zarr3 array at `<artifact_dir>/<rel_dir>/`; returns its relative spec."""
     row = dtypes.by_numpy(array.dtype)
-    array = np.ascontiguousarray(np.asarray(array, dtype=row.numpy))
+    array = np.asarray(array, dtype=row.numpy, order="C")
     rel_path = rel_dir.rstrip("/") + "/"
     chunks = chunk_shape(array.shape, row.itemsize)
     create = _absolute(_spec(rel_path, row.numpy_name), Path(artifact_dir))

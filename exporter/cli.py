@@ -1,0 +1,242 @@
+"""`jaxport export` and `jaxport verify` command lines.
+
+User mistakes print ONE line, `jaxport <cmd>: error: <what and how to fix>`, and exit 2 for
+malformed usage or 1 otherwise; never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import os
+import re
+import sys
+import warnings
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, NoReturn
+
+from jaxport.exporter.errors import ExportError, UsageError
+
+__all__ = ["export_main", "parse_input_spec", "verify_main"]
+
+_INPUT_RE = re.compile(r"^(?P<name>[^:\[\]\s]+):(?P<dtype>[A-Za-z0-9_]+)\[(?P<dims>[^\[\]]*)\]$")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that raises UsageError (one line) instead of printing usage and exiting."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{message} (see {self.prog} --help)")
+
+
+def parse_input_spec(text: str) -> tuple[str, Any, tuple[int, ...]]:
+    """`NAME:DTYPE[d0,d1,...]` -> (name, numpy dtype, shape). DTYPE: numpy name or OIP datatype."""
+    from jaxport.protocol import dtypes
+
+    m = _INPUT_RE.match(text.strip())
+    if not m:
+        raise UsageError(
+            f"--input {text!r}: expected NAME:DTYPE[d0,d1,...], e.g. x:float32[8,16] "
+            "(scalar: x:int32[])"
+        )
+    name, dtype_name, dims_text = m.group("name"), m.group("dtype"), m.group("dims").strip()
+    try:
+        row = dtypes.by_numpy(dtype_name)
+    except dtypes.UnsupportedDtypeError:
+        try:
+            row = dtypes.by_datatype(dtype_name.upper())
+        except dtypes.UnsupportedDtypeError:
+            supported = ", ".join(d.numpy_name for d in dtypes.DTYPES)
+            raise UsageError(
+                f"--input {name}: unknown dtype {dtype_name!r}; supported: {supported}"
+            ) from None
+    shape: list[int] = []
+    for dim in (d.strip() for d in dims_text.split(",")) if dims_text else ():
+        if dim.isdigit():
+            shape.append(int(dim))
+        elif re.fullmatch(r"[A-Za-z_]\w*", dim):
+            raise ExportError(
+                f"--input {name}: symbolic dimension {dim!r} in {text!r}; jaxport exports fixed "
+                "shapes only: give a number (export once per batch size you serve)"
+            )
+        else:
+            raise UsageError(f"--input {name}: bad dimension {dim!r} in {text!r}")
+    return name, row.numpy, tuple(shape)
+
+
+def _import_attr(spec: str, flag: str) -> Callable[..., Any]:
+    """Resolve `MODULE:ATTR`, importable from the current directory or PYTHONPATH."""
+    if spec.count(":") != 1 or not all(spec.split(":")):
+        raise UsageError(f"{flag} {spec!r}: expected MODULE:FUNCTION, e.g. mymodel:predict")
+    module_name, attr = spec.split(":")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name and module_name.startswith(exc.name):
+            raise ExportError(
+                f"{flag}: cannot import module {module_name!r} (run from the directory that "
+                "contains it or add that directory to PYTHONPATH)"
+            ) from None
+        raise ExportError(f"{flag}: importing {module_name!r} failed: {exc}") from None
+    except Exception as exc:
+        first = (str(exc).strip().splitlines() or [""])[0]
+        raise ExportError(
+            f"{flag}: importing {module_name!r} failed: {type(exc).__name__}: {first}"
+        ) from None
+    try:
+        value = getattr(module, attr)
+    except AttributeError:
+        raise ExportError(f"{flag}: module {module_name!r} has no attribute {attr!r}") from None
+    if not callable(value):
+        raise ExportError(f"{flag}: {spec} is a {type(value).__name__}, not a function")
+    return value
+
+
+def _quiet_libraries() -> None:
+    """Keep stderr for our own messages: Orbax/absl log INFO and WARNING lines by default."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    try:
+        import absl.logging
+
+        absl.logging.set_verbosity(absl.logging.ERROR)
+    except ImportError:
+        pass
+    logging.getLogger("absl").setLevel(logging.ERROR)
+    warnings.filterwarnings("ignore", module="orbax")
+
+
+def _load_params(value: str) -> Any:
+    """`--params`: an Orbax checkpoint directory, or MODULE:INIT_FUNCTION called with key(0)."""
+    path = Path(value)
+    if path.is_dir():
+        import orbax.checkpoint as ocp
+
+        try:
+            return ocp.StandardCheckpointer().restore(path.resolve())
+        except Exception as exc:
+            first = (str(exc).strip().splitlines() or [""])[0][:300]
+            raise ExportError(
+                f"--params {value}: cannot restore an Orbax checkpoint from this directory "
+                f"({type(exc).__name__}: {first}); for a CheckpointManager directory pass one "
+                "step's item directory"
+            ) from None
+    if ":" in value and not path.exists():
+        import jax
+
+        init = _import_attr(value, "--params")
+        try:
+            return init(jax.random.key(0))
+        except Exception as exc:
+            first = (str(exc).strip().splitlines() or [""])[0]
+            raise ExportError(f"--params {value}(jax.random.key(0)) failed: "
+                              f"{type(exc).__name__}: {first}") from None
+    raise ExportError(
+        f"--params {value!r}: no such checkpoint directory (and not MODULE:INIT_FUNCTION)"
+    )
+
+
+def _export_parser() -> _Parser:
+    p = _Parser(
+        prog="jaxport export",
+        description="Export FUNCTION(params, *inputs) as a fixed-shape StableHLO artifact.",
+    )
+    p.add_argument("function", metavar="MODULE:FUNCTION",
+                   help="the function to export, called as FUNCTION(params, *inputs)")
+    p.add_argument("--params", required=True, metavar="PATH|MODULE:INIT",
+                   help="Orbax checkpoint directory, or MODULE:INIT_FUNCTION(jax.random.key(0))")
+    p.add_argument("--input", action="append", required=True, metavar="NAME:DTYPE[d0,...]",
+                   help="one per positional input, in order, e.g. x:float32[8,16]")
+    p.add_argument("--output", action="append", metavar="NAME",
+                   help="output names in flatten order (default: from the result pytree)")
+    p.add_argument("--out", required=True, metavar="DIR", help="artifact directory to create")
+    p.add_argument("--goldens", type=int, default=2, metavar="N", help="golden cases (default 2)")
+    p.add_argument("--platforms", default="cpu", metavar="P1,P2",
+                   help="lowering platforms: cpu,cuda,rocm,tpu (default cpu)")
+    p.add_argument("--name", help="model name recorded in the manifest")
+    p.add_argument("--force", action="store_true", help="replace an existing --out directory")
+    p.add_argument("--quiet", action="store_true", help="no progress output")
+    return p
+
+
+def _run(cmd: str, body: Callable[[], int]) -> int:
+    try:
+        return body()
+    except ExportError as exc:
+        print(f"jaxport {cmd}: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print(f"jaxport {cmd}: error: interrupted", file=sys.stderr)
+        return 130
+
+
+def export_main(argv: Sequence[str]) -> int:
+    """`jaxport export MODULE:FUNCTION --params ... --input ... --out DIR`."""
+
+    def body() -> int:
+        ns = _export_parser().parse_args(list(argv))
+        specs = [parse_input_spec(s) for s in ns.input]
+        names = [n for n, _, _ in specs]
+        if len(set(names)) != len(names):
+            raise UsageError(f"--input names must be unique, got {names}")
+        out = Path(ns.out)
+        if out.exists() and not ns.force:
+            raise ExportError(f"output directory {out} already exists; pass --force to replace it")
+        if ns.goldens < 0:
+            raise UsageError(f"--goldens must be >= 0, got {ns.goldens}")
+        _quiet_libraries()
+        import jax
+        from jaxport.exporter import api
+
+        fn = _import_attr(ns.function, "MODULE:FUNCTION")
+        params = _load_params(ns.params)
+        inputs = {n: jax.ShapeDtypeStruct(shape, dt) for n, dt, shape in specs}
+        manifest = api.export(
+            fn, params, inputs, out, output_names=ns.output, goldens=ns.goldens,
+            platforms=ns.platforms.split(","), force=ns.force, name=ns.name, quiet=ns.quiet,
+            source_function=ns.function,
+        )
+        if not ns.quiet:
+            program = manifest.programs[0]
+            n_params = sum(a.role == 1 for a in program.arguments)
+            print(f"exported {ns.function} to {out}: {len(program.arguments)} @main arguments "
+                  f"({n_params} parameters), {len(manifest.outputs)} outputs, "
+                  f"{len(manifest.dropped_leaves)} dropped leaves, {len(manifest.goldens)} goldens")
+        return 0
+
+    return _run("export", body)
+
+
+def verify_main(argv: Sequence[str]) -> int:
+    """`jaxport verify DIR`: each consumer check in a fresh process; a table; 1 on failure."""
+
+    def body() -> int:
+        from jaxport.exporter import verify
+
+        p = _Parser(prog="jaxport verify",
+                    description="Prove an artifact works for consumers (PJRT, IREE, jax.export).")
+        p.add_argument("artifact_dir", metavar="DIR")
+        p.add_argument("--checks", default=",".join(verify.CHECKS),
+                       help=f"comma-separated subset of {','.join(verify.CHECKS)}")
+        p.add_argument("--require-iree", action="store_true",
+                       help="fail (instead of skip) when IREE is not installed")
+        ns = p.parse_args(list(argv))
+        checks = [c.strip() for c in ns.checks.split(",") if c.strip()]
+        unknown = [c for c in checks if c not in verify.CHECKS]
+        if unknown:
+            raise UsageError(f"--checks: unknown check {unknown[0]!r}; "
+                             f"choose from {', '.join(verify.CHECKS)}")
+        results = verify.run_checks(ns.artifact_dir, checks=checks)
+        print(verify.format_table(results))
+        failed = [r.check for r in results if r.status == "fail" or (
+            ns.require_iree and r.check == "iree" and r.status == "skip")]
+        if failed:
+            print(f"jaxport verify: FAILED: {', '.join(failed)}")
+            return 1
+        print(f"jaxport verify: OK ({ns.artifact_dir})")
+        return 0
+
+    return _run("verify", body)

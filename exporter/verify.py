@@ -1,0 +1,487 @@
+"""`jaxport verify DIR`: the consumer-side proof that an artifact does what its manifest says.
+
+Each check runs in a fresh `python -I` process (isolated: no current directory, no
+PYTHONPATH), so the model's source cannot be imported; the worker reports whether the source
+module is importable and fails if it was imported. Checks:
+
+1. `checksums` - every file and every parameter matches its sha256 in the manifest;
+2. `jaxexport`  - `jax.export.deserialize(model.jaxexport)` agrees with the manifest (argument
+   order, kept leaves, shapes, dtypes) and `.call(params, *golden inputs)` equals the goldens;
+3. `pjrt`       - the raw `model.mlirbc` compiled by the PJRT client (no jax.export) and run
+   with arguments bound purely from the manifest order equals the goldens;
+4. `iree`       - `iree-compile` + `iree-run-module` (C runtime CLI) with every argument in
+   manifest order equals the goldens (skipped when IREE is not installed).
+
+Trust model: `jaxexport` deserializes the artifact; run verify only on artifacts you trust.
+Checksums establish integrity, not authenticity.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from jaxport.exporter import goldens as goldens_mod
+from jaxport.exporter import manifest as manifest_mod
+from jaxport.exporter.errors import ArtifactError, ExportError
+from jaxport.protocol.gen.jaxport.v1 import manifest_pb2
+
+__all__ = [
+    "CHECKS",
+    "TOLERANCES",
+    "CheckResult",
+    "compare",
+    "find_iree_tool",
+    "format_table",
+    "iree_compile_command",
+    "run_checks",
+]
+
+CHECKS = ("checksums", "jaxexport", "pjrt", "iree")
+
+# (atol, rtol) per dtype: pass when |actual - expected| <= atol + rtol * |expected|.
+# Floating point differs between compilers (XLA vs IREE codegen: different tanh/exp
+# approximations and reduction orders), so the tolerance is a few units in the last place of
+# each type. bf16 keeps only 8 significand bits (ulp 2^-7 relative = 0.78%), so a single
+# rounding flip in an intermediate shows up as ~1% error: it gets 2 ulp relative plus an
+# absolute floor for values near zero. Integers and booleans must match exactly.
+TOLERANCES: dict[str, tuple[float, float]] = {
+    "float64": (1e-12, 1e-10),
+    "float32": (1e-5, 1e-4),
+    "float16": (2e-3, 2e-3),
+    "bfloat16": (1.6e-2, 1.6e-2),
+}
+EXACT = (0.0, 0.0)
+
+_ARG = manifest_pb2.ArgumentRole
+_RES = manifest_pb2.ResultRole
+
+
+@dataclass
+class Comparison:
+    """Error of one output of one check, over all golden cases."""
+
+    output: str
+    dtype: str
+    max_abs: float = 0.0
+    max_rel: float = 0.0
+    passed: bool = True
+
+    @property
+    def tolerance(self) -> str:
+        atol, rtol = TOLERANCES.get(self.dtype, EXACT)
+        return "exact" if (atol, rtol) == EXACT else f"{atol:g}+{rtol:g}*|x|"
+
+
+@dataclass
+class CheckResult:
+    """Outcome of one check: status is "pass", "fail" or "skip"."""
+
+    check: str
+    status: str
+    detail: str = ""
+    comparisons: list[Comparison] = field(default_factory=list)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> CheckResult:
+        comps = [Comparison(**c) for c in data.get("comparisons", [])]
+        return cls(data["check"], data["status"], data.get("detail", ""), comps)
+
+
+def compare(
+    name: str, actual: np.ndarray, expected: np.ndarray, into: dict[str, Comparison]
+) -> None:
+    """Fold the error of `actual` vs `expected` for output `name` into `into[name]`."""
+    dtype = expected.dtype.name
+    comp = into.setdefault(name, Comparison(name, dtype))
+    if actual.shape != expected.shape or actual.dtype != expected.dtype:
+        comp.passed = False
+        comp.max_abs = math.inf
+        return
+    atol, rtol = TOLERANCES.get(dtype, EXACT)
+    a = actual.astype(np.float64)
+    e = expected.astype(np.float64)
+    both_nan = np.isnan(a) & np.isnan(e)
+    err = np.where(both_nan, 0.0, np.abs(a - e))
+    err = np.where(np.isnan(err), np.inf, err)
+    if err.size:
+        comp.max_abs = max(comp.max_abs, float(err.max()))
+        comp.max_rel = max(comp.max_rel, float((err / np.maximum(np.abs(e), 1e-30)).max()))
+        if not bool(np.all(err <= atol + rtol * np.abs(e))):
+            comp.passed = False
+
+
+# --------------------------------------------------------------------------------------------
+# parent side
+
+
+def run_checks(
+    artifact_dir: str | os.PathLike[str],
+    *,
+    checks: Sequence[str] = CHECKS,
+    timeout: float = 900.0,
+) -> list[CheckResult]:
+    """Run each check in a fresh `python -I` process; returns their results in order."""
+    root = Path(artifact_dir).resolve()
+    manifest_mod.load(root)  # a clear one-line error before spawning anything
+    results = []
+    for check in checks:
+        if check not in CHECKS:
+            raise ExportError(f"unknown check {check!r}; choose from {', '.join(CHECKS)}")
+        cmd = [sys.executable, "-I", "-m", "jaxport.exporter.verify", "--worker", check, str(root)]
+        with tempfile.TemporaryDirectory(prefix="jaxport-verify-") as cwd:
+            try:
+                proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                                      cwd=cwd, env=_worker_env())
+            except subprocess.TimeoutExpired:
+                results.append(CheckResult(check, "fail", f"timed out after {timeout:.0f}s"))
+                continue
+        last = proc.stdout.strip().splitlines()[-1:] or [""]
+        try:
+            results.append(CheckResult.from_json(json.loads(last[0])))
+        except (ValueError, KeyError, TypeError):
+            tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+            results.append(
+                CheckResult(check, "fail", f"worker crashed (exit {proc.returncode}): {tail}")
+            )
+    return results
+
+
+def _worker_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop("PYTHONPATH", None)  # -I ignores it anyway; make the intent explicit
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    env["JAX_PLATFORMS"] = "cpu"
+    return env
+
+
+def format_table(results: Sequence[CheckResult]) -> str:
+    """Table of check, output, max abs/rel error, tolerance, result; then details."""
+    rows = [("check", "output", "max abs err", "max rel err", "tolerance", "result")]
+    for r in results:
+        if not r.comparisons:
+            rows.append((r.check, "-", "-", "-", "-", r.status.upper()))
+        for c in r.comparisons:
+            rows.append((r.check, c.output, f"{c.max_abs:.3g}", f"{c.max_rel:.3g}", c.tolerance,
+                         "PASS" if c.passed else "FAIL"))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+             for row in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    for r in results:
+        if r.detail:
+            lines.append(f"{r.check}: {r.status}: {r.detail}")
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------------
+# worker side (runs inside `python -I`)
+
+
+def find_iree_tool(name: str) -> str | None:
+    """An IREE binary next to this interpreter (the venv) first, then on PATH."""
+    local = Path(sys.executable).parent / name
+    if local.is_file() and os.access(local, os.X_OK):
+        return str(local)
+    return shutil.which(name)
+
+
+def _uses_x64(m: manifest_pb2.Manifest) -> bool:
+    return any(
+        a.dtype.itemsize == 8 for p in m.programs for a in [*p.arguments, *p.results]
+    )
+
+
+def _program(m: manifest_pb2.Manifest) -> manifest_pb2.Program:
+    return m.programs[0] if len(m.programs) == 1 else next(
+        p for p in m.programs if p.batch_size == max(q.batch_size for q in m.programs)
+    )
+
+
+def _cases(
+    m: manifest_pb2.Manifest, program: manifest_pb2.Program
+) -> list[manifest_pb2.GoldenCase]:
+    return [c for c in m.goldens if c.batch_size == program.batch_size and c.outputs]
+
+
+def _golden_input(root: Path, m: manifest_pb2.Manifest, case: manifest_pb2.GoldenCase,
+                  name: str) -> np.ndarray:
+    spec = next(i for i in m.inputs if i.name == name)
+    return goldens_mod.load_npy(root / case.inputs[name], manifest_mod.numpy_dtype(spec.dtype))
+
+
+def _argument_values(root: Path, m: manifest_pb2.Manifest, program: manifest_pb2.Program,
+                     case: manifest_pb2.GoldenCase, params: dict[str, np.ndarray]) -> list[Any]:
+    """Every @main argument for one golden case, bound purely from the manifest order."""
+    values: list[Any] = []
+    for arg in program.arguments:
+        if arg.role == _ARG.ARGUMENT_ROLE_PARAMETER:
+            values.append(params[arg.name])
+        elif arg.role == _ARG.ARGUMENT_ROLE_INPUT:
+            values.append(_golden_input(root, m, case, arg.name))
+        elif arg.role == _ARG.ARGUMENT_ROLE_PLATFORM_INDEX:
+            values.append(np.int32(list(m.platforms).index("cpu")))
+        else:
+            raise ArtifactError(
+                f"argument {arg.name!r}: tokens (ordered effects) are not supported"
+            )
+    return values
+
+
+def _expected(root: Path, program: manifest_pb2.Program,
+              case: manifest_pb2.GoldenCase) -> dict[str, np.ndarray]:
+    out = {}
+    for res in program.results:
+        if res.role == _RES.RESULT_ROLE_OUTPUT:
+            out[res.name] = goldens_mod.load_npy(root / case.outputs[res.name],
+                                                 manifest_mod.numpy_dtype(res.dtype))
+    return out
+
+
+def _load_params(root: Path, m: manifest_pb2.Manifest,
+                 program: manifest_pb2.Program) -> dict[str, np.ndarray]:
+    from jaxport.exporter import weights
+
+    arrays = weights.read_parameters(root, m, program)
+    names = [a.name for a in program.arguments if a.role == _ARG.ARGUMENT_ROLE_PARAMETER]
+    return dict(zip(names, arrays, strict=True))
+
+
+def _compare_case(program: manifest_pb2.Program, results: Sequence[np.ndarray],
+                  expected: dict[str, np.ndarray], comps: dict[str, Comparison]) -> None:
+    array_results = [r for r in program.results if r.role != _RES.RESULT_ROLE_TOKEN]
+    if len(results) != len(array_results):
+        raise ArtifactError(f"program returned {len(results)} results, manifest lists "
+                            f"{len(array_results)}")
+    for res, value in zip(array_results, results, strict=True):
+        if res.name in expected:
+            actual = np.asarray(value)
+            compare(res.name, actual, expected[res.name], comps)
+
+
+def _check_checksums(root: Path, m: manifest_pb2.Manifest) -> CheckResult:
+    manifest_mod.verify_files(root, m)
+    n_params = sum(a.role == _ARG.ARGUMENT_ROLE_PARAMETER for p in m.programs for a in p.arguments)
+    return CheckResult("checksums", "pass", f"{len(m.files)} files, {n_params} parameters")
+
+
+def _check_manifest_matches(exp: Any, m: manifest_pb2.Manifest,
+                            program: manifest_pb2.Program) -> None:
+    """The manifest's argument list is exactly what jax recorded for the program."""
+    import jax
+
+    if tuple(exp.platforms) != tuple(m.platforms):
+        raise ArtifactError(f"manifest platforms {list(m.platforms)} != program {exp.platforms}")
+    n = exp.in_tree.num_leaves
+    paths = [jax.tree_util.keystr(p) for p, _ in
+             jax.tree_util.tree_flatten_with_path(exp.in_tree.unflatten(list(range(n))))[0]]
+    leaf_args = [a for a in program.arguments
+                 if a.role in (_ARG.ARGUMENT_ROLE_PARAMETER, _ARG.ARGUMENT_ROLE_INPUT)]
+    kept = [a.leaf_index for a in leaf_args]
+    if kept != list(exp.module_kept_var_idx):
+        raise ArtifactError(
+            f"manifest argument order (leaves {kept}) does not match the program's "
+            f"(leaves {list(exp.module_kept_var_idx)}): the manifest was edited or is stale"
+        )
+    inputs = [i.name for i in m.inputs]
+    for arg in leaf_args:
+        aval = exp.in_avals[arg.leaf_index]
+        if arg.role == _ARG.ARGUMENT_ROLE_PARAMETER:
+            want_path = "[0][0]" + arg.key_path
+        else:
+            want_path = f"[0][{inputs.index(arg.name) + 1}]"
+        if paths[arg.leaf_index] != want_path or list(aval.shape) != list(arg.shape) or \
+                np.dtype(aval.dtype) != manifest_mod.numpy_dtype(arg.dtype):
+            raise ArtifactError(
+                f"manifest argument {arg.index} ({arg.name}) says {arg.dtype.numpy}"
+                f"{list(arg.shape)} at {want_path}, the program has {aval.dtype}"
+                f"{list(aval.shape)} at {paths[arg.leaf_index]}"
+            )
+
+
+def _check_jaxexport(root: Path, m: manifest_pb2.Manifest) -> CheckResult:
+    import jax
+
+    program = _program(m)
+    exp = jax.export.deserialize(bytearray((root / program.jaxexport_file).read_bytes()))
+    _check_manifest_matches(exp, m, program)
+    if "cpu" not in exp.platforms:
+        return CheckResult("jaxexport", "skip", f"not exported for cpu ({list(exp.platforms)})")
+    params = _load_params(root, m, program)
+    by_leaf = {a.leaf_index: a for a in program.arguments if a.leaf_index >= 0}
+    comps: dict[str, Comparison] = {}
+    for case in _cases(m, program):
+        leaves = []
+        for i, aval in enumerate(exp.in_avals):
+            arg = by_leaf.get(i)
+            if arg is None:  # dropped by jax: any value of the right type
+                leaves.append(np.zeros(aval.shape, aval.dtype))
+            elif arg.role == _ARG.ARGUMENT_ROLE_PARAMETER:
+                leaves.append(params[arg.name])
+            else:
+                leaves.append(_golden_input(root, m, case, arg.name))
+        args, kwargs = exp.in_tree.unflatten(leaves)
+        results = jax.tree.leaves(exp.call(*args, **kwargs))
+        _compare_case(program, results, _expected(root, program, case), comps)
+    return _result("jaxexport", comps, f"{len(_cases(m, program))} golden case(s)")
+
+
+def _check_pjrt(root: Path, m: manifest_pb2.Manifest) -> CheckResult:
+    import jax
+    from jax.extend import backend as jex_backend
+
+    program = _program(m)
+    if "cpu" not in m.platforms:
+        return CheckResult("pjrt", "skip", f"not exported for cpu ({list(m.platforms)})")
+    client = jex_backend.get_backend("cpu")
+    device = client.local_devices()[0]
+    bytecode = (root / program.mlirbc_file).read_bytes()
+    try:
+        executable = client.compile_and_load(
+            bytecode, [device], jex_backend.get_compile_options(num_replicas=1, num_partitions=1)
+        )
+    except Exception as exc:
+        first = (str(exc).strip().splitlines() or [""])[0]
+        return CheckResult("pjrt", "fail", f"PJRT cannot compile {program.mlirbc_file}: {first}")
+    params = _load_params(root, m, program)
+    comps: dict[str, Comparison] = {}
+    for case in _cases(m, program):
+        values = _argument_values(root, m, program, case, params)
+        buffers = [jax.device_put(v, device) for v in values]
+        out = executable.execute_sharded(buffers).disassemble_into_single_device_arrays()
+        _compare_case(program, [np.asarray(o[0]) for o in out], _expected(root, program, case),
+                      comps)
+    return _result("pjrt", comps, f"{len(_cases(m, program))} golden case(s)")
+
+
+def _iree_type(shape: Sequence[int], dtype: manifest_pb2.DType) -> str:
+    return "".join(f"{d}x" for d in shape) + dtype.mlir
+
+
+def iree_compile_command(compiler: str, mlirbc: Path, vmfb: Path,
+                         program: manifest_pb2.Program) -> list[str]:
+    """The iree-compile command line for llvm-cpu (see docs/artifact-format.md).
+
+    IREE demotes f64 to f32 by default; a program with f64 values must keep them.
+    """
+    cmd = [compiler, "--iree-input-type=stablehlo", "--iree-hal-target-device=local",
+           "--iree-hal-local-target-device-backends=llvm-cpu"]
+    if any(v.dtype.numpy == "float64" for v in [*program.arguments, *program.results]):
+        cmd.append("--iree-input-demote-f64-to-f32=false")
+    return [*cmd, str(mlirbc), "-o", str(vmfb)]
+
+
+def _check_iree(root: Path, m: manifest_pb2.Manifest) -> CheckResult:
+    compiler, runner = find_iree_tool("iree-compile"), find_iree_tool("iree-run-module")
+    if not compiler or not runner:
+        return CheckResult("iree", "skip", "IREE not installed "
+                           "(pip install iree-base-compiler iree-base-runtime)")
+    program = _program(m)
+    if "cpu" not in m.platforms:
+        return CheckResult("iree", "skip", f"not exported for cpu ({list(m.platforms)})")
+    params = _load_params(root, m, program)
+    comps: dict[str, Comparison] = {}
+    with tempfile.TemporaryDirectory(prefix="jaxport-iree-") as tmp_name:
+        tmp = Path(tmp_name)
+        vmfb = tmp / "model.vmfb"
+        proc = subprocess.run(
+            iree_compile_command(compiler, root / program.mlirbc_file, vmfb, program),
+            capture_output=True, text=True,
+        )
+        if proc.returncode != 0:
+            return CheckResult("iree", "fail", "iree-compile failed: " + _first_error(proc.stderr))
+        results_meta = [r for r in program.results if r.role != _RES.RESULT_ROLE_TOKEN]
+        for case in _cases(m, program):
+            cmd = [runner, f"--module={vmfb}", "--device=local-task", "--function=main"]
+            values = _argument_values(root, m, program, case, params)
+            for arg, value in zip(program.arguments, values, strict=True):
+                cmd.append(_iree_input(tmp, arg, np.asarray(value)))
+            for i in range(len(results_meta)):
+                cmd.append(f"--output=@{tmp / f'out{i}.bin'}")
+            proc = subprocess.run(cmd, capture_output=True, text=True)
+            if proc.returncode != 0:
+                return CheckResult("iree", "fail",
+                                   f"iree-run-module failed on {case.name}: "
+                                   + _first_error(proc.stderr))
+            outs = []
+            for i, res in enumerate(results_meta):
+                raw = np.fromfile(tmp / f"out{i}.bin", dtype=manifest_mod.numpy_dtype(res.dtype))
+                outs.append(raw.reshape(tuple(res.shape)))
+            _compare_case(program, outs, _expected(root, program, case), comps)
+    return _result("iree", comps, f"{len(_cases(m, program))} golden case(s), llvm-cpu")
+
+
+def _iree_input(tmp: Path, arg: manifest_pb2.Argument, value: np.ndarray) -> str:
+    """`--input=` for one argument: .npy where numpy has a descriptor, raw bytes for bf16.
+
+    numpy has no bfloat16 descriptor (ml_dtypes saves it as `<V2`), so bf16 goes as a raw
+    little-endian file with an explicit IREE type: `--input=2x3xbf16=@argN.bin`.
+    """
+    if arg.dtype.numpy == "bfloat16":
+        path = tmp / f"arg{arg.index}.bin"
+        np.asarray(value, order="C").tofile(path)
+        return f"--input={_iree_type(arg.shape, arg.dtype)}=@{path}"
+    path = tmp / f"arg{arg.index}.npy"
+    np.save(path, np.asarray(value, order="C"))
+    return f"--input=@{path}"
+
+
+def _first_error(stderr: str) -> str:
+    lines = [ln for ln in stderr.splitlines() if "error" in ln.lower()] or stderr.splitlines()
+    return (lines or ["no output"])[0].strip()[:300]
+
+
+def _result(check: str, comps: dict[str, Comparison], detail: str) -> CheckResult:
+    if not comps:
+        return CheckResult(check, "fail", "no golden cases to compare against")
+    ok = all(c.passed for c in comps.values())
+    return CheckResult(check, "pass" if ok else "fail", detail, list(comps.values()))
+
+
+def _worker(check: str, artifact_dir: str) -> CheckResult:
+    root = Path(artifact_dir)
+    m = manifest_mod.load(root)
+    source_module = m.source_function.split(":", 1)[0] if ":" in m.source_function else ""
+    if _uses_x64(m):
+        import jax
+
+        jax.config.update("jax_enable_x64", True)
+    result = {"checksums": _check_checksums, "jaxexport": _check_jaxexport,
+              "pjrt": _check_pjrt, "iree": _check_iree}[check](root, m)
+    if source_module and source_module in sys.modules:
+        return CheckResult(check, "fail", f"the model's module {source_module!r} was imported")
+    if source_module and importlib.util.find_spec(source_module.split(".")[0]) is None:
+        result.detail += f"; model module {source_module!r} not importable here"
+    return result
+
+
+def _worker_main(argv: Sequence[str]) -> int:
+    parser = argparse.ArgumentParser(prog="jaxport verify worker")
+    parser.add_argument("--worker", choices=CHECKS, required=True)
+    parser.add_argument("artifact_dir")
+    ns = parser.parse_args(argv)
+    try:
+        result = _worker(ns.worker, ns.artifact_dir)
+    except ExportError as exc:
+        result = CheckResult(ns.worker, "fail", str(exc))
+    except Exception as exc:
+        first = (str(exc).strip().splitlines() or [""])[0]
+        result = CheckResult(ns.worker, "fail", f"{type(exc).__name__}: {first}"[:500])
+    print(json.dumps(asdict(result)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_worker_main(sys.argv[1:]))
