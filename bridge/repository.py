@@ -241,6 +241,11 @@ class Repository:
                 )
             return ready[-1].model  # type: ignore[return-value]
         if not version.isdigit() or int(version) not in table:
+            if version.isdigit() and (self.root / name / version).is_dir():
+                raise UnavailableError(
+                    f"model '{name}' version {version} is not loaded (version policy "
+                    f"'{self._policy}'); loaded: {', '.join(str(v) for v in sorted(table))}"
+                )
             known = ", ".join(str(v) for v in sorted(table))
             raise NotFoundError(f"model '{name}' has no version '{version}' (known: {known})")
         status = table[int(version)]

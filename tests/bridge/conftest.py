@@ -1,0 +1,84 @@
+"""Session fixtures of the bridge tests: artifacts exported once, real bridges on port 0.
+
+Artifacts (`tests/bridge/bridge_models.py`): `mlp` (FP32), `mixed` (BF16/INT64/BOOL inputs,
+three outputs, one parameter jax drops) and `slow` (run time grows with its `n` input). The
+shared repository holds all three as version 1; `bridge` serves it with `--engine exported`,
+`bridge_pjrt` with `--engine pjrt`. Tests that change a repository build their own.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+for _p in (Path(__file__).resolve().parents[1], Path(__file__).resolve().parent):
+    if str(_p) not in sys.path:
+        sys.path.insert(0, str(_p))
+
+from bridge_helpers import make_repository  # noqa: E402
+from jaxport.protocol.gen.inference import grpc_service_pb2_grpc as pb_grpc  # noqa: E402
+from support.bridge import BridgeProcess  # noqa: E402
+
+MODEL_NAMES = ("mlp", "mixed", "slow")
+
+
+def _export_all(out: Path) -> dict[str, Path]:
+    import bridge_models as m
+    from jaxport.exporter import export
+
+    specs = {
+        "mlp": (m.mlp, m.mlp_params(), m.MLP_INPUTS, None, 2),
+        "mixed": (m.mixed, m.mixed_params(), m.MIXED_INPUTS, m.MIXED_OUTPUTS, 2),
+        "slow": (m.slow, m.slow_params(), m.SLOW_INPUTS, None, 1),
+    }
+    paths = {}
+    for name, (fn, params, inputs, outputs, n_goldens) in specs.items():
+        paths[name] = out / name
+        export(fn, params, inputs, paths[name], output_names=outputs, goldens=n_goldens,
+               quiet=True, name=name)
+    return paths
+
+
+@pytest.fixture(scope="session")
+def artifacts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Artifact directories by model name, exported once per session."""
+    return _export_all(tmp_path_factory.mktemp("artifacts"))
+
+
+@pytest.fixture(scope="session")
+def repository(tmp_path_factory: pytest.TempPathFactory, artifacts: dict[str, Path]) -> Path:
+    """The shared read-only repository: every model as version 1."""
+    return make_repository(tmp_path_factory.mktemp("repo"), artifacts,
+                           {n: [1] for n in MODEL_NAMES})
+
+
+@pytest.fixture(scope="session")
+def bridge(repository: Path) -> Iterator[BridgeProcess]:
+    """A real bridge serving the shared repository with `--engine exported`."""
+    with BridgeProcess(repository, "--engine", "exported") as b:
+        yield b
+
+
+@pytest.fixture(scope="session")
+def bridge_pjrt(repository: Path) -> Iterator[BridgeProcess]:
+    """A real bridge serving the shared repository with `--engine pjrt`."""
+    # Chosen through the environment: covers JAXPORT_* settings too.
+    with BridgeProcess(repository, env={"JAXPORT_ENGINE": "pjrt"}) as b:
+        yield b
+
+
+@pytest.fixture(scope="session")
+def stub(bridge: BridgeProcess) -> Iterator[pb_grpc.GRPCInferenceServiceStub]:
+    """Generated stub on a channel to `bridge`."""
+    with bridge.channel() as channel:
+        yield pb_grpc.GRPCInferenceServiceStub(channel)
+
+
+@pytest.fixture(scope="session")
+def stub_pjrt(bridge_pjrt: BridgeProcess) -> Iterator[pb_grpc.GRPCInferenceServiceStub]:
+    """Generated stub on a channel to `bridge_pjrt`."""
+    with bridge_pjrt.channel() as channel:
+        yield pb_grpc.GRPCInferenceServiceStub(channel)

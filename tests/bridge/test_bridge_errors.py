@@ -1,0 +1,135 @@
+"""Every request error: exact gRPC status, a message naming the offending thing with expected
+vs got, and the server (and the model) still answering a valid request afterwards."""
+
+from __future__ import annotations
+
+import time
+
+import grpc
+import numpy as np
+import pytest
+from bridge_helpers import rpc_error
+from jaxport.protocol import codecs
+from jaxport.protocol.gen.inference import grpc_service_pb2 as pb
+
+X = np.ones((2, 8), np.float32)
+MIXED = {
+    "a": np.ones((3, 4), np.float32).astype("bfloat16"),
+    "idx": np.array([1, 2, 3], np.int64),
+    "flag": np.array([True, False, True]),
+}
+
+
+def request(model: str = "mlp", inputs=None, **kw) -> pb.ModelInferRequest:
+    return codecs.build_infer_request(model, {"x": X} if inputs is None else inputs, **kw)
+
+
+def assert_status(stub, req, code: grpc.StatusCode, *fragments: str) -> str:
+    err = rpc_error(stub.ModelInfer, req, timeout=30)
+    assert err.code() == code, f"{err.code()}: {err.details()}"
+    for fragment in fragments:
+        assert fragment in err.details(), f"{fragment!r} not in {err.details()!r}"
+    return err.details()
+
+
+@pytest.fixture(autouse=True)
+def still_serving(stub):
+    """After every error case, the same server answers a valid request."""
+    yield
+    response = stub.ModelInfer(request(), timeout=30)
+    assert codecs.decode_infer_response(response)["output"].shape == (2, 4)
+
+
+def test_unknown_model(stub):
+    assert_status(stub, request("no_such_model"), grpc.StatusCode.NOT_FOUND, "'no_such_model'")
+
+
+def test_unknown_version(stub):
+    assert_status(stub, request(version="7"), grpc.StatusCode.NOT_FOUND, "'mlp'", "'7'")
+
+
+def test_hostile_model_name(stub):
+    assert_status(stub, request("../mlp"), grpc.StatusCode.NOT_FOUND, "'../mlp'")
+
+
+def test_missing_input(stub):
+    inputs = {k: v for k, v in MIXED.items() if k != "flag"}
+    assert_status(stub, request("mixed", inputs), grpc.StatusCode.INVALID_ARGUMENT,
+                  "missing input 'flag'", "BOOL [3]")
+
+
+def test_extra_input(stub):
+    assert_status(stub, request(inputs={"x": X, "bogus": X}), grpc.StatusCode.INVALID_ARGUMENT,
+                  "unexpected input 'bogus'", "'x' (FP32 [2, 8])")
+
+
+def test_duplicate_input(stub):
+    req = request()
+    req.inputs.append(req.inputs[0])
+    req.raw_input_contents.append(req.raw_input_contents[0])
+    assert_status(stub, req, grpc.StatusCode.INVALID_ARGUMENT, "duplicate input 'x'")
+
+
+def test_wrong_shape(stub):
+    assert_status(stub, request(inputs={"x": np.ones((3, 8), np.float32)}),
+                  grpc.StatusCode.INVALID_ARGUMENT,
+                  "input 'x'", "expected shape [2, 8]", "got [3, 8]")
+
+
+def test_wrong_datatype(stub):
+    assert_status(stub, request(inputs={"x": X.astype(np.float64)}),
+                  grpc.StatusCode.INVALID_ARGUMENT,
+                  "input 'x'", "expected datatype FP32", "got FP64")
+
+
+def test_byte_size_mismatch(stub):
+    req = request()
+    req.raw_input_contents[0] = req.raw_input_contents[0][:-4]
+    assert_status(stub, req, grpc.StatusCode.INVALID_ARGUMENT, "input 'x'", "60 bytes",
+                  "expected 64")
+
+
+def test_huge_declared_shape_is_checked_before_allocating(stub, bridge):
+    req = request()
+    del req.inputs[0].shape[:]
+    req.inputs[0].shape.extend([2**40, 2**20])
+    started = time.monotonic()
+    assert_status(stub, req, grpc.StatusCode.INVALID_ARGUMENT, "input 'x'", "[2, 8]",
+                  str(2**40))
+    assert time.monotonic() - started < 5
+    assert bridge.alive()
+
+
+def test_raw_and_typed_contents_together(stub):
+    req = request()
+    req.inputs[0].contents.fp32_contents.extend([1.0] * 16)
+    assert_status(stub, req, grpc.StatusCode.INVALID_ARGUMENT, "input 'x'", "typed contents")
+
+
+def test_unknown_requested_output(stub):
+    assert_status(stub, request(outputs=["nope"]), grpc.StatusCode.INVALID_ARGUMENT,
+                  "requested output 'nope'", "'output'")
+
+
+def test_unsupported_datatype_string(stub):
+    req = request()
+    req.inputs[0].datatype = "FP128"
+    assert_status(stub, req, grpc.StatusCode.INVALID_ARGUMENT, "input 'x'", "FP32", "FP128")
+
+
+def test_deadline_exceeded(stub):
+    x = np.full((256, 256), 0.1, np.float32)
+    req = codecs.build_infer_request("slow", {"x": x, "n": np.array(2000, np.int32)})
+    err = rpc_error(stub.ModelInfer, req, timeout=0.3)
+    assert err.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+
+
+def test_metadata_errors(stub):
+    err = rpc_error(stub.ModelMetadata, pb.ModelMetadataRequest(name="ghost"))
+    assert err.code() == grpc.StatusCode.NOT_FOUND and "'ghost'" in err.details()
+    err = rpc_error(stub.ModelConfig, pb.ModelConfigRequest(name="mlp", version="9"))
+    assert err.code() == grpc.StatusCode.NOT_FOUND and "'9'" in err.details()
+    err = rpc_error(stub.ModelReady, pb.ModelReadyRequest(name="ghost"))
+    assert err.code() == grpc.StatusCode.NOT_FOUND
+    err = rpc_error(stub.RepositoryIndex, pb.RepositoryIndexRequest(repository_name="other"))
+    assert err.code() == grpc.StatusCode.NOT_FOUND and "'other'" in err.details()

@@ -1,0 +1,171 @@
+"""ModelInfer and metadata RPCs against real bridges (both engines) over gRPC.
+
+Tolerances: FP32 rtol=atol=1e-6 - the bridge runs the same StableHLO on the same XLA CPU
+backend as the exporter's goldens, so only reassociation-level rounding may differ. BF16:
+rtol=2**-7 (one unit in the last place of its 8-bit significand) with atol=2**-7, because a
+different accumulation order of a bf16 matmul may round the last bit the other way. Integers
+and booleans: exact.
+"""
+
+from __future__ import annotations
+
+import bridge_models as bm
+import jax
+import ml_dtypes
+import numpy as np
+import pytest
+from bridge_helpers import golden_cases
+from jaxport.protocol import codecs
+from jaxport.protocol.gen.inference import grpc_service_pb2 as pb
+from jaxport.protocol.gen.inference import model_config_pb2 as mc
+
+BF16_TOL = 2.0**-7
+
+
+def assert_close(got: np.ndarray, want: np.ndarray, what: str) -> None:
+    """Same dtype and shape; values within the tolerance of the dtype (module docstring)."""
+    assert got.dtype == want.dtype, f"{what}: dtype {got.dtype} != {want.dtype}"
+    assert got.shape == want.shape, f"{what}: shape {got.shape} != {want.shape}"
+    if want.dtype == ml_dtypes.bfloat16:
+        np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float32),
+                                   rtol=BF16_TOL, atol=BF16_TOL, err_msg=what)
+    elif np.issubdtype(want.dtype, np.floating):
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6, err_msg=what)
+    else:
+        np.testing.assert_array_equal(got, want, err_msg=what)
+
+
+def infer(stub, model: str, inputs: dict[str, np.ndarray], **kw) -> pb.ModelInferResponse:
+    return stub.ModelInfer(codecs.build_infer_request(model, inputs, **kw), timeout=30)
+
+
+@pytest.mark.parametrize("engine", ["exported", "pjrt"])
+@pytest.mark.parametrize("model", ["mlp", "mixed"])
+def test_outputs_equal_goldens(engine, model, artifacts, stub, stub_pjrt):
+    client = stub if engine == "exported" else stub_pjrt
+    cases = golden_cases(artifacts[model])
+    assert cases, f"{model} has no goldens"
+    for case, inputs, expected in cases:
+        response = infer(client, model, inputs, request_id=f"{model}-{case}")
+        assert response.id == f"{model}-{case}"
+        assert (response.model_name, response.model_version) == (model, "1")
+        # tritonclient reads nothing but raw_output_contents: every output must be there.
+        assert len(response.raw_output_contents) == len(response.outputs) == len(expected)
+        assert all(not o.HasField("contents") for o in response.outputs)
+        got = codecs.decode_infer_response(response)
+        assert list(got) == list(expected)  # manifest order
+        for name, want in expected.items():
+            assert_close(got[name], want, f"{engine}/{model}/{case}/{name}")
+
+
+def test_engines_agree_on_every_golden(artifacts, stub, stub_pjrt):
+    for model in ("mlp", "mixed", "slow"):
+        for case, inputs, _ in golden_cases(artifacts[model]):
+            a = codecs.decode_infer_response(infer(stub, model, inputs))
+            b = codecs.decode_infer_response(infer(stub_pjrt, model, inputs))
+            assert list(a) == list(b)
+            for name in a:
+                assert_close(b[name], a[name], f"pjrt vs exported {model}/{case}/{name}")
+
+
+def test_matches_jax_in_process(stub):
+    """Fresh random inputs (not the goldens): the bridge equals the JAX function itself."""
+    rng = np.random.default_rng(42)
+    x = rng.standard_normal((2, 8)).astype(np.float32)
+    got = codecs.decode_infer_response(infer(stub, "mlp", {"x": x}))["output"]
+    want = np.asarray(jax.jit(bm.mlp)(bm.mlp_params(), x))
+    assert_close(got, want, "mlp vs jax")
+
+    a = rng.standard_normal((3, 4)).astype(ml_dtypes.bfloat16)
+    idx = np.array([-5, 0, 2**40], dtype=np.int64)  # beyond int32: x64 must be on in the bridge
+    flag = np.array([True, False, True])
+    got = codecs.decode_infer_response(infer(stub, "mixed", {"a": a, "idx": idx, "flag": flag}))
+    with jax.enable_x64(True):
+        h, s, m = (np.asarray(v) for v in jax.jit(bm.mixed)(bm.mixed_params(), a, idx, flag))
+    assert_close(got["h"], h, "h")
+    assert_close(got["s"], s, "s")
+    assert got["s"][2] == 3 * 2**40 + 40
+    assert_close(got["m"], m, "m")
+
+
+def test_requested_outputs_subset_in_requested_order(stub, artifacts):
+    _, inputs, expected = golden_cases(artifacts["mixed"])[0]
+    response = infer(stub, "mixed", inputs, outputs=["m", "h"])
+    assert [o.name for o in response.outputs] == ["m", "h"]
+    got = codecs.decode_infer_response(response)
+    assert_close(got["m"], expected["m"], "m")
+    assert_close(got["h"], expected["h"], "h")
+
+
+def test_typed_contents_equal_raw(stub, artifacts):
+    _, inputs, expected = golden_cases(artifacts["mlp"])[0]
+    response = infer(stub, "mlp", inputs, raw=False)
+    assert_close(codecs.decode_infer_response(response)["output"], expected["output"], "typed")
+    assert response.raw_output_contents  # outputs stay raw whatever the request used
+
+
+def test_scalar_input(stub):
+    x = np.full((256, 256), 0.5, np.float32)
+    got = codecs.decode_infer_response(
+        infer(stub, "slow", {"x": x, "n": np.array(3, np.int32)}))["output"]
+    want = np.asarray(jax.jit(bm.slow)(bm.slow_params(), x, np.int32(3)))
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_health_rpcs(stub):
+    assert stub.ServerLive(pb.ServerLiveRequest()).live
+    assert stub.ServerReady(pb.ServerReadyRequest()).ready
+    for model in ("mlp", "mixed", "slow"):
+        assert stub.ModelReady(pb.ModelReadyRequest(name=model)).ready
+        assert stub.ModelReady(pb.ModelReadyRequest(name=model, version="1")).ready
+
+
+def test_server_metadata_lists_only_implemented_extensions(stub):
+    meta = stub.ServerMetadata(pb.ServerMetadataRequest())
+    assert meta.name == "jaxport" and meta.version
+    assert sorted(meta.extensions) == ["model_configuration", "model_repository", "statistics"]
+
+
+def test_model_metadata_from_manifest(stub):
+    meta = stub.ModelMetadata(pb.ModelMetadataRequest(name="mixed"))
+    assert meta.name == "mixed" and list(meta.versions) == ["1"] and meta.platform == "jax"
+    assert [(t.name, t.datatype, list(t.shape)) for t in meta.inputs] == [
+        ("a", "BF16", [3, 4]), ("idx", "INT64", [3]), ("flag", "BOOL", [3])]
+    assert [(t.name, t.datatype, list(t.shape)) for t in meta.outputs] == [
+        ("h", "BF16", [3, 4]), ("s", "INT64", [3]), ("m", "BOOL", [3])]
+
+
+@pytest.mark.parametrize("engine", ["exported", "pjrt"])
+def test_model_config_minimal_triton(engine, stub, stub_pjrt):
+    client = stub if engine == "exported" else stub_pjrt
+    config = client.ModelConfig(pb.ModelConfigRequest(name="mixed")).config
+    assert config.name == "mixed" and config.max_batch_size == 0
+    assert config.backend == f"jaxport-{engine}"
+    assert [(i.name, i.data_type, list(i.dims)) for i in config.input] == [
+        ("a", mc.TYPE_BF16, [3, 4]), ("idx", mc.TYPE_INT64, [3]), ("flag", mc.TYPE_BOOL, [3])]
+    assert [(o.name, o.data_type, list(o.dims)) for o in config.output] == [
+        ("h", mc.TYPE_BF16, [3, 4]), ("s", mc.TYPE_INT64, [3]), ("m", mc.TYPE_BOOL, [3])]
+
+
+def test_model_statistics_count_requests(stub_pjrt):
+    def stats():
+        response = stub_pjrt.ModelStatistics(pb.ModelStatisticsRequest(name="mlp", version="1"))
+        (s,) = response.model_stats
+        return s
+
+    before = stats()
+    x = np.zeros((2, 8), np.float32)
+    for _ in range(3):
+        infer(stub_pjrt, "mlp", {"x": x})
+    with pytest.raises(Exception):  # noqa: B017 - any failure counts as one
+        infer(stub_pjrt, "mlp", {"x": np.zeros((3, 8), np.float32)})
+    after = stats()
+    assert after.inference_count == before.inference_count + 3
+    assert after.execution_count == before.execution_count + 3
+    assert after.inference_stats.success.count == before.inference_stats.success.count + 3
+    assert after.inference_stats.fail.count == before.inference_stats.fail.count + 1
+    assert after.inference_stats.compute_infer.ns > before.inference_stats.compute_infer.ns
+    assert after.last_inference >= before.last_inference
+    every = stub_pjrt.ModelStatistics(pb.ModelStatisticsRequest())
+    assert {(s.name, s.version) for s in every.model_stats} == {
+        ("mlp", "1"), ("mixed", "1"), ("slow", "1")}
