@@ -102,9 +102,11 @@ class EchoServicer(pb_grpc.GRPCInferenceServiceServicer):
     def ModelMetadata(self, request, context):
         def meta(r, c):
             self._model(r.name, c)
-            t = pb.ModelMetadataResponse.TensorMetadata(name="x", datatype="FP32", shape=[-1, 3])
+            tensor = pb.ModelMetadataResponse.TensorMetadata
+            t = [tensor(name="x", datatype="FP32", shape=[-1, 3]),
+                 tensor(name="h", datatype="BF16", shape=[-1])]
             return pb.ModelMetadataResponse(
-                name=MODEL, versions=["1"], platform="echo", inputs=[t], outputs=[t]
+                name=MODEL, versions=["1"], platform="echo", inputs=t, outputs=t
             )
 
         return self._guard(meta, request, context)

@@ -68,8 +68,11 @@ def test_metadata(client: InferenceClient) -> None:
     assert (server.name, server.extensions) == ("oip-test", ("model_repository",))
     meta = client.model_metadata("echo")
     assert meta.name == "echo" and meta.versions == ("1",) and meta.platform == "echo"
-    assert meta.inputs == (TensorMetadata("x", "FP32", (-1, 3)),)
+    assert meta.inputs == (
+        TensorMetadata("x", "FP32", (-1, 3)), TensorMetadata("h", "BF16", (-1,))
+    )
     assert meta.inputs[0].dtype == np.dtype("<f4")
+    assert meta.inputs[1].dtype == np.dtype(ml_dtypes.bfloat16)
     config = client.model_config("echo")
     assert config.input[0].name == "x" and config.input[0].data_type == 11  # TYPE_FP32
     assert client.model_statistics().model_stats[0].name == "echo"

@@ -15,6 +15,8 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 BUF = Path(sys.executable).parent / "buf"
 GEN_DIR = Path("clients/python/jaxport/protocol/gen")
+# On copies only the Python generator runs (the copy holds proto/ and the Python output only).
+GENERATE_PY = [sys.executable, "proto/generate.py", "--only", "python"]
 
 
 def _run(cmd: list[str | Path], cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
@@ -87,14 +89,14 @@ def test_generated_code_is_current() -> None:
 
 
 def test_check_passes_on_an_untouched_copy(proto_copy: Path) -> None:
-    done = _run([sys.executable, "proto/generate.py", "--check"], cwd=proto_copy)
+    done = _run([*GENERATE_PY, "--check"], cwd=proto_copy)
     assert done.returncode == 0, done.stderr
 
 
 def test_hand_edited_generated_file_fails_the_check(proto_copy: Path) -> None:
     edited = proto_copy / GEN_DIR / "inference/grpc_service_pb2.pyi"
     edited.write_text(edited.read_text() + "# hand edit\n")
-    done = _run([sys.executable, "proto/generate.py", "--check"], cwd=proto_copy)
+    done = _run([*GENERATE_PY, "--check"], cwd=proto_copy)
     assert done.returncode == 1
     assert "inference/grpc_service_pb2.pyi" in done.stderr
     assert "make generate" in done.stderr
@@ -103,7 +105,7 @@ def test_hand_edited_generated_file_fails_the_check(proto_copy: Path) -> None:
 def test_missing_and_stale_generated_files_fail_the_check(proto_copy: Path) -> None:
     (proto_copy / GEN_DIR / "inference/model_config_pb2.py").unlink()
     (proto_copy / GEN_DIR / "inference/old_pb2.py").write_text("")
-    done = _run([sys.executable, "proto/generate.py", "--check"], cwd=proto_copy)
+    done = _run([*GENERATE_PY, "--check"], cwd=proto_copy)
     assert done.returncode == 1
     assert "missing (not generated yet): inference/model_config_pb2.py" in done.stderr
     assert "stale (no longer generated): inference/old_pb2.py" in done.stderr
@@ -113,7 +115,7 @@ def test_proto_edit_without_regenerating_fails_the_check(proto_copy: Path) -> No
     path = proto_copy / "proto/inference/grpc_service.proto"
     path.write_text(path.read_text().replace("message ServerLiveRequest {}",
                                              "message ServerLiveRequest {\n  string why = 1;\n}"))
-    done = _run([sys.executable, "proto/generate.py", "--check"], cwd=proto_copy)
+    done = _run([*GENERATE_PY, "--check"], cwd=proto_copy)
     assert done.returncode == 1
     assert "grpc_service_pb2.py" in done.stderr
 
@@ -121,6 +123,6 @@ def test_proto_edit_without_regenerating_fails_the_check(proto_copy: Path) -> No
 def test_regenerate_restores_the_committed_output(proto_copy: Path) -> None:
     edited = proto_copy / GEN_DIR / "jaxport/v1/manifest_pb2.py"
     edited.write_text("broken\n")
-    assert _run([sys.executable, "proto/generate.py"], cwd=proto_copy).returncode == 0
+    assert _run(GENERATE_PY, cwd=proto_copy).returncode == 0
     assert edited.read_bytes() == (REPO / GEN_DIR / "jaxport/v1/manifest_pb2.py").read_bytes()
-    assert _run([sys.executable, "proto/generate.py", "--check"], cwd=proto_copy).returncode == 0
+    assert _run([*GENERATE_PY, "--check"], cwd=proto_copy).returncode == 0

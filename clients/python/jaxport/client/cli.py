@@ -3,6 +3,9 @@
     jaxport infer --url HOST:PORT --model NAME --input x=@x.npy [--input y=@y.npy]
                   [--model-version V] [--output NAME ...] [--json] [--timeout S]
 
+A `.npy` of raw 2-byte values (`<V2`, how numpy stores bf16, e.g. the exporter's goldens) is
+read as the datatype the model's metadata declares for that input.
+
 Prints each output (name, datatype, shape, a value summary) or, with --json, one JSON object
 shaped like the protocol's REST response ({"model_name", "model_version", "id", "outputs":
 [{"name", "datatype", "shape", "data"}]}, data flattened row-major, non-finite floats as the
@@ -99,6 +102,32 @@ def load_inputs(specs: Sequence[str]) -> dict[str, np.ndarray]:
     return inputs
 
 
+def reinterpret_raw_inputs(
+    client: InferenceClient, model: str, version: str, inputs: dict[str, np.ndarray]
+) -> dict[str, np.ndarray]:
+    """View raw-void .npy inputs (numpy has no bf16 descriptor, so bf16 files hold `<V2`) as
+    the datatype the model's metadata declares for them."""
+    declared = {t.name: t.datatype for t in client.model_metadata(model, version).inputs}
+    out = dict(inputs)
+    for name, array in inputs.items():
+        if array.dtype.kind != "V":
+            continue
+        if name not in declared:
+            raise ProtocolError(
+                f"input '{name}': the .npy holds raw {array.dtype.itemsize}-byte values and "
+                f"model '{model}' declares no input of that name (inputs: "
+                f"{', '.join(declared) or 'none'})"
+            )
+        row = dtypes.by_datatype(declared[name])
+        if row.itemsize != array.dtype.itemsize:
+            raise ProtocolError(
+                f"input '{name}': the .npy holds raw {array.dtype.itemsize}-byte values; "
+                f"model '{model}' declares {row.datatype} ({row.itemsize} bytes per element)"
+            )
+        out[name] = array.view(row.numpy)
+    return out
+
+
 def _json_value(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
@@ -175,6 +204,8 @@ def run(args: argparse.Namespace) -> int:
         client_key=args.key,
         token=token,
     ) as client:
+        if any(a.dtype.kind == "V" for a in inputs.values()):
+            inputs = reinterpret_raw_inputs(client, args.model, args.model_version, inputs)
         result = client.infer(
             args.model,
             inputs,
