@@ -48,6 +48,12 @@ class InferenceCore:
         timings: Timings | None = None
         try:
             arrays, requested = prepare()
+            if model.batcher is not None:
+                # The batcher is this model's queue (bounded) and runs one batch at a time;
+                # holding an admission slot while waiting to be batched would cap batches at
+                # max_inflight rows.
+                outputs, timings = model.infer(arrays, requested)
+                return outputs
             queued = time.perf_counter_ns()
             with self.admission.admit(f"{model.name}/{model.version}", deadline=deadline,
                                       is_active=is_active):

@@ -31,6 +31,7 @@ import jax
 import jax.extend.backend
 import numpy as np
 from jax import export as jax_export
+from jaxport.bridge.batcher import BatchingConfig, DynamicBatcher
 from jaxport.bridge.statistics import ModelStatistics, Timings
 from jaxport.exporter import checks as checks_io
 from jaxport.exporter import manifest as manifest_io
@@ -283,6 +284,23 @@ class Model:
         self._batched = (
             tuple(manifest.batching.batched_inputs) if manifest.HasField("batching") else ()
         )
+        # Set by `enable_batching`: requests of any batch size 1..max go through it.
+        self.batcher: DynamicBatcher | None = None
+
+    def enable_batching(self, config: BatchingConfig) -> None:
+        """Route requests through a dynamic batcher over this model's fixed-size programs.
+
+        Requires a model exported with batch sizes; `config.batch_sizes` must be exactly them.
+        """
+        if not self.batch_sizes:
+            raise LoadError(f"{self.label} was exported without batch sizes; it cannot batch")
+        if tuple(config.batch_sizes) != self.batch_sizes:
+            raise LoadError(f"batching config sizes {list(config.batch_sizes)} differ from the "
+                            f"exported sizes {list(self.batch_sizes)} of {self.label}")
+        self.batcher = DynamicBatcher(
+            self.execute, config, [s.name for s in self.inputs], [s.name for s in self.outputs],
+            name=f"{self.name}/{self.version}",
+        )
 
     def __repr__(self) -> str:
         return f"Model({self.name!r}, version={self.version}, engine={self.engine_name!r})"
@@ -380,6 +398,12 @@ class Model:
         """
         self.check_inputs(arrays)
         names = self.check_outputs(requested)
+        if self.batcher is not None:
+            future = self.batcher.submit(arrays)
+            outputs = future.result()
+            t = future.batch_timing
+            return ({n: outputs[n] for n in names},
+                    Timings(queue_ns=t.queue_ns, infer_ns=t.execute_ns))
         program = self._program_for(arrays)
         t1 = time.perf_counter_ns()
         device_inputs = [jax.device_put(arrays[sig.name]) for sig in self.inputs]

@@ -28,6 +28,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 from jaxport.bridge import logs, runtime, security
+from jaxport.bridge.batcher import BatchingConfig
 from jaxport.bridge.inference import InferenceCore
 from jaxport.bridge.interceptor import ErrorInterceptor
 from jaxport.bridge.limits import AdmissionController, grpc_message_size_options
@@ -56,7 +57,7 @@ class Bridge:
         self.state = ServerState()
         self.repository = Repository(
             settings.repository,
-            functools.partial(_load, engine=settings.engine),
+            functools.partial(_load, settings=settings),
             version_policy=settings.model_version_policy,
             on_change=self._on_model_change,
         )
@@ -145,8 +146,17 @@ class Bridge:
         log.info("stopped")
 
 
-def _load(name: str, version: int, path: Path, *, engine: str) -> runtime.Model:
-    return runtime.load_model(name, version, path, engine=engine)
+def _load(name: str, version: int, path: Path, *, settings: Settings) -> runtime.Model:
+    model = runtime.load_model(name, version, path, engine=settings.engine)
+    if settings.batching and model.batch_sizes:
+        model.enable_batching(BatchingConfig(
+            model.batch_sizes,
+            preferred_batch_sizes=[b for b in settings.preferred_batch_sizes
+                                   if b <= max(model.batch_sizes)],
+            max_queue_delay_us=settings.max_queue_delay_us,
+            max_queue_size=settings.batch_queue_size,
+        ))
+    return model
 
 
 def _write_port_file(path: Path, content: dict[str, int]) -> None:

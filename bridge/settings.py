@@ -45,6 +45,13 @@ def _parse_bool(text: str) -> bool:
     raise ValueError(f"expected true/false, got {text!r}")
 
 
+def _parse_sizes(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise ValueError(f"expected comma-separated integers like 8,32, got {text!r}") from None
+
+
 def _optional_path(text: str) -> Path | None:
     return Path(text) if text else None
 
@@ -106,18 +113,39 @@ class Settings:
         default=10.0, metadata=_opt("seconds SIGTERM waits for in-flight requests to finish")
     )
     log_level: str = field(default="INFO", metadata=_opt("log level", choices=LOG_LEVELS))
+    batching: bool = field(
+        default=False,
+        metadata=_opt("dynamic batching for every model exported with --batch-sizes: gather "
+                      "concurrent requests, pad to the smallest exported program, split back",
+                      flag_const=True),
+    )
+    max_queue_delay_us: int = field(
+        default=1000, metadata=_opt("batching: longest wait of the oldest queued request (us)"))
+    preferred_batch_sizes: tuple[int, ...] = field(
+        default=(), metadata=_opt("batching: row counts dispatched without waiting, e.g. 8,32 "
+                                  "(default: the largest exported size)", parse=_parse_sizes))
+    batch_queue_size: int = field(
+        default=1024, metadata=_opt("batching: queued requests per model beyond which new "
+                                    "ones get UNAVAILABLE"))
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
             raise SettingsError(f"--port must be in 0..65535, got {self.port}")
         if not -1 <= self.metrics_port <= 65535:
             raise SettingsError(f"--metrics-port must be in -1..65535, got {self.metrics_port}")
-        for name in ("max_message_bytes", "worker_threads", "max_inflight_per_model"):
+        for name in ("max_message_bytes", "worker_threads", "max_inflight_per_model",
+                     "batch_queue_size"):
             if getattr(self, name) < 1:
                 raise SettingsError(f"--{_flag(name)} must be >= 1, got {getattr(self, name)}")
         if self.max_queue_per_model < 0:
             raise SettingsError(
                 f"--max-queue-per-model must be >= 0, got {self.max_queue_per_model}")
+        if self.max_queue_delay_us < 0:
+            raise SettingsError(
+                f"--max-queue-delay-us must be >= 0, got {self.max_queue_delay_us}")
+        if any(b < 1 for b in self.preferred_batch_sizes):
+            raise SettingsError(f"--preferred-batch-sizes must be positive, got "
+                                f"{list(self.preferred_batch_sizes)}")
         if self.grace_period_s < 0:
             raise SettingsError(f"--grace-period-s must be >= 0, got {self.grace_period_s}")
         if self.engine not in ENGINES:
@@ -193,5 +221,7 @@ def build_parser() -> argparse.ArgumentParser:
         }
         if "choices" in f.metadata:
             kwargs["choices"] = f.metadata["choices"]
+        if f.metadata.get("flag_const"):  # `--batching` alone means true
+            kwargs.update(nargs="?", const=True)
         parser.add_argument(f"--{_flag(f.name)}", **kwargs)
     return parser

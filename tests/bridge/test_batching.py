@@ -283,3 +283,94 @@ def test_worker_exits_when_the_model_is_dropped():
     gc.collect()
     b._worker.join(timeout=10)
     assert not b._worker.is_alive()
+
+
+# ------------------------------------------------------------------------------------------
+# Through a real bridge process (`jaxport serve --batching`), called with jaxport.client.
+
+LIVE_SIZES = (1, 4, 8)
+
+
+def _live_model(params, x, t):
+    """Row-wise: y = tanh(x @ w + b) * t, s = row sums; misrouted rows change values."""
+    h = jnp.tanh(x @ params["w"] + params["b"])
+    return h * t[:, None], jnp.sum(h, axis=1)
+
+
+def _live_params() -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(11)
+    return {"w": rng.standard_normal((FEATURES, 3)).astype(np.float32),
+            "b": rng.standard_normal(3).astype(np.float32)}
+
+
+@pytest.fixture(scope="module")
+def batched_bridge(tmp_path_factory):
+    from jaxport.exporter import export
+    from support.bridge import BridgeProcess
+
+    repo = tmp_path_factory.mktemp("batched-repo")
+    inputs = {"x": jax.ShapeDtypeStruct((1, FEATURES), np.float32),
+              "t": jax.ShapeDtypeStruct((1,), np.float32)}
+    export(_live_model, _live_params(), inputs, repo / "rows" / "1", output_names=["y", "s"],
+           batch_sizes=LIVE_SIZES, goldens=1, quiet=True)
+    # A long delay and many gRPC threads so concurrent requests really share batches.
+    with BridgeProcess(repo, "--batching", "--max-queue-delay-us", "20000",
+                       "--worker-threads", "32") as bridge:
+        yield bridge
+
+
+def _live_expected(x: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    y, s = jax.jit(_live_model)(_live_params(), x, t)
+    return np.asarray(y), np.asarray(s)
+
+
+def test_live_metadata_reports_batch_dimension(batched_bridge):
+    from jaxport.client import InferenceClient
+
+    with InferenceClient(batched_bridge.address, timeout=30) as client:
+        meta = client.model_metadata("rows")
+        assert {m.name: list(m.shape) for m in meta.inputs} == {"x": [-1, FEATURES], "t": [-1]}
+        assert {m.name: list(m.shape) for m in meta.outputs} == {"y": [-1, 3], "s": [-1]}
+        config = client.model_config("rows")
+        assert config.max_batch_size == max(LIVE_SIZES)
+        assert {i.name: list(i.dims) for i in config.input} == {"x": [FEATURES], "t": []}
+
+
+def test_live_concurrent_mixed_sizes_and_bad_requests(batched_bridge):
+    """Every good response equals JAX on that request alone; bad ones fail alone."""
+    from jaxport.client import InferenceClient, InferenceServerError
+
+    rng = np.random.default_rng(12)
+    sizes = [int(n) for n in rng.integers(1, 9, size=96)]
+    reqs = [(rng.standard_normal((n, FEATURES)).astype(np.float32),
+             rng.standard_normal(n).astype(np.float32)) for n in sizes]
+    bad_every = 8  # every 8th request carries 9 rows: more than the largest program
+
+    def call(i: int):
+        x, t = reqs[i]
+        if i % bad_every == 0:
+            x = np.concatenate([x, np.zeros((9 - x.shape[0], FEATURES), np.float32)])[:9]
+            t = np.zeros(9, np.float32)
+        with InferenceClient(batched_bridge.address, timeout=60) as client:
+            try:
+                return client.infer("rows", {"x": x, "t": t})
+            except InferenceServerError as exc:
+                return exc
+
+    with ThreadPoolExecutor(24) as pool:
+        results = list(pool.map(call, range(len(reqs))))
+    for i, ((x, t), res) in enumerate(zip(reqs, results, strict=True)):
+        if i % bad_every == 0:
+            assert isinstance(res, InferenceServerError), f"request {i} should fail"
+            assert res.code == "INVALID_ARGUMENT"
+            assert "batch size 9 exceeds" in res.message and "max_batch_size 8" in res.message
+            continue
+        assert not isinstance(res, Exception), f"request {i}: {res}"
+        y, s = _live_expected(x, t)
+        assert res["y"].shape == (x.shape[0], 3), "padding must not leak into a response"
+        np.testing.assert_allclose(res["y"], y, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(res["s"], s, rtol=1e-5, atol=1e-5)
+    assert batched_bridge.alive()
+    # Sizes with no exported program (2, 3, 5, 6, 7) were answered: the batcher padded them.
+    answered = {x.shape[0] for i, (x, _) in enumerate(reqs) if i % bad_every}
+    assert answered - set(LIVE_SIZES)
