@@ -7,6 +7,7 @@ this process; the table/layout must be identical across traces and processes.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import textwrap
@@ -47,7 +48,7 @@ def _run(inst: C.Instrumented, *args) -> tuple[object, list[np.ndarray]]:
 
 @pytest.fixture(scope="module")
 def inst() -> C.Instrumented:
-    return C.instrument(checked.forward, ALL, [PARAMS, *SDS])
+    return C.instrument(checked.predict, ALL, [PARAMS, *SDS])
 
 
 # ---- parsing and status mapping ------------------------------------------------------------
@@ -82,12 +83,12 @@ def test_kind_to_status():
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_format_failure_equals_err_get(inst, case):
     args = (PARAMS, *CASES[case])
-    expected = _jax_message(checked.forward, ALL, *args)
+    expected = _jax_message(checked.predict, ALL, *args)
     outs, vals = _run(inst, *args)
     got = C.format_failure(inst.table, vals)
     if case == "pass":
         assert expected is None and got is None
-        ref = checked.forward(PARAMS, *CASES[case])
+        ref = checked.predict(PARAMS, *CASES[case])
         np.testing.assert_allclose(outs["y"], ref["y"], rtol=1e-6)
         np.testing.assert_array_equal(outs["picked"], ref["picked"])
     else:
@@ -116,17 +117,17 @@ def test_first_failure_wins_like_jax(inst):
     """Several checks fire: the lowest code is reported, as err.get() does."""
     x = np.array([-1.0, 2.0, 0.5, 4.0], np.float32)
     args = (PARAMS, x, np.array([-1, 100, 3], np.int32), np.float32(0.0))
-    expected = _jax_message(checked.forward, ALL, *args)
+    expected = _jax_message(checked.predict, ALL, *args)
     assert C.format_failure(inst.table, _run(inst, *args)[1]) == ("user", expected)
 
 
 @pytest.mark.parametrize("kinds", [["user", "index"], ["user", "nan"], ["user", "div"], ["user"]])
 def test_subsets_of_checks(kinds):
-    inst = C.instrument(checked.forward, kinds, [PARAMS, *SDS])
+    inst = C.instrument(checked.predict, kinds, [PARAMS, *SDS])
     assert list(inst.table.enabled) == kinds
     assert {c.kind for c in inst.table.codes} == set(kinds)
     for args in CASES.values():
-        expected = _jax_message(checked.forward, kinds, PARAMS, *args)
+        expected = _jax_message(checked.predict, kinds, PARAMS, *args)
         got = C.format_failure(inst.table, _run(inst, PARAMS, *args)[1])
         assert (got[1] if got else None) == expected
 
@@ -241,7 +242,7 @@ def test_format_failure_rejects_wrong_value_count(inst):
 
 
 def test_deterministic_across_traces(inst):
-    again = C.instrument(checked.forward, ALL, [PARAMS, *SDS])
+    again = C.instrument(checked.predict, ALL, [PARAMS, *SDS])
     assert again.table == inst.table
     assert again.check_results == inst.check_results
     # Same call site for both: the bytecode carries source locations of the caller too.
@@ -258,7 +259,7 @@ def test_deterministic_across_processes(inst):
         from google.protobuf import json_format
         from jaxport.exporter import checks as C
         sds = [jax.ShapeDtypeStruct(s, d) for d, s in checked.INPUTS.values()]
-        i = C.instrument(checked.forward, {ALL!r}, [checked.init(jax.random.key(0)), *sds])
+        i = C.instrument(checked.predict, {ALL!r}, [checked.init(jax.random.key(0)), *sds])
         print(json.dumps({{
             "table": json_format.MessageToDict(i.table),
             "layout": [[r.name, list(r.shape), str(r.dtype)] for r in i.check_results],
@@ -283,7 +284,7 @@ def test_serialized_export_round_trip_reports_same_failure(inst):
         results = again.call(PARAMS, *args)
         vals = [np.asarray(v) for v in results[inst.n_outputs :]]
         got = C.format_failure(inst.table, vals)
-        expected = _jax_message(checked.forward, ALL, PARAMS, *args)
+        expected = _jax_message(checked.predict, ALL, PARAMS, *args)
         assert (got[1] if got else None) == expected, case
 
 
@@ -355,7 +356,7 @@ def test_debug_check_and_plain_functions_need_no_flag():
     x = jax.ShapeDtypeStruct((), jnp.float32)
     C.require_checks_enabled(f, [x], [])
     C.require_checks_enabled(checked.plain_forward, [PARAMS, SDS[0]], [])
-    assert C.find_unchecked(checked.forward, [PARAMS, *SDS]) == ["checked.py:37 (forward)"]
+    assert C.find_unchecked(checked.predict, [PARAMS, *SDS]) == ["checked.py:37 (predict)"]
 
 
 def test_checks_enabled_but_nothing_to_check():
@@ -363,3 +364,185 @@ def test_checks_enabled_but_nothing_to_check():
     assert list(inst.table.codes) == [] and inst.check_results == ()
     _, vals = _run(inst, PARAMS, np.ones(4, np.float32))
     assert vals == [] and C.format_failure(inst.table, vals) is None
+
+
+# ---- export(checks=...) --------------------------------------------------------------------
+
+INPUT_SPECS = {k: jax.ShapeDtypeStruct(s, d) for k, (d, s) in checked.INPUTS.items()}
+
+
+@pytest.fixture(scope="module")
+def checked_artifact(tmp_path_factory) -> tuple[Path, manifest_pb2.Manifest]:
+    from jaxport.exporter import api
+
+    out = tmp_path_factory.mktemp("checked") / "checked" / "1"
+    m = api.export(
+        checked.predict,
+        PARAMS,
+        INPUT_SPECS,
+        out,
+        quiet=True,
+        checks="user,index,nan,div",
+        check_goldens=CASES,
+        source_function="checked:predict",
+    )
+    return out, m
+
+
+def test_export_manifest_describes_check_results(checked_artifact):
+    from jaxport.exporter import manifest as manifest_mod
+
+    root, m = checked_artifact
+    assert manifest_mod.load(root) == m  # written, valid, and what export() returned
+    assert list(m.checks.enabled) == ALL
+    ref = C.instrument(checked.predict, ALL, [PARAMS, *SDS])
+    assert m.checks == ref.table
+    (program,) = m.programs
+    roles = [r.role for r in program.results]
+    n_out = roles.count(manifest_pb2.RESULT_ROLE_OUTPUT)
+    assert roles == [manifest_pb2.RESULT_ROLE_OUTPUT] * n_out + [manifest_pb2.RESULT_ROLE_CHECK] * (
+        len(roles) - n_out
+    )
+    checks_res = list(program.results[n_out:])
+    assert [(r.check.part, r.check.effect) for r in checks_res] == C.check_layout(m.checks)
+    assert [(r.name, tuple(r.shape), r.dtype.numpy) for r in checks_res] == [
+        (r.name, r.shape, r.dtype.name) for r in ref.check_results
+    ]
+    assert [o.name for o in m.outputs] == ["picked", "y"]  # check outputs are not outputs
+
+
+def test_export_goldens_pass_and_trip_each_kind(checked_artifact):
+    from jaxport.exporter import goldens as goldens_mod
+
+    root, m = checked_artifact
+    by_name = {g.name: g for g in m.goldens}
+    for case, args in CASES.items():
+        g = by_name[f"check_{case}"]
+        expected = _jax_message(checked.predict, ALL, PARAMS, *args)
+        assert g.expected_error == (expected or "")
+        assert g.expected_check == ("" if case == "pass" else case)
+        assert bool(g.outputs) == (case == "pass")
+        for name, rel in g.inputs.items():
+            np.testing.assert_array_equal(
+                goldens_mod.load_npy(root / rel, INPUT_SPECS[name].dtype),
+                args[list(INPUT_SPECS).index(name)],
+            )
+    n_out = len(m.outputs)
+    check_results = list(m.programs[0].results[n_out:])
+    for g in m.goldens:  # every case, random ones too, carries its raw check outputs
+        assert sorted(g.check_outputs) == sorted(r.name for r in check_results)
+        vals = [np.load(root / g.check_outputs[r.name]) for r in check_results]
+        got = C.format_failure(m.checks, vals)
+        assert (got or ("", "")) == (g.expected_check, g.expected_error)
+        for rel in g.outputs.values():
+            assert (root / rel).is_file()
+    files = {f.path for f in m.files}
+    assert all(rel in files for g in m.goldens for rel in g.check_outputs.values())
+
+
+def test_export_checked_model_without_checks_fails_clearly(tmp_path):
+    from jaxport.exporter import api
+
+    out = tmp_path / "m"
+    with pytest.raises(C.ChecksError) as e:
+        api.export(checked.predict, PARAMS, INPUT_SPECS, out, quiet=True)
+    msg = str(e.value)
+    assert "pass --checks user" in msg and "checked.py:37 (predict)" in msg
+    assert not out.exists() and not list(tmp_path.iterdir())
+
+
+def _strip_locations(mlir_text: str) -> str:
+    lines = [ln for ln in mlir_text.splitlines() if not ln.startswith("#loc")]
+    return re.sub(r" loc\([^()]*\)", "", "\n".join(lines))
+
+
+def test_export_without_checks_is_unchanged(tmp_path):
+    """No --checks: the same artifact as before checks existed, byte for byte."""
+    from jaxport.exporter import api
+
+    spec = {"x": INPUT_SPECS["x"]}
+    a, b = (  # one call site: the module records the caller's source location
+        api.export(checked.plain_forward, PARAMS, spec, tmp_path / d / "m", quiet=True, **kw)
+        for d, kw in (("a", {}), ("b", {"checks": ""}))
+    )
+    assert a == b and not a.HasField("checks")
+    assert all(r.role == manifest_pb2.RESULT_ROLE_OUTPUT for r in a.programs[0].results)
+    assert all(not g.check_outputs and not g.expected_check for g in a.goldens)
+    for f in a.files:
+        assert (tmp_path / "a" / "m" / f.path).read_bytes() == (
+            tmp_path / "b" / "m" / f.path
+        ).read_bytes()
+
+    # and the program is jax's own export of the plain function (up to source locations)
+    def plain_forward(p, x):
+        return (checked.plain_forward(p, x),)
+
+    direct = export.export(jax.jit(plain_forward))(PARAMS, INPUT_SPECS["x"])
+    assert _strip_locations((tmp_path / "a" / "m" / "model.mlir").read_text()) == (
+        _strip_locations(direct.mlir_module())
+    )
+
+
+def test_export_requires_a_golden_tripping_each_kind(tmp_path):
+    from jaxport.exporter import api
+
+    out = tmp_path / "m"
+    only_pass = {"pass": CASES["pass"], "nan": CASES["nan"]}
+    with pytest.raises(C.ChecksError) as e:
+        api.export(
+            checked.predict,
+            PARAMS,
+            INPUT_SPECS,
+            out,
+            quiet=True,
+            goldens=0,
+            checks=ALL,
+            check_goldens=only_pass,
+        )
+    msg = str(e.value)
+    assert "'user'" in msg and "'index'" in msg and "'div'" in msg and "'nan'" not in msg
+    assert "--check-goldens" in msg and not out.exists()
+    # no goldens at all is an explicit opt-out
+    m = api.export(checked.predict, PARAMS, INPUT_SPECS, out, quiet=True, goldens=0, checks=ALL)
+    assert not m.goldens and m.checks.codes
+
+
+@pytest.mark.parametrize(
+    ("case", "needle"),
+    [
+        ((np.zeros(4, np.float32), np.zeros(3, np.int32)), "has 2 inputs; expected 3"),
+        ((np.zeros(5, np.float32), np.zeros(3, np.int32), np.float32(1)), "input 'x' has shape"),
+        ({"x": np.zeros(4, np.float32)}, "has inputs ['x']"),
+    ],
+)
+def test_bad_check_golden_names_the_case(tmp_path, case, needle):
+    from jaxport.exporter import api
+
+    with pytest.raises(C.ChecksError) as e:
+        api.export(
+            checked.predict,
+            PARAMS,
+            INPUT_SPECS,
+            tmp_path / "m",
+            quiet=True,
+            goldens=0,
+            checks=ALL,
+            check_goldens={"mine": case},
+        )
+    assert "'mine'" in str(e.value) and needle in str(e.value)
+
+
+def test_checks_with_batch_sizes_is_refused(tmp_path):
+    from jaxport.exporter import api
+
+    spec = {"x": jax.ShapeDtypeStruct((2, 4), jnp.float32)}
+    with pytest.raises(C.ChecksError, match="--batch-sizes"):
+        api.export(
+            checked.plain_forward,
+            PARAMS,
+            spec,
+            tmp_path / "m",
+            quiet=True,
+            checks="nan",
+            batch_sizes=[1, 2],
+        )

@@ -1,6 +1,6 @@
 """A small model guarded by checkify: one of each check kind jaxport exports.
 
-`forward(params, x, idx, scale)`:
+`predict(params, x, idx, scale)`:
 - a user `checkify.check` on the input `idx` (must be non-negative),
 - an out-of-bounds gather `params["table"][idx]` (index check when an idx >= 8),
 - a NaN-producing `jnp.log(x)` (nan check when an x < 0),
@@ -30,7 +30,7 @@ def init(key: jax.Array) -> dict[str, jax.Array]:
     }
 
 
-def forward(
+def predict(
     params: dict[str, jax.Array], x: jax.Array, idx: jax.Array, scale: jax.Array
 ) -> dict[str, jax.Array]:
     """Lookup + log-sum, scaled; every step guarded by one check kind."""
