@@ -159,6 +159,11 @@ def _export_parser() -> _Parser:
     p.add_argument("--name", help="model name recorded in the manifest")
     p.add_argument("--force", action="store_true", help="replace an existing --out directory")
     p.add_argument("--quiet", action="store_true", help="no progress output")
+    p.add_argument("--checks", default="", metavar="KINDS",
+                   help="export checkify checks: comma-separated user,index,nan,div")
+    p.add_argument("--check-goldens", metavar="MODULE:FUNCTION",
+                   help="FUNCTION() returns {case name: inputs in --input order}: extra goldens, "
+                        "one passing and one tripping each check kind")
     return p
 
 
@@ -187,6 +192,9 @@ def export_main(argv: Sequence[str]) -> int:
             raise ExportError(f"output directory {out} already exists; pass --force to replace it")
         if ns.goldens < 0:
             raise UsageError(f"--goldens must be >= 0, got {ns.goldens}")
+        from jaxport.exporter import checks as checks_mod
+
+        check_kinds = checks_mod.parse_checks(ns.checks)
         _quiet_libraries()
         import jax
         from jaxport.exporter import api
@@ -194,10 +202,16 @@ def export_main(argv: Sequence[str]) -> int:
         fn = _import_attr(ns.function, "MODULE:FUNCTION")
         params = _load_params(ns.params)
         inputs = {n: jax.ShapeDtypeStruct(shape, dt) for n, dt, shape in specs}
+        check_goldens = None
+        if ns.check_goldens:
+            check_goldens = _import_attr(ns.check_goldens, "--check-goldens")()
+            if not isinstance(check_goldens, dict):
+                raise ExportError(f"--check-goldens {ns.check_goldens} returned a "
+                                  f"{type(check_goldens).__name__}, not a dict of case -> inputs")
         manifest = api.export(
             fn, params, inputs, out, output_names=ns.output, goldens=ns.goldens,
             platforms=ns.platforms.split(","), force=ns.force, name=ns.name, quiet=ns.quiet,
-            source_function=ns.function,
+            source_function=ns.function, checks=check_kinds, check_goldens=check_goldens,
         )
         if not ns.quiet:
             program = manifest.programs[0]
