@@ -14,7 +14,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from jaxport.bridge.limits import DEFAULT_MAX_INFLIGHT_PER_MODEL, DEFAULT_MAX_QUEUE_PER_MODEL
 
@@ -204,9 +204,16 @@ def _converter(f: dataclasses.Field[Any]) -> Callable[[str], Any]:
     return {"int": int, "float": float, "bool": _parse_bool}.get(kind, str)
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse reporting a mistake as one SettingsError line instead of usage + message."""
+
+    def error(self, message: str) -> NoReturn:
+        raise SettingsError(f"{message} (see `{self.prog} --help`)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The `jaxport serve` argument parser, one flag per Settings field."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="jaxport serve",
         description="Serve exported JAX models over the Open Inference Protocol (KServe v2 gRPC).",
     )

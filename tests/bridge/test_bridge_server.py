@@ -1,0 +1,194 @@
+"""The server around the servicer: port reporting, gRPC health, reflection, Prometheus metrics,
+SIGTERM draining, and `jaxport serve` usage errors (one line, exit status 2)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import grpc
+import numpy as np
+import pytest
+from bridge_helpers import rpc_error
+from google.protobuf import descriptor_pb2
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+from jaxport.protocol import codecs
+from jaxport.protocol.gen.inference import grpc_service_pb2 as pb
+from jaxport.protocol.gen.inference import grpc_service_pb2_grpc as pb_grpc
+from prometheus_client.parser import text_string_to_metric_families
+from support.bridge import BridgeProcess, serve_command
+
+SERVICE = "inference.GRPCInferenceService"
+
+
+def test_reports_bound_ports(bridge):
+    ports = json.loads(bridge.port_file.read_text())
+    assert ports == {"grpc_port": bridge.port, "metrics_port": bridge.metrics_port,
+                     "pid": bridge.pid}
+    assert bridge.port > 0 and bridge.metrics_port > 0
+    lines = bridge.stdout_text().splitlines()
+    assert f"jaxport serve: listening on 127.0.0.1:{bridge.port}" in lines
+    assert f"jaxport serve: metrics on {bridge.metrics_url}" in lines
+    assert "jaxport serve: ready" in lines
+
+
+def test_logs_are_json_lines(bridge):
+    lines = [line for line in bridge.log_text().splitlines() if line.strip()]
+    assert lines
+    records = [json.loads(line) for line in lines]
+    assert all({"ts", "level", "logger", "msg"} <= r.keys() for r in records)
+    ready = [r for r in records if r["msg"] == "model ready"]
+    assert {r["model"] for r in ready} == {"mlp", "mixed", "slow"}
+    assert all({"checksum", "deserialize", "weights", "compile", "warmup"} <= r["seconds"].keys()
+               for r in ready)
+
+
+def test_grpc_health(bridge):
+    with bridge.channel() as channel:
+        health = health_pb2_grpc.HealthStub(channel)
+        for service in ("", SERVICE):
+            response = health.Check(health_pb2.HealthCheckRequest(service=service), timeout=10)
+            assert response.status == health_pb2.HealthCheckResponse.SERVING
+        err = rpc_error(health.Check, health_pb2.HealthCheckRequest(service="nope"), timeout=10)
+        assert err.code() == grpc.StatusCode.NOT_FOUND
+
+
+def test_server_reflection(bridge):
+    with bridge.channel() as channel:
+        stub = reflection_pb2_grpc.ServerReflectionStub(channel)
+        requests = [
+            reflection_pb2.ServerReflectionRequest(list_services=""),
+            reflection_pb2.ServerReflectionRequest(file_containing_symbol=SERVICE),
+        ]
+        listed, found = list(stub.ServerReflectionInfo(iter(requests), timeout=10))
+    names = {s.name for s in listed.list_services_response.service}
+    assert {SERVICE, "grpc.health.v1.Health"} <= names
+    files = [descriptor_pb2.FileDescriptorProto.FromString(b)
+             for b in found.file_descriptor_response.file_descriptor_proto]
+    services = {f"{f.package}.{s.name}": [m.name for m in s.method]
+                for f in files for s in f.service}
+    assert "ModelInfer" in services[SERVICE] and "ModelStreamInfer" in services[SERVICE]
+
+
+def _scrape(bridge: BridgeProcess) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    with urllib.request.urlopen(bridge.metrics_url, timeout=10) as response:
+        text = response.read().decode()
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text) for s in family.samples
+    }
+
+
+def test_metrics_endpoint_counts_requests(bridge, stub):
+    mv = (("model", "mlp"), ("version", "1"))
+    before = _scrape(bridge)
+    for _ in range(2):
+        stub.ModelInfer(codecs.build_infer_request("mlp", {"x": np.ones((2, 8), np.float32)}))
+    rpc_error(stub.ModelInfer,
+              codecs.build_infer_request("mlp", {"x": np.ones((9, 8), np.float32)}))
+    after = _scrape(bridge)
+
+    def delta(name: str, labels: tuple[tuple[str, str], ...]) -> float:
+        return after.get((name, labels), 0.0) - before.get((name, labels), 0.0)
+
+    assert delta("jaxport_inference_requests_total", mv) == 3
+    assert delta("jaxport_inference_success_total", mv) == 2
+    assert delta("jaxport_inference_failure_total",
+                 (("code", "INVALID_ARGUMENT"), *mv)) == 1
+    assert delta("jaxport_inference_request_duration_seconds_count", mv) == 3
+    assert delta("jaxport_inference_queue_duration_seconds_count", mv) == 2
+    assert delta("jaxport_inference_compute_duration_seconds_count", mv) == 2
+    assert delta("jaxport_admission_total", (("model", "mlp"), ("outcome", "admitted"))) == 2
+    method = "/inference.GRPCInferenceService/ModelInfer"
+    assert delta("jaxport_grpc_requests_total", (("code", "OK"), ("method", method))) == 2
+    assert delta("jaxport_grpc_requests_total",
+                 (("code", "INVALID_ARGUMENT"), ("method", method))) == 1
+    assert after[("jaxport_model_ready", mv)] == 1
+    for phase in ("checksum", "deserialize", "weights", "compile", "warmup"):
+        assert after[("jaxport_model_load_seconds", (*mv[:1], ("phase", phase), mv[1]))] >= 0
+
+
+def test_sigterm_drains_in_flight_request(repository, bridge, stub):
+    x = np.full((256, 256), 0.01, np.float32)
+
+    def slow_request(n: int) -> pb.ModelInferRequest:
+        return codecs.build_infer_request("slow", {"x": x, "n": np.array(n, np.int32)})
+
+    # Calibrate on the shared bridge so the drained request runs ~2 s on this machine.
+    started = time.monotonic()
+    stub.ModelInfer(slow_request(200), timeout=60)
+    n = max(200, int(200 * 2.0 / max(time.monotonic() - started, 1e-3)))
+    expected = codecs.decode_infer_response(stub.ModelInfer(slow_request(n), timeout=120))
+
+    with BridgeProcess(repository, "--grace-period-s", "60") as b, b.channel() as channel:
+        own = pb_grpc.GRPCInferenceServiceStub(channel)
+        result: dict[str, object] = {}
+
+        def call() -> None:
+            try:
+                result["response"] = own.ModelInfer(slow_request(n), timeout=120)
+            except grpc.RpcError as exc:
+                result["error"] = exc
+
+        worker = threading.Thread(target=call)
+        worker.start()
+        time.sleep(0.5)  # the request is executing now
+        b.send_signal(signal.SIGTERM)
+        time.sleep(0.2)
+        with b.channel() as fresh:  # new work is refused while draining
+            err = rpc_error(pb_grpc.GRPCInferenceServiceStub(fresh).ServerLive,
+                            pb.ServerLiveRequest(), timeout=5)
+            assert err.code() == grpc.StatusCode.UNAVAILABLE
+        worker.join(120)
+        assert "error" not in result, result.get("error")
+        got = codecs.decode_infer_response(result["response"])  # type: ignore[arg-type]
+        np.testing.assert_array_equal(got["output"], expected["output"])
+        assert b.wait(30) == 0
+        messages = [r["msg"] for r in b.log_records()]
+        assert messages.index("draining") < messages.index("stopped")
+
+
+def _serve(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("JAXPORT_")}
+    return subprocess.run([*serve_command(), *args], capture_output=True, text=True,
+                          timeout=120, env={**clean, **(env or {})})
+
+
+@pytest.mark.parametrize(("args", "env", "fragment"), [
+    ((), {}, "--repository (or JAXPORT_REPOSITORY) is required"),
+    (("--repository", "/nonexistent/repo"), {}, "/nonexistent/repo is not a directory"),
+    (("--repository", "."), {"JAXPORT_PORT": "abc"}, "JAXPORT_PORT='abc'"),
+    (("--repository", ".", "--port", "70000"), {}, "--port must be in 0..65535, got 70000"),
+    (("--repository", ".", "--engine", "tpu"), {}, "invalid choice: 'tpu'"),
+    (("--repository", ".", "--bogus"), {}, "unrecognized arguments: --bogus"),
+])
+def test_usage_errors_are_one_line(args, env, fragment):
+    proc = _serve(*args, env=env)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("jaxport serve: error: "), proc.stderr
+    assert fragment in lines[0]
+
+
+def test_port_in_use_is_one_line_exit_1(bridge, repository: Path):
+    proc = _serve("--repository", str(repository), "--port", str(bridge.port),
+                  "--metrics-port", "-1")
+    assert proc.returncode == 1, proc.stderr
+    assert f"jaxport serve: error: cannot listen on 127.0.0.1:{bridge.port}" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert bridge.alive()
+
+
+def test_help_lists_flags_and_env_vars():
+    proc = _serve("--help")
+    assert proc.returncode == 0
+    for flag, var in (("--engine", "JAXPORT_ENGINE"), ("--metrics-port", "JAXPORT_METRICS_PORT"),
+                      ("--model-version-policy", "JAXPORT_MODEL_VERSION_POLICY")):
+        assert flag in proc.stdout and var in proc.stdout
