@@ -136,7 +136,7 @@ class EchoServicer(pb_grpc.GRPCInferenceServiceServicer):
                 yield pb.ModelStreamInferResponse(infer_response=self._infer(request, context))
             except ProtocolError as exc:
                 yield pb.ModelStreamInferResponse(
-                    error_message=exc.message,
+                    error_message=f"{exc.code}: {exc.message}",  # as the bridge words it
                     infer_response=pb.ModelInferResponse(id=request.id),
                 )
 

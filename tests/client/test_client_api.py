@@ -157,13 +157,27 @@ def test_stream_errors(client: InferenceClient) -> None:
     results = list(
         client.stream_infer("echo", [good, good], outputs=["nope"], raise_errors=False)
     )
-    assert [r.error for r in results] == ["unknown requested output 'nope'"] * 2
+    assert [r.error for r in results] == ["INVALID_ARGUMENT: unknown requested output 'nope'"] * 2
     assert [r.id for r in results] == ["0", "1"]
-    with pytest.raises(InferenceServerError, match="unknown requested output 'nope'"):
-        list(client.stream_infer("echo", [good], outputs=["nope"]))
+    err = server_error(list, client.stream_infer("echo", [good], outputs=["nope"]))
+    assert (err.code, err.message) == ("INVALID_ARGUMENT", "unknown requested output 'nope'")
     slow = client.stream_infer("echo", [good], parameters={"sleep_s": 2.0}, timeout=0.2)
     err = server_error(list, slow)
     assert err.code == "DEADLINE_EXCEEDED"
+
+
+@pytest.mark.parametrize(
+    ("text", "code", "message"),
+    [
+        ("NOT_FOUND: unknown model 'm'", "NOT_FOUND", "unknown model 'm'"),
+        ("model exploded: badly", "UNKNOWN", "model exploded: badly"),
+        ("OK: fine", "UNKNOWN", "OK: fine"),
+        ("plain", "UNKNOWN", "plain"),
+    ],
+)
+def test_stream_error_codes(text: str, code: str, message: str) -> None:
+    err = InferenceServerError.from_stream_error(text)
+    assert (err.code, err.message) == (code, message)
 
 
 def test_repository_load_unload() -> None:

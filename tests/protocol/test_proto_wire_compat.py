@@ -144,3 +144,19 @@ def test_rpcs_match_triton(ours, triton) -> None:
     for rpc, spec in ours[2].items():
         assert spec == triton[2][rpc], rpc
     assert ours[2]["GRPCInferenceService.ModelStreamInfer"][2:] == (True, True)
+
+
+@pytest.mark.parametrize(
+    "order",
+    [
+        ("jaxport.protocol.gen.inference.grpc_service_pb2", "tritonclient.grpc"),
+        ("tritonclient.grpc", "jaxport.protocol.gen.inference.grpc_service_pb2"),
+    ],
+)
+def test_stubs_and_tritonclient_cannot_share_a_process(order: tuple[str, str]) -> None:
+    """What clients/python/README.md warns about: same `inference.*` symbols, one default pool.
+    If this ever starts passing, the README (and the subprocess dance in tests) can go."""
+    code = f"import {order[0]}\nimport {order[1]}\n"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode != 0
+    assert "duplicate symbol 'inference." in done.stderr

@@ -64,6 +64,17 @@ class InferenceServerError(ProtocolError):
         return cls(code.name, details or "")
 
 
+    @classmethod
+    def from_stream_error(cls, error_message: str) -> InferenceServerError:
+        """The error of a failed request inside ModelStreamInfer. Servers that prefix the
+        status name ("INVALID_ARGUMENT: ...", as the jaxport bridge does) keep their code;
+        any other text is code UNKNOWN with the message unchanged."""
+        code, sep, rest = error_message.partition(": ")
+        if sep and code in grpc.StatusCode.__members__ and code != "OK":
+            return cls(code, rest)
+        return cls("UNKNOWN", error_message)
+
+
 @dataclass(frozen=True)
 class TensorMetadata:
     """Signature of one model input or output (-1 marks a variable dimension)."""
@@ -319,8 +330,8 @@ class InferenceClient:
     ) -> Iterator[InferResult]:
         """Send each mapping of inputs over one ModelStreamInfer stream; yield results as they
         arrive. Request i gets id str(i) (match results by `InferResult.id`). A failed request
-        raises InferenceServerError (code UNKNOWN: the stream carries only the message), or
-        with raise_errors=False yields an InferResult whose `error` is the server's message.
+        raises InferenceServerError (see `from_stream_error` for its code), or with
+        raise_errors=False yields an InferResult whose `error` is the server's error_message.
         `parameters` go with every request; `timeout` bounds the whole stream."""
         messages = (
             codecs.build_infer_request(
@@ -338,7 +349,7 @@ class InferenceClient:
             for message in call:
                 if message.error_message:
                     if raise_errors:
-                        raise InferenceServerError("UNKNOWN", message.error_message)
+                        raise InferenceServerError.from_stream_error(message.error_message)
                     r = message.infer_response
                     yield InferResult(
                         r.model_name, r.model_version, r.id, {}, error=message.error_message
