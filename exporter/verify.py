@@ -213,7 +213,8 @@ def _program(m: manifest_pb2.Manifest) -> manifest_pb2.Program:
 def _cases(
     m: manifest_pb2.Manifest, program: manifest_pb2.Program
 ) -> list[manifest_pb2.GoldenCase]:
-    return [c for c in m.goldens if c.batch_size == program.batch_size and c.outputs]
+    return [c for c in m.goldens
+            if c.batch_size == program.batch_size and (c.outputs or c.check_outputs)]
 
 
 def _golden_input(root: Path, m: manifest_pb2.Manifest, case: manifest_pb2.GoldenCase,
@@ -244,8 +245,11 @@ def _expected(root: Path, program: manifest_pb2.Program,
               case: manifest_pb2.GoldenCase) -> dict[str, np.ndarray]:
     out = {}
     for res in program.results:
-        if res.role == _RES.RESULT_ROLE_OUTPUT:
+        if res.role == _RES.RESULT_ROLE_OUTPUT and res.name in case.outputs:
             out[res.name] = goldens_mod.load_npy(root / case.outputs[res.name],
+                                                 manifest_mod.numpy_dtype(res.dtype))
+        elif res.role == _RES.RESULT_ROLE_CHECK and res.name in case.check_outputs:
+            out[res.name] = goldens_mod.load_npy(root / case.check_outputs[res.name],
                                                  manifest_mod.numpy_dtype(res.dtype))
     return out
 
@@ -266,9 +270,21 @@ def _compare_case(program: manifest_pb2.Program, results: Sequence[np.ndarray],
         raise ArtifactError(f"program returned {len(results)} results, manifest lists "
                             f"{len(array_results)}")
     for res, value in zip(array_results, results, strict=True):
-        if res.name in expected:
+        if res.name in expected and res.role == _RES.RESULT_ROLE_CHECK:
+            _compare_check_bits(np.asarray(value), expected[res.name], comps)
+        elif res.name in expected:
             actual = np.asarray(value)
             compare(res.name, actual, expected[res.name], comps)
+
+
+def _compare_check_bits(actual: np.ndarray, expected: np.ndarray,
+                        comps: dict[str, Comparison]) -> None:
+    """checkify check outputs (flags, codes, payloads) must match bit for bit: one row."""
+    comp = comps.setdefault("check outputs", Comparison("check outputs", "bit-exact"))
+    if actual.shape != expected.shape or actual.dtype != expected.dtype or \
+            actual.tobytes() != expected.tobytes():
+        comp.passed = False
+        comp.max_abs = math.inf
 
 
 def _check_checksums(root: Path, m: manifest_pb2.Manifest) -> CheckResult:
