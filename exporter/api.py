@@ -282,8 +282,8 @@ def lower(
             targets = sorted(set(re.findall(r"custom_call @([\w$.\-]+)", text)))
             raise ExportError(
                 f"{fn_name} uses custom calls with no compatibility guarantee "
-                f"({', '.join(targets) or 'unnamed'}); a consumer's runtime could not run them: "
-                "use standard jax ops (or jax.ffi targets the consumer registers are unsupported)"
+                f"({', '.join(targets) or 'unnamed'}); a consumer's runtime would not have "
+                "them: use standard jax ops"
             ) from None
         if "was exported for platforms" in text or "Unknown platform" in text.lower():
             raise ExportError(
@@ -528,10 +528,8 @@ def export(
     # 64-bit leaves need x64 for tracing, lowering AND computing goldens; scoped, so the
     # caller's process keeps its own setting.
     with jax.enable_x64(True) if needs_x64(infos) else contextlib.nullcontext():
-        progress.step(f"tracing {fn_name}")
         export_fn = prepare_function(fn, host_params, input_specs, output_names, fn_name)
         export_fn = checks_mod.apply_checks(export_fn, fn, host_params, input_specs, checks)
-        progress.step(f"lowering for {', '.join(plats)}")
         exported = lower(export_fn, host_params, input_specs, plats, fn_name)
         text = exported.mlir_module()
         info = module_mod.inspect_module(text, what=fn_name, max_constant_bytes=max_constant_bytes)
@@ -569,14 +567,12 @@ def export(
                 build_program(exported, export_fn, infos, info, weight_dirs)
             )
             if goldens:
-                progress.step(f"computing {goldens} golden case(s)")
                 _write_goldens(tmp, manifest, export_fn, host_params, input_specs, goldens, seed)
             checks_mod.write_check_goldens(
                 tmp, manifest, export_fn, fn, host_params, input_specs, check_goldens
             )
             manifest.files.extend(_file_entries(tmp))
             manifest_mod.write(manifest, tmp)
-    progress.step(f"wrote {out_dir}")
     return manifest
 
 
@@ -756,5 +752,4 @@ def _export_batched(
                                    batch_size=b)
             manifest.files.extend(_file_entries(tmp))
             manifest_mod.write(manifest, tmp)
-    progress.step(f"wrote {out_dir}")
     return manifest

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib
+import os
+import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -58,3 +60,23 @@ def artifacts(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]
 @pytest.fixture
 def loaded() -> Callable[[Path], manifest_pb2.Manifest]:
     return manifest.load
+
+
+def run_cli(args: list[str], cwd: Path, *, pythonpath: tuple[Path, ...] = (MODELS_DIR,),
+            timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    """Run the real `jaxport` console script with the test models importable."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(str(p) for p in pythonpath)
+    env["JAX_PLATFORMS"] = "cpu"
+    return subprocess.run([str(JAXPORT), *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def model_cli_args(name: str, out: Path, *extra: str) -> list[str]:
+    """`jaxport export` arguments for tests/models/<name>.py with MODULE:init params."""
+    mod = model_module(name)
+    inputs = []
+    for k, (dt, shape) in mod.INPUTS.items():
+        inputs += ["--input", f"{k}:{dt}[{','.join(map(str, shape))}]"]
+    return ["export", f"{name}:predict", "--params", f"{name}:init", *inputs, "--out", str(out),
+            "--quiet", *extra]
