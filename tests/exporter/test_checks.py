@@ -7,6 +7,7 @@ this process; the table/layout must be identical across traces and processes.
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -546,3 +547,102 @@ def test_checks_with_batch_sizes_is_refused(tmp_path):
             checks="nan",
             batch_sizes=[1, 2],
         )
+
+
+# ---- CLI and verify ------------------------------------------------------------------------
+
+JAXPORT = Path(sys.executable).with_name("jaxport")
+CLI_ARGS = [
+    "checked:predict",
+    "--params",
+    "checked:init",
+    "--input",
+    "x:float32[4]",
+    "--input",
+    "idx:int32[3]",
+    "--input",
+    "scale:float32[]",
+    "--quiet",
+]
+
+
+def _jaxport(*argv: str, cwd: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(MODELS)}
+    return subprocess.run(
+        [str(JAXPORT), *argv], capture_output=True, text=True, cwd=cwd, env=env, timeout=600
+    )
+
+
+@pytest.fixture(scope="module")
+def cli_artifact(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("cli")
+    proc = _jaxport(
+        "export",
+        *CLI_ARGS,
+        "--out",
+        "checked/1",
+        "--checks",
+        "user,index,nan,div",
+        "--check-goldens",
+        "checked:check_goldens",
+        cwd=root,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return root / "checked" / "1"
+
+
+def test_cli_export_with_checks(cli_artifact):
+    from jaxport.exporter import manifest as manifest_mod
+
+    m = manifest_mod.load(cli_artifact)
+    assert list(m.checks.enabled) == ALL
+    kinds = {g.expected_check for g in m.goldens}
+    assert {"", "user", "index", "nan", "div"} <= kinds
+
+
+@pytest.mark.parametrize(
+    ("extra", "code", "needle"),
+    [
+        (["--checks", "user,float"], 2, "unknown check kind 'float' in --checks"),
+        ([], 1, "pass --checks user "),
+        (["--checks", "user", "--check-goldens", "checked:nope"], 1, "no attribute 'nope'"),
+    ],
+)
+def test_cli_check_errors_are_one_line(tmp_path, extra, code, needle):
+    proc = _jaxport("export", *CLI_ARGS, "--out", "m", *extra, cwd=tmp_path)
+    assert proc.returncode == code
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("jaxport export: error: ")
+    assert needle in lines[0]
+    assert not (tmp_path / "m").exists()
+
+
+def test_verify_reproduces_check_outputs_on_pjrt_and_iree(cli_artifact):
+    """Raw mlirbc via PJRT and IREE (bound from the manifest) gives the golden check outputs
+    bit for bit, for the passing case and every tripping case."""
+    from jaxport.exporter import verify
+
+    results = {r.check: r for r in verify.run_checks(cli_artifact)}
+    for check in ("jaxexport", "pjrt", "iree"):
+        r = results[check]
+        assert r.status == "pass", (check, r.detail)
+        rows = {c.output: c for c in r.comparisons}
+        assert rows["check outputs"].passed and rows["check outputs"].tolerance == "exact"
+        assert "7 golden case(s)" in r.detail  # 2 random + pass + 4 tripping
+
+
+def test_verify_fails_on_a_wrong_check_output(cli_artifact, tmp_path):
+    import shutil
+
+    from jaxport.exporter import manifest as manifest_mod
+    from jaxport.exporter import verify
+
+    bad = tmp_path / "bad"
+    shutil.copytree(cli_artifact, bad)
+    m = manifest_mod.load(bad)
+    case = next(g for g in m.goldens if g.expected_check == "nan")
+    pred = next(k for k in case.check_outputs if k.endswith(".nan.predicate"))
+    np.save(bad / case.check_outputs[pred], np.asarray(False))
+    (r,) = verify.run_checks(bad, checks=["pjrt"])
+    assert r.status == "fail"
+    assert not {c.output: c for c in r.comparisons}["check outputs"].passed
