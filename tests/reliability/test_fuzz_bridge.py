@@ -1,0 +1,100 @@
+"""Hostile ModelInfer requests against a live bridge process.
+
+Hypothesis drives structured hostile requests (shapes with negative, zero and [2**40]
+dimensions, unknown datatypes, byte counts that do not match, duplicate names, raw and typed
+contents mixed, bogus outputs/parameters) and arbitrary bytes as the whole message. Every call
+must end in a well-formed gRPC status from the expected set, the server's RSS must stay
+bounded (nothing is allocated from a declared shape), and a valid request must still get the
+right answer afterwards.
+"""
+
+from __future__ import annotations
+
+import collections
+
+import grpc
+import numpy as np
+import pytest
+from bridge_launch import rss_kib
+from hostile import TensorSpec, hostile_requests, raw_infer, raw_messages, valid_request
+from hypothesis import HealthCheck, given, settings
+from live import fuzzy_request, output, stub, wait_ready
+from rel_models import fuzzy_expected
+
+REAL = [TensorSpec("x", "FP32", (2, 3)), TensorSpec("flag", "BOOL", (2,))]
+# A structured request is either fine or the caller's fault; an unknown model name NOT_FOUND.
+STRUCTURED_OK = {"OK", "INVALID_ARGUMENT", "NOT_FOUND"}
+# Bytes that do not parse as a ModelInferRequest are refused before the servicer runs.
+RAW_OK = STRUCTURED_OK | {"INTERNAL"}
+RSS_GROWTH_LIMIT_MIB = 256
+
+COUNTS: dict[str, collections.Counter] = {
+    "structured": collections.Counter(),
+    "raw": collections.Counter(),
+}
+STATE: dict[str, object] = {}
+
+
+@pytest.fixture(scope="module")
+def live(bridge):
+    channel = bridge.channel()
+    s = stub(channel)
+    wait_ready(s)
+    # Warm the path once so RSS growth measures the fuzz, not first-call allocations.
+    s.ModelInfer(fuzzy_request(), timeout=30)
+    STATE["rss_before_kib"] = rss_kib(bridge.pid)
+    yield bridge, channel, s
+    channel.close()
+
+
+def _call(kind: str, fn, payload) -> None:
+    try:
+        fn(payload, timeout=30)
+        code = "OK"
+    except grpc.RpcError as exc:
+        code = exc.code().name
+        details = exc.details() or ""
+        assert details, f"{code} without details"
+        if code == "INTERNAL":
+            # Only grpc's own parse failure may be INTERNAL; never a servicer crash.
+            assert "deserializ" in details.lower() or "parse" in details.lower(), details
+    COUNTS[kind][code] += 1
+    allowed = STRUCTURED_OK if kind == "structured" else RAW_OK
+    assert code in allowed, f"{kind} request got {code}"
+
+
+@settings(max_examples=300, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(req=hostile_requests("fuzzy", REAL))
+def test_structured_hostile_requests(live, req) -> None:
+    _bridge, _channel, s = live
+    _call("structured", s.ModelInfer, req)
+
+
+@settings(max_examples=300, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(payload=raw_messages())
+def test_random_bytes_as_the_whole_message(live, payload: bytes) -> None:
+    _bridge, channel, _s = live
+    _call("raw", raw_infer(channel), payload)
+
+
+def test_server_survived_with_bounded_memory_and_still_answers(live) -> None:
+    bridge, _channel, s = live
+    assert bridge.alive()
+    x = np.array([[1, 2, 3], [4, 5, 6]], np.float32)
+    flag = np.array([False, True])
+    got = output(s.ModelInfer(fuzzy_request(x, flag), timeout=30))
+    np.testing.assert_array_equal(got, fuzzy_expected(x, flag))
+    assert s.ModelInfer(valid_request("fuzzy", REAL, seed=7), timeout=30).model_name == "fuzzy"
+    before = STATE["rss_before_kib"]
+    after = rss_kib(bridge.pid)
+    total = sum(sum(c.values()) for c in COUNTS.values())
+    print(
+        f"\nfuzz(bridge): {total} cases "
+        f"(structured {dict(COUNTS['structured'])}, raw bytes {dict(COUNTS['raw'])}); "
+        f"server RSS {before / 1024:.0f} -> {after / 1024:.0f} MiB"
+    )
+    assert total >= 200, "the fuzz tests did not run first"
+    assert COUNTS["structured"]["INVALID_ARGUMENT"] > 0
+    assert (after - before) / 1024 < RSS_GROWTH_LIMIT_MIB

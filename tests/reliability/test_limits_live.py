@@ -1,0 +1,131 @@
+"""Admission control and message limits on a live bridge with tiny limits
+(1 execution slot and a line of 2 per model, 1 MiB messages).
+
+- a burst above capacity is shed at once with RESOURCE_EXHAUSTED, the admitted ones complete;
+- a message over the size limit gets RESOURCE_EXHAUSTED;
+- a request whose deadline passes while it waits gets DEADLINE_EXCEEDED and is NOT executed,
+  and a caller that cancels while waiting is not executed either: ModelStatistics'
+  execution_count does not move for them, and the bridge logs "request not executed".
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import grpc
+import numpy as np
+import pytest
+from bridge_launch import start_bridge
+from live import (
+    execution_count,
+    fuzzy_request,
+    iters_for,
+    make_repository,
+    slow_request,
+    stub,
+    wait_ready,
+)
+from rel_models import FUZZ_MODEL, SLOW_MODEL
+
+MAX_MESSAGE = 1024 * 1024
+HOLD_S = 2.0
+
+
+@pytest.fixture(scope="module")
+def tight(tmp_path_factory, artifacts):
+    repo = make_repository(tmp_path_factory.mktemp("tight"), artifacts, [FUZZ_MODEL, SLOW_MODEL])
+    with start_bridge(
+        repo,
+        "--max-inflight-per-model", "1",
+        "--max-queue-per-model", "2",
+        "--max-message-bytes", str(MAX_MESSAGE),
+    ) as b:
+        channel = b.channel()
+        s = stub(channel)
+        wait_ready(s)
+        hold_iters = iters_for(s, HOLD_S)
+        yield b, s, hold_iters
+        channel.close()
+
+
+def _holding(s, pool: ThreadPoolExecutor, iters: int):
+    """Start a request that occupies the only slot of `slow`; return its future."""
+    fut = pool.submit(s.ModelInfer, slow_request(iters, "hold"), timeout=60)
+    time.sleep(0.3)  # let it reach the model
+    return fut
+
+
+def test_burst_above_capacity_is_shed_immediately(tight) -> None:
+    _b, s, hold_iters = tight
+    with ThreadPoolExecutor(8) as pool:
+        hold = _holding(s, pool, hold_iters)
+        queued = [pool.submit(s.ModelInfer, slow_request(10, f"q{i}"), timeout=60)
+                  for i in range(2)]
+        time.sleep(0.2)
+        shed, latencies = 0, []
+        for i in range(10):
+            t0 = time.perf_counter()
+            with pytest.raises(grpc.RpcError) as info:
+                s.ModelInfer(slow_request(10, f"burst{i}"), timeout=30)
+            latencies.append(time.perf_counter() - t0)
+            assert info.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, info.value
+            assert "'slow" in info.value.details() and "capacity" in info.value.details()
+            shed += 1
+        # Another model is not affected by this one being full.
+        assert s.ModelInfer(fuzzy_request(), timeout=10).model_name == FUZZ_MODEL
+        assert hold.result(60).id == "hold"
+        assert sorted(f.result(60).id for f in queued) == ["q0", "q1"]
+    print(f"\nlimits(live): 1 running + 2 queued completed; {shed} shed with RESOURCE_EXHAUSTED, "
+          f"max shed latency {max(latencies) * 1e3:.1f} ms (hold {HOLD_S:.0f} s)")
+    assert max(latencies) < HOLD_S / 2  # shed at once, not after waiting for the slot
+
+
+def test_message_over_the_size_limit_is_resource_exhausted(tight) -> None:
+    _b, s, _ = tight
+    req = fuzzy_request()
+    req.raw_input_contents[0] = np.zeros(2 * MAX_MESSAGE // 4, "<f4").tobytes()
+    with pytest.raises(grpc.RpcError) as info:
+        s.ModelInfer(req, timeout=30)
+    assert info.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    print(f"\nlimits(live): {req.ByteSize()} byte message over the {MAX_MESSAGE} byte limit -> "
+          f"{info.value.code().name}: {info.value.details()}")
+    assert s.ModelInfer(fuzzy_request(), timeout=10).model_name == FUZZ_MODEL
+
+
+def test_expired_and_cancelled_waiters_are_never_executed(tight) -> None:
+    b, s, hold_iters = tight
+    before = execution_count(s, SLOW_MODEL)
+    log_mark = len(b.log_text())
+    with ThreadPoolExecutor(8) as pool:
+        hold = _holding(s, pool, hold_iters)
+        t0 = time.perf_counter()
+        with pytest.raises(grpc.RpcError) as info:
+            s.ModelInfer(slow_request(10, "late"), timeout=0.3)
+        waited = time.perf_counter() - t0
+        assert info.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+        gone = s.ModelInfer.future(slow_request(10, "gone"), timeout=30)
+        time.sleep(0.2)
+        gone.cancel()
+        assert hold.result(60).id == "hold"
+    time.sleep(0.5)
+    after = execution_count(s, SLOW_MODEL)
+    log = b.log_text()[log_mark:]
+    not_executed = [ln for ln in log.splitlines() if "request not executed" in ln]
+    print(f"\ndeadline(live): 0.3 s deadline behind a {HOLD_S:.0f} s request -> "
+          f"DEADLINE_EXCEEDED after {waited:.2f} s; executions {before} -> {after}; "
+          f"log: {not_executed}")
+    assert after == before + 1, "only the holding request may have run"
+    assert len(not_executed) == 2 and all("model=slow" in ln for ln in not_executed)
+
+
+def test_short_deadline_on_a_slow_request_is_deadline_exceeded(tight) -> None:
+    _b, s, hold_iters = tight
+    t0 = time.perf_counter()
+    with pytest.raises(grpc.RpcError) as info:
+        s.ModelInfer(slow_request(hold_iters, "too-slow"), timeout=0.3)
+    print(f"\ndeadline(live): {HOLD_S:.0f} s of work with a 0.3 s deadline -> "
+          f"{info.value.code().name} after {time.perf_counter() - t0:.2f} s")
+    assert info.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+    time.sleep(HOLD_S + 0.5)  # the running XLA call finishes; the model serves again
+    assert s.ModelInfer(slow_request(10, "after"), timeout=30).id == "after"
