@@ -161,10 +161,22 @@ def _export_parser() -> _Parser:
     p.add_argument("--quiet", action="store_true", help="no progress output")
     p.add_argument("--checks", default="", metavar="KINDS",
                    help="export checkify checks: comma-separated user,index,nan,div")
+    p.add_argument("--batch-sizes", metavar="N1,N2,...",
+                   help="one fixed-shape program per batch size (e.g. 1,8,32): dimension 0 of "
+                        "every input is the batch dimension; write it B, e.g. x:float32[B,16]")
     p.add_argument("--check-goldens", metavar="MODULE:FUNCTION",
                    help="FUNCTION() returns {case name: inputs in --input order}: extra goldens, "
                         "one passing and one tripping each check kind")
     return p
+
+
+def _parse_batch_sizes(text: str) -> list[int]:
+    """`1,8,32` -> [1, 8, 32]; anything else is a usage error naming the flag."""
+    parts = [t.strip() for t in text.split(",")]
+    if not all(t.isdigit() and int(t) > 0 for t in parts):
+        raise UsageError(
+            f"--batch-sizes {text!r}: expected comma-separated positive integers, e.g. 1,8,32")
+    return [int(t) for t in parts]
 
 
 def _run(cmd: str, body: Callable[[], int]) -> int:
@@ -183,7 +195,10 @@ def export_main(argv: Sequence[str]) -> int:
 
     def body() -> int:
         ns = _export_parser().parse_args(list(argv))
-        specs = [parse_input_spec(s) for s in ns.input]
+        batch_sizes = _parse_batch_sizes(ns.batch_sizes) if ns.batch_sizes is not None else None
+        texts = ns.input if batch_sizes is None else [
+            re.sub(r"\[\s*B\s*(?=[,\]])", "[1", s, count=1) for s in ns.input]
+        specs = [parse_input_spec(s) for s in texts]
         names = [n for n, _, _ in specs]
         if len(set(names)) != len(names):
             raise UsageError(f"--input names must be unique, got {names}")
@@ -212,6 +227,7 @@ def export_main(argv: Sequence[str]) -> int:
             fn, params, inputs, out, output_names=ns.output, goldens=ns.goldens,
             platforms=ns.platforms.split(","), force=ns.force, name=ns.name, quiet=ns.quiet,
             source_function=ns.function, checks=check_kinds, check_goldens=check_goldens,
+            **({"batch_sizes": batch_sizes} if batch_sizes is not None else {}),
         )
         if not ns.quiet:
             program = manifest.programs[0]

@@ -123,3 +123,51 @@ def test_scalar_input_is_refused(tmp_path):
         export(model, _params(), {"x": _inputs()["x"],
                                   "t": jax.ShapeDtypeStruct((), np.float32)},
                tmp_path / "c", batch_sizes=[1, 2], quiet=True)
+
+
+_CLI_MODULE = '''
+import jax
+import jax.numpy as jnp
+
+
+def init(key):
+    return {"w": jax.random.normal(key, (6, 3))}
+
+
+def predict(params, x):
+    return jnp.tanh(x @ params["w"])
+'''
+
+
+def _jaxport(tmp_path: Path, *args: str):
+    import subprocess
+    import sys
+
+    (tmp_path / "bmod.py").write_text(_CLI_MODULE)
+    exe = Path(sys.executable).parent / "jaxport"
+    return subprocess.run([str(exe), *args], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=300)
+
+
+def test_cli_batch_sizes(tmp_path):
+    out = tmp_path / "art"
+    proc = _jaxport(tmp_path, "export", "bmod:predict", "--params", "bmod:init",
+                    "--input", "x:float32[B,6]", "--batch-sizes", "1,4", "--out", str(out),
+                    "--quiet", "--goldens", "1")
+    assert proc.returncode == 0, proc.stderr
+    m = manifest_io.load(out)
+    assert [p.batch_size for p in m.programs] == [1, 4]
+    assert [list(s.shape) for s in m.inputs] == [[-1, 6]]
+    assert [list(s.shape) for s in m.outputs] == [[-1, 3]]
+    assert sorted(c.batch_size for c in m.goldens) == [1, 4]
+
+
+def test_cli_bad_batch_sizes_is_one_line(tmp_path):
+    proc = _jaxport(tmp_path, "export", "bmod:predict", "--params", "bmod:init",
+                    "--input", "x:float32[B,6]", "--batch-sizes", "1,x", "--out",
+                    str(tmp_path / "art"))
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        "jaxport export: error: --batch-sizes '1,x': expected comma-separated positive "
+        "integers, e.g. 1,8,32"
+    ]
