@@ -11,6 +11,10 @@ def _f(v: float | None, digits: int = 2) -> str:
     return "-" if v is None else f"{v:.{digits}f}"
 
 
+def _load(avg: Any) -> str:
+    return "/".join(f"{v:.1f}" for v in avg) if avg else "?"
+
+
 def markdown(results: dict[str, Any]) -> str:
     """All tables of one run, with the machine and the targets."""
     m = results["machine"]
@@ -21,7 +25,9 @@ def markdown(results: dict[str, Any]) -> str:
         f"{m['memory_gib']} GiB, Linux {m['kernel']}, Python {m['python']}, jax {m['jax']}, "
         f"grpcio {m['grpcio']}. Duration per level {results['settings']['duration_s']} s "
         f"(+{results['settings']['warmup_s']} s warm-up); client: "
-        f"{results['settings']['client']}.",
+        f"{results['settings']['client']}. Load average (1/5/15 min) at start "
+        f"{_load(results.get('loadavg_start'))}, at end {_load(results.get('loadavg_end'))}: "
+        "anything above ~0.5 means other processes shared the 2 cores during the run.",
         "",
         "## Closed loop, MLP 512-2048-2048-512 f32, batch-1 requests",
         "",

@@ -177,7 +177,7 @@ def bridge_cmd(repo: Path, *extra: str) -> list[str]:
     """`jaxport serve` on a free loopback port, metrics off (not part of the hot path)."""
     return [str(Path(sys.executable).parent / "jaxport"), "serve", "--repository", str(repo),
             "--host", "127.0.0.1", "--port", "0", "--metrics-port", "-1", "--log-level",
-            "WARNING", *extra]
+            "INFO", *extra]  # INFO logs load phases; nothing is logged per request
 
 
 # ------------------------------------------------------------------------------------------
@@ -197,6 +197,7 @@ def grpc_levels(pool: ProcessPoolExecutor, srv: Server, requests: list[bytes],
         row = res.summary()
         row["server_cpu_s_per_req"] = (cpu1 - cpu0) / res.completed_total if (
             res.completed_total) else None
+        row["loadavg_1m"] = os.getloadavg()[0]
         rows.append(row)
         log(f"  c={conc}: {row['rps']:.0f} req/s p50 {row['p50_ms'] or 0:.2f} ms "
             f"p99 {row['p99_ms'] or 0:.2f} ms errors {row['errors']} mismatches "
@@ -416,6 +417,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "large": [],
         "cold_start": {},
         "exporter": {},
+        "loadavg_start": os.getloadavg(),
     }
     t_start = time.monotonic()
     try:
@@ -446,7 +448,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             if want("transport"):
                 log("transport floor (same server stack, precomputed response)")
                 cmd = [sys.executable, "-m", "tests.bench.floor_server", "--repository",
-                       str(repo), "--model", "mlp", "--port", "0", "--metrics-port", "-1",
+                       str(repo), "--port", "0", "--metrics-port", "-1",
                        "--log-level", "WARNING"]
                 with server(cmd, work, "floor", ["mlp"]) as srv:
                     rows = grpc_levels(pool, srv, reqs, expected, levels, args.duration,
@@ -490,6 +492,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     results["wall_s"] = time.monotonic() - t_start
+    results["loadavg_end"] = os.getloadavg()
     results["targets"] = evaluate_targets(results)
 
     args.out.mkdir(parents=True, exist_ok=True)
@@ -526,7 +529,7 @@ def cold_start_phases(srv: Server, engine: str) -> dict[str, float]:
             continue
         if not isinstance(rec, dict) or rec.get("model") != "mlp":
             continue
-        secs = rec.get("load_seconds")
+        secs = rec.get("seconds", rec.get("load_seconds"))
         if isinstance(secs, dict):
             for phase, v in secs.items():
                 phases[f"mlp {engine}: {phase}, s"] = float(v)
