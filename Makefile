@@ -62,8 +62,10 @@ check-generate: setup
 conformance: setup
 	@echo "conformance: not wired yet"
 
+# One run (~10 min on 2 cores): floors, bridge exported/pjrt/batching, large tensors, cold start,
+# exporter. Writes bench-results/<UTC timestamp>.{json,md,png} and latest.*; BENCH_ARGS=--quick.
 bench: setup
-	@echo "bench: not wired yet"
+	$(PY) -m tests.bench.run $(BENCH_ARGS)
 
 soak: setup
 	$(VENV)/bin/python -m pytest -q -m soak -o addopts=''
