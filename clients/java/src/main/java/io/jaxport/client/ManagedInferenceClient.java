@@ -1,0 +1,116 @@
+package io.jaxport.client;
+
+import io.grpc.CallOptions;
+import io.grpc.Channel;
+import io.grpc.ClientCall;
+import io.grpc.ClientInterceptor;
+import io.grpc.ClientInterceptors;
+import io.grpc.ForwardingClientCall;
+import io.grpc.ManagedChannel;
+import io.grpc.ManagedChannelBuilder;
+import io.grpc.Metadata;
+import io.grpc.MethodDescriptor;
+import java.time.Duration;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * An {@link InferenceClient} that owns its {@link ManagedChannel}: use it in try-with-resources.
+ *
+ * <pre>{@code
+ * try (ManagedInferenceClient client = ManagedInferenceClient.forTarget("127.0.0.1:8001").build()) {
+ *   InferResult r = client.infer("model", Tensor.ofFloat32("x", new long[] {2}, 1f, 2f));
+ * }
+ * }</pre>
+ */
+public final class ManagedInferenceClient extends InferenceClient implements AutoCloseable {
+  private final ManagedChannel managed;
+
+  private ManagedInferenceClient(ManagedChannel managed, Channel channel, Duration deadline, int max) {
+    super(channel, deadline, max);
+    this.managed = managed;
+  }
+
+  public static Builder forTarget(String target) {
+    return new Builder(target);
+  }
+
+  /** Shut the channel down, waiting up to 5 s for calls in flight, then force it. */
+  @Override
+  public void close() {
+    managed.shutdown();
+    try {
+      if (!managed.awaitTermination(5, TimeUnit.SECONDS)) {
+        managed.shutdownNow();
+      }
+    } catch (InterruptedException e) {
+      managed.shutdownNow();
+      Thread.currentThread().interrupt();
+    }
+  }
+
+  /** Builder: plaintext by default; TLS, bearer token, limits and deadline optional. */
+  public static final class Builder {
+    private final String target;
+    private boolean tls;
+    private String token;
+    private int maxMessageBytes = DEFAULT_MAX_MESSAGE_BYTES;
+    private Duration deadline;
+
+    private Builder(String target) {
+      this.target = target;
+    }
+
+    /** Use TLS with the JVM's trust store. */
+    public Builder useTransportSecurity() {
+      this.tls = true;
+      return this;
+    }
+
+    /** Send {@code authorization: Bearer <token>} on every call. */
+    public Builder bearerToken(String value) {
+      this.token = value;
+      return this;
+    }
+
+    public Builder maxMessageBytes(int bytes) {
+      this.maxMessageBytes = bytes;
+      return this;
+    }
+
+    /** Default per-call deadline. */
+    public Builder deadline(Duration perCall) {
+      this.deadline = perCall;
+      return this;
+    }
+
+    public ManagedInferenceClient build() {
+      ManagedChannelBuilder<?> b =
+          ManagedChannelBuilder.forTarget(target).maxInboundMessageSize(maxMessageBytes);
+      if (tls) {
+        b.useTransportSecurity();
+      } else {
+        b.usePlaintext();
+      }
+      ManagedChannel managed = b.build();
+      Channel channel = token == null ? managed : ClientInterceptors.intercept(managed, bearer(token));
+      return new ManagedInferenceClient(managed, channel, deadline, maxMessageBytes);
+    }
+  }
+
+  static ClientInterceptor bearer(String token) {
+    Metadata.Key<String> key = Metadata.Key.of("authorization", Metadata.ASCII_STRING_MARSHALLER);
+    return new ClientInterceptor() {
+      @Override
+      public <Q, R> ClientCall<Q, R> interceptCall(
+          MethodDescriptor<Q, R> method, CallOptions options, Channel next) {
+        return new ForwardingClientCall.SimpleForwardingClientCall<>(next.newCall(method, options)) {
+          @Override
+          public void start(Listener<R> listener, Metadata headers) {
+            headers.put(key, "Bearer " + token);
+            super.start(listener, headers);
+          }
+        };
+      }
+    };
+  }
+}

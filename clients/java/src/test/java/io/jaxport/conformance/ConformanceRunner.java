@@ -1,0 +1,450 @@
+package io.jaxport.conformance;
+
+import com.google.gson.JsonArray;
+import com.google.gson.JsonElement;
+import com.google.gson.JsonObject;
+import com.google.gson.JsonParser;
+import dev.jaxport.inference.ModelInferRequest;
+import dev.jaxport.inference.ModelMetadataResponse;
+import dev.jaxport.inference.ServerMetadataResponse;
+import io.grpc.Status;
+import io.grpc.StatusRuntimeException;
+import io.jaxport.client.InferRequest;
+import io.jaxport.client.InferResult;
+import io.jaxport.client.InferenceClient;
+import io.jaxport.client.ManagedInferenceClient;
+import io.jaxport.client.Tensor;
+import java.io.IOException;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.TreeSet;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
+import java.util.stream.Stream;
+
+/**
+ * Java runner of the shared conformance suite (tests/conformance/cases) against any Open
+ * Inference Protocol server, through the jaxport Java client:
+ *
+ * <pre>mvn -q test exec:java -Dexec.args="--url 127.0.0.1:8001 --cases ../../tests/conformance/cases"</pre>
+ *
+ * Prints one PASS/FAIL/SKIP line per case and {@code conformance java: N passed, M failed};
+ * fails (non-zero Maven exit) if any case failed.
+ */
+public final class ConformanceRunner {
+  /** A mismatch in a successful answer. */
+  static final class CaseFailure extends RuntimeException {
+    CaseFailure(String msg) {
+      super(msg);
+    }
+  }
+
+  private final InferenceClient client;
+
+  ConformanceRunner(InferenceClient client) {
+    this.client = client;
+  }
+
+  /** A case file plus its directory (data paths are relative to it). */
+  record Case(String name, JsonObject json, Path dir) {
+    String rpc() {
+      return json.get("rpc").getAsString();
+    }
+
+    JsonObject request() {
+      return json.getAsJsonObject("request");
+    }
+
+    JsonObject expect() {
+      return json.getAsJsonObject("expect");
+    }
+
+    List<String> requires() {
+      List<String> out = new ArrayList<>();
+      if (json.has("requires")) {
+        json.getAsJsonArray("requires").forEach(e -> out.add(e.getAsString()));
+      }
+      return out;
+    }
+  }
+
+  static final List<String> KNOWN_RPCS =
+      List.of("ServerLive", "ServerReady", "ModelReady", "ServerMetadata", "ModelMetadata",
+          "ModelInfer", "ModelStreamInfer");
+
+  /** Every *.json case in dir, sorted by name and checked for shape. */
+  static List<Case> loadCases(Path dir) throws IOException {
+    List<Path> files;
+    try (Stream<Path> s = Files.list(dir)) {
+      files = s.filter(p -> p.toString().endsWith(".json")).sorted().toList();
+    }
+    if (files.isEmpty()) {
+      throw new IOException("no case files (*.json) in " + dir);
+    }
+    List<Case> cases = new ArrayList<>();
+    for (Path p : files) {
+      JsonObject json = JsonParser.parseString(Files.readString(p, StandardCharsets.UTF_8)).getAsJsonObject();
+      String stem = p.getFileName().toString().replaceFirst("\\.json$", "");
+      if (!json.has("name") || !json.get("name").getAsString().equals(stem)) {
+        throw new IOException(p + ": name does not match the file name");
+      }
+      if (!json.has("rpc") || !KNOWN_RPCS.contains(json.get("rpc").getAsString())) {
+        throw new IOException(p + ": unknown rpc " + json.get("rpc"));
+      }
+      cases.add(new Case(stem, json, dir));
+    }
+    return cases;
+  }
+
+  static long[] shape(JsonObject t) {
+    JsonArray a = t.getAsJsonArray("shape");
+    long[] out = new long[a.size()];
+    for (int i = 0; i < out.length; i++) {
+      out[i] = a.get(i).getAsLong();
+    }
+    return out;
+  }
+
+  static String str(JsonObject o, String key) {
+    return o.has(key) ? o.get(key).getAsString() : "";
+  }
+
+  /** The bytes a case tensor describes: a data file, or a ramp start + step * (i % modulo). */
+  static byte[] tensorBytes(Case c, JsonObject t) throws IOException {
+    if (t.has("data")) {
+      return Npy.readData(c.dir().resolve(t.get("data").getAsString()));
+    }
+    if (t.has("ramp")) {
+      JsonObject r = t.getAsJsonObject("ramp");
+      double start = r.get("start").getAsDouble();
+      double step = r.get("step").getAsDouble();
+      long modulo = r.get("modulo").getAsLong();
+      int n = (int) Tensor.numElements(shape(t));
+      String dt = t.get("datatype").getAsString();
+      if (!dt.equals("FP32")) {
+        throw new IOException("ramp data is defined for FP32 here, not " + dt);
+      }
+      ByteBuffer b = ByteBuffer.allocate(4 * n).order(ByteOrder.LITTLE_ENDIAN);
+      for (int i = 0; i < n; i++) {
+        b.putFloat((float) (start + step * (i % modulo)));
+      }
+      return b.array();
+    }
+    throw new IOException("case " + c.name() + ": tensor without data or ramp");
+  }
+
+  static String codeName(StatusRuntimeException e) {
+    return e.getStatus().getCode().name();
+  }
+
+  /** Throws (CaseFailure or anything) unless the server answers as the case expects. */
+  void run(Case c) throws Exception {
+    String want = c.expect().get("code").getAsString();
+    if (want.equals("OK")) {
+      call(c);
+      return;
+    }
+    try {
+      call(c);
+    } catch (StatusRuntimeException e) {
+      String msg = e.getStatus().getDescription() == null ? "" : e.getStatus().getDescription();
+      if (!codeName(e).equals(want)) {
+        throw new CaseFailure("status " + codeName(e) + " (\"" + msg + "\"), expected " + want);
+      }
+      if (c.expect().has("message_contains")) {
+        for (JsonElement part : c.expect().getAsJsonArray("message_contains")) {
+          if (!msg.contains(part.getAsString())) {
+            throw new CaseFailure("status message \"" + msg + "\" does not mention \"" + part.getAsString() + "\"");
+          }
+        }
+      }
+      return;
+    }
+    throw new CaseFailure("call succeeded, expected status " + want);
+  }
+
+  private void call(Case c) throws Exception {
+    JsonObject e = c.expect();
+    JsonObject req = c.request();
+    switch (c.rpc()) {
+      case "ServerLive" -> {
+        if (client.serverLive() != e.get("live").getAsBoolean()) {
+          throw new CaseFailure("live is not " + e.get("live"));
+        }
+      }
+      case "ServerReady" -> {
+        if (client.serverReady() != e.get("ready").getAsBoolean()) {
+          throw new CaseFailure("ready is not " + e.get("ready"));
+        }
+      }
+      case "ModelReady" -> {
+        boolean ready = client.modelReady(str(req, "model"), str(req, "version"));
+        if (ready != e.get("ready").getAsBoolean()) {
+          throw new CaseFailure("model ready is " + ready + ", expected " + e.get("ready"));
+        }
+      }
+      case "ServerMetadata" -> {
+        ServerMetadataResponse m = client.serverMetadata();
+        Map<String, String> fields = Map.of("name", m.getName(), "version", m.getVersion());
+        if (e.has("nonempty")) {
+          for (JsonElement f : e.getAsJsonArray("nonempty")) {
+            if (fields.getOrDefault(f.getAsString(), "").isEmpty()) {
+              throw new CaseFailure("server metadata field " + f.getAsString() + " is empty");
+            }
+          }
+        }
+        if (e.has("extensions_include")) {
+          for (JsonElement x : e.getAsJsonArray("extensions_include")) {
+            if (!m.getExtensionsList().contains(x.getAsString())) {
+              throw new CaseFailure("extensions " + m.getExtensionsList() + " lack " + x);
+            }
+          }
+        }
+      }
+      case "ModelMetadata" -> {
+        ModelMetadataResponse m = client.modelMetadata(str(req, "model"), str(req, "version"));
+        if (!m.getName().equals(e.get("name").getAsString())) {
+          throw new CaseFailure("name " + m.getName() + ", expected " + e.get("name"));
+        }
+        if (e.has("versions_include")) {
+          for (JsonElement v : e.getAsJsonArray("versions_include")) {
+            if (!m.getVersionsList().contains(v.getAsString())) {
+              throw new CaseFailure("versions " + m.getVersionsList() + " lack " + v);
+            }
+          }
+        }
+        sameSignature("inputs", m.getInputsList(), e.getAsJsonArray("inputs"));
+        sameSignature("outputs", m.getOutputsList(), e.getAsJsonArray("outputs"));
+      }
+      case "ModelInfer" -> {
+        int parallel = c.json().has("parallel") ? c.json().get("parallel").getAsInt() : 1;
+        if (parallel <= 1) {
+          compareOutputs(c, e, infer(c, req));
+          return;
+        }
+        // Several requests in flight at once, through the asynchronous API.
+        List<CompletableFuture<InferResult>> calls = new ArrayList<>();
+        for (int i = 0; i < parallel; i++) {
+          calls.add(client.inferAsync(toRequest(c, req)));
+        }
+        for (CompletableFuture<InferResult> f : calls) {
+          try {
+            compareOutputs(c, e, f.get());
+          } catch (ExecutionException x) {
+            if (x.getCause() instanceof Exception cause) {
+              throw cause;
+            }
+            throw x;
+          }
+        }
+      }
+      case "ModelStreamInfer" -> stream(c);
+      default -> throw new IllegalStateException("unknown rpc " + c.rpc());
+    }
+  }
+
+  private static void sameSignature(String kind, List<ModelMetadataResponse.TensorMetadata> got, JsonArray want) {
+    List<String> g = new ArrayList<>();
+    for (ModelMetadataResponse.TensorMetadata t : got) {
+      g.add(t.getName() + ":" + t.getDatatype() + t.getShapeList());
+    }
+    List<String> w = new ArrayList<>();
+    for (JsonElement el : want) {
+      JsonObject t = el.getAsJsonObject();
+      w.add(str(t, "name") + ":" + str(t, "datatype") + Arrays.toString(shape(t)));
+    }
+    if (!g.equals(w)) {
+      throw new CaseFailure(kind + " " + g + ", expected " + w);
+    }
+  }
+
+  private static InferRequest toRequest(Case c, JsonObject req) throws IOException {
+    InferRequest.Builder b =
+        InferRequest.builder(str(req, "model"))
+            .version(str(req, "version"))
+            .id(str(req, "id"))
+            .typed(str(req, "encoding").equals("typed"));
+    for (JsonElement el : req.getAsJsonArray("inputs")) {
+      JsonObject t = el.getAsJsonObject();
+      b.input(Tensor.raw(str(t, "name"), str(t, "datatype"), shape(t), tensorBytes(c, t)));
+    }
+    if (req.has("outputs")) {
+      req.getAsJsonArray("outputs").forEach(o -> b.output(o.getAsString()));
+    }
+    return b.build();
+  }
+
+  private InferResult infer(Case c, JsonObject req) throws IOException {
+    InferRequest r = toRequest(c, req);
+    String encoding = str(req, "encoding");
+    if (encoding.equals("both")) {
+      // Deliberately invalid: raw bytes and typed contents for the same tensors.
+      ModelInferRequest.Builder msg = r.toProto().toBuilder();
+      for (int i = 0; i < r.inputs().size(); i++) {
+        msg.getInputsBuilder(i).setContents(r.inputs().get(i).typedContents());
+      }
+      return InferResult.fromProto(client.blockingStub().modelInfer(msg.build()));
+    }
+    return client.infer(r);
+  }
+
+  private static void compareOutputs(Case c, JsonObject expect, InferResult got) throws IOException {
+    TreeSet<String> gotNames = new TreeSet<>();
+    got.outputs().forEach(t -> gotNames.add(t.name()));
+    TreeSet<String> wantNames = new TreeSet<>();
+    expect.getAsJsonArray("outputs").forEach(o -> wantNames.add(str(o.getAsJsonObject(), "name")));
+    if (!gotNames.equals(wantNames)) {
+      throw new CaseFailure("outputs " + gotNames + ", expected " + wantNames);
+    }
+    for (JsonElement el : expect.getAsJsonArray("outputs")) {
+      JsonObject spec = el.getAsJsonObject();
+      compareTensor(spec, got.output(str(spec, "name")).orElseThrow(), tensorBytes(c, spec));
+    }
+    if (expect.has("id") && !got.id().equals(expect.get("id").getAsString())) {
+      throw new CaseFailure("response id \"" + got.id() + "\", expected " + expect.get("id"));
+    }
+  }
+
+  /** Datatype, shape, then values: exact for integers and BOOL, within rtol/atol for floats. */
+  static void compareTensor(JsonObject spec, Tensor got, byte[] wantBytes) {
+    String name = str(spec, "name");
+    String dt = str(spec, "datatype");
+    if (!got.datatype().equals(dt)) {
+      throw new CaseFailure("output " + name + ": datatype " + got.datatype() + ", expected " + dt);
+    }
+    if (!Arrays.equals(got.shape(), shape(spec))) {
+      throw new CaseFailure("output " + name + ": shape " + Arrays.toString(got.shape())
+          + ", expected " + Arrays.toString(shape(spec)));
+    }
+    got.validate();
+    Tensor want = Tensor.raw(name, dt, shape(spec), wantBytes);
+    want.validate();
+    byte[] g = got.rawBytes().toByteArray();
+    switch (dt) {
+      case "FP16", "BF16", "FP32", "FP64" -> {
+        double rtol = spec.get("rtol").getAsDouble();
+        double atol = spec.get("atol").getAsDouble();
+        double[] a = got.asDoubles();
+        double[] w = want.asDoubles();
+        for (int i = 0; i < w.length; i++) {
+          if (Double.isNaN(a[i]) && Double.isNaN(w[i])) {
+            continue;
+          }
+          if (!(Math.abs(a[i] - w[i]) <= atol + rtol * Math.abs(w[i]))) {
+            throw new CaseFailure("output " + name + ": flat index " + i + ": got " + a[i]
+                + ", expected " + w[i] + " (rtol=" + rtol + " atol=" + atol + ")");
+          }
+        }
+      }
+      case "BOOL" -> {
+        for (int i = 0; i < wantBytes.length; i++) {
+          if ((g[i] != 0) != (wantBytes[i] != 0)) {
+            throw new CaseFailure("output " + name + ": flat index " + i + " differs");
+          }
+        }
+      }
+      default -> {
+        if (!Arrays.equals(g, wantBytes)) {
+          double[] a = got.asDoubles();
+          double[] w = want.asDoubles();
+          for (int i = 0; i < w.length; i++) {
+            if (a[i] != w[i]) {
+              throw new CaseFailure("output " + name + ": flat index " + i + ": got " + (long) a[i]
+                  + ", expected " + (long) w[i]);
+            }
+          }
+          throw new CaseFailure("output " + name + ": bytes differ");
+        }
+      }
+    }
+  }
+
+  private void stream(Case c) throws Exception {
+    List<InferRequest> reqs = new ArrayList<>();
+    for (JsonElement el : c.request().getAsJsonArray("requests")) {
+      reqs.add(toRequest(c, el.getAsJsonObject()));
+    }
+    List<InferenceClient.StreamResult> results = client.streamInfer(reqs);
+    if (results.size() != reqs.size()) {
+      throw new CaseFailure(results.size() + " stream responses, expected " + reqs.size());
+    }
+    Map<String, InferResult> byId = new HashMap<>();
+    for (InferenceClient.StreamResult r : results) {
+      if (r.failed()) {
+        throw new CaseFailure("stream request \"" + r.id() + "\" failed: " + r.error());
+      }
+      byId.put(r.id(), r.result());
+    }
+    for (JsonElement el : c.expect().getAsJsonArray("responses")) {
+      JsonObject want = el.getAsJsonObject();
+      InferResult r = byId.get(str(want, "id"));
+      if (r == null) {
+        throw new CaseFailure("no stream response for request " + want.get("id"));
+      }
+      compareOutputs(c, want, r);
+    }
+  }
+
+  public static void main(String[] args) throws Exception {
+    String url = System.getenv("JAXPORT_CONFORMANCE_URL");
+    Path cases = Path.of("../../tests/conformance/cases");
+    boolean protocolOnly = false;
+    String only = "";
+    for (int i = 0; i < args.length; i++) {
+      switch (args[i]) {
+        case "--url" -> url = args[++i];
+        case "--cases" -> cases = Path.of(args[++i]);
+        case "--protocol-only" -> protocolOnly = true;
+        case "--run" -> only = args[++i];
+        default -> throw new IllegalArgumentException("unknown argument " + args[i]
+            + " (use --url HOST:PORT --cases DIR [--protocol-only] [--run SUBSTRING])");
+      }
+    }
+    if (url == null || url.isEmpty()) {
+      throw new IllegalArgumentException("--url (or JAXPORT_CONFORMANCE_URL) is required");
+    }
+    List<Case> all = loadCases(cases);
+    int passed = 0;
+    int failed = 0;
+    int skipped = 0;
+    try (ManagedInferenceClient client =
+        ManagedInferenceClient.forTarget(url).deadline(Duration.ofSeconds(60)).build()) {
+      ConformanceRunner runner = new ConformanceRunner(client);
+      for (Case c : all) {
+        if (!only.isEmpty() && !c.name().contains(only)) {
+          continue;
+        }
+        if (protocolOnly && !c.requires().isEmpty()) {
+          System.out.println("SKIP " + c.name() + " (requires " + String.join(", ", c.requires()) + ")");
+          skipped++;
+          continue;
+        }
+        long start = System.nanoTime();
+        try {
+          runner.run(c);
+          passed++;
+          System.out.printf("PASS %s (%d ms)%n", c.name(), (System.nanoTime() - start) / 1_000_000);
+        } catch (Exception | AssertionError x) {
+          failed++;
+          Status s = x instanceof StatusRuntimeException sre ? sre.getStatus() : null;
+          System.out.println("FAIL " + c.name() + ": " + (s != null ? "status " + s.getCode() + ": " + s.getDescription() : x));
+        }
+      }
+    }
+    System.out.println("conformance java: " + passed + " passed, " + failed + " failed"
+        + (skipped > 0 ? ", " + skipped + " skipped" : ""));
+    System.out.flush();
+    if (failed > 0) {
+      throw new IllegalStateException(failed + " conformance case(s) failed");
+    }
+  }
+}

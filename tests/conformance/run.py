@@ -1,0 +1,167 @@
+#!/usr/bin/env python3
+"""`make conformance`: export the suite models, start a real bridge, run the Python, Go and Java
+runners over every case, stop the bridge by PID; exit 1 if any runner or case failed.
+
+    .venv/bin/python tests/conformance/run.py [--only python,go,java] [--keep]
+
+Go and Java toolchains are required: when one is missing this says which and fails (it never
+skips a language silently). The Go step also runs `go vet` and the Go client's unit tests, the
+Java step the Java client's JUnit tests (`mvn test`), so `make test` covers both clients.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+GO_DIR = REPO / "clients" / "go"
+JAVA_DIR = REPO / "clients" / "java"
+CASES = HERE / "cases"
+LANGUAGES = ("python", "go", "java")
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+SUMMARY = re.compile(r"^conformance (\w+): (\d+) passed, (\d+) failed", re.MULTILINE)
+
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(REPO))
+
+
+def missing_toolchains(languages: list[str]) -> list[str]:
+    """One line per required tool that is not on PATH, saying how to get it."""
+    problems = []
+    if "go" in languages and shutil.which("go") is None:
+        problems.append("Go toolchain not found (`go` on PATH): install Go >= 1.26 to run the "
+                        "Go runner")
+    if "java" in languages:
+        if shutil.which("java") is None:
+            problems.append("Java not found (`java` on PATH): install a JDK 17+ to run the "
+                            "Java runner")
+        if shutil.which("mvn") is None:
+            problems.append("Maven not found (`mvn` on PATH): install Maven 3.8+ to run the "
+                            "Java runner")
+    return problems
+
+
+def export_models(repository: Path) -> None:
+    """Export every suite model to `<repository>/<name>/1/`."""
+    import models
+    from jaxport.exporter.api import export
+
+    for m in models.suite_models():
+        export(m.fn, m.params, m.inputs, repository / m.name / "1",
+               output_names=m.output_names or None, goldens=m.goldens, quiet=True)
+
+
+def run_step(label: str, cmd: list[str], cwd: Path, log: list[str]) -> int:
+    """Run one command, echoing its output live and keeping it for the summary."""
+    print(f"\n=== {label}: {' '.join(cmd)}", flush=True)
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, env={**os.environ, "MAVEN_OPTS":
+                                            os.environ.get("MAVEN_OPTS", "-Xmx1g")})
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        line = ANSI.sub("", line)  # Maven 3.8 emits colour resets even in batch mode
+        if not line.strip():
+            continue
+        print(line, end="", flush=True)
+        log.append(line)
+    rc = proc.wait()
+    print(f"=== {label}: exit {rc} in {time.perf_counter() - start:.1f} s", flush=True)
+    return rc
+
+
+def language_steps(lang: str, url: str) -> list[tuple[str, list[str], Path]]:
+    """The commands of one language: unit checks first, then its conformance runner."""
+    if lang == "python":
+        return [("python runner", [sys.executable, str(HERE / "runner.py"), "--url", url,
+                                   "--cases", str(CASES)], REPO)]
+    if lang == "go":
+        return [
+            ("go vet", ["go", "vet", "./..."], GO_DIR),
+            ("go test", ["go", "test", "./..."], GO_DIR),
+            ("go runner", ["go", "run", "./cmd/jaxport-conformance", "--url", url,
+                           "--cases", str(CASES)], GO_DIR),
+        ]
+    mvn = ["mvn", "-B", "-q", "-Dstyle.color=never"]
+    return [("java test + runner",
+             [*mvn, "test", "exec:java", f"-Dexec.args=--url {url} --cases {CASES}"], JAVA_DIR)]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Export, serve, run every runner, stop; 0 only when every case passed in every language."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", default=",".join(LANGUAGES),
+                        help="comma-separated languages to run (default: all three)")
+    parser.add_argument("--keep", action="store_true", help="keep the temporary repository")
+    args = parser.parse_args(argv)
+    languages = [x.strip() for x in args.only.split(",") if x.strip()]
+    unknown = sorted(set(languages) - set(LANGUAGES))
+    if unknown:
+        parser.error(f"unknown language(s) {unknown}; choose from {', '.join(LANGUAGES)}")
+    problems = missing_toolchains(languages)
+    if problems:
+        for p in problems:
+            print(f"conformance: error: {p}", file=sys.stderr)
+        print("conformance: FAILED (a required toolchain is missing; no language is skipped)",
+              file=sys.stderr)
+        return 1
+
+    from tests.support.bridge import BridgeProcess
+
+    work = Path(tempfile.mkdtemp(prefix="jaxport-conformance-"))
+    repository = work / "repository"
+    start = time.perf_counter()
+    export_models(repository)
+    print(f"conformance: exported {len(list(repository.iterdir()))} suite models in "
+          f"{time.perf_counter() - start:.1f} s to {repository}", flush=True)
+    log: list[str] = []
+    failed_steps: list[str] = []
+    bridge = BridgeProcess(repository, workdir=work / "bridge")
+    try:
+        bridge.start()
+        url = bridge.address
+        print(f"conformance: bridge pid {bridge.pid} serving on {url}", flush=True)
+        for lang in languages:
+            for label, cmd, cwd in language_steps(lang, url):
+                if run_step(label, cmd, cwd, log) != 0:
+                    failed_steps.append(label)
+                    break
+        if not bridge.alive():
+            failed_steps.append("bridge died during the run")
+    finally:
+        rc = bridge.stop()
+        print(f"conformance: bridge pid {bridge.pid if bridge.proc else '-'} stopped "
+              f"(exit {rc})", flush=True)
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+
+    text = "".join(log)
+    summaries = {m.group(1): (int(m.group(2)), int(m.group(3))) for m in SUMMARY.finditer(text)}
+    print("\n=== conformance summary")
+    total_pass = total_fail = 0
+    for lang in languages:
+        if lang in summaries:
+            p, f = summaries[lang]
+            total_pass, total_fail = total_pass + p, total_fail + f
+            print(f"conformance {lang}: {p} passed, {f} failed")
+        else:
+            print(f"conformance {lang}: no result (runner did not complete)")
+            failed_steps.append(f"{lang} runner produced no summary")
+    for step in dict.fromkeys(failed_steps):
+        print(f"conformance: failed step: {step}")
+    ok = not failed_steps and total_fail == 0
+    print(f"conformance: {total_pass} passed, {total_fail} failed")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
