@@ -1149,7 +1149,9 @@ func (x *Checks) GetCodes() []*ErrorCode {
 	return nil
 }
 
-// How a check output relates to the checkify Error it came from.
+// How a check output relates to the checkify Error it came from. Check results come in
+// canonical order: effects ascending; per effect its predicate (bool[]), its code (int32[]),
+// then its payload leaves in order (ErrorCode.payload_size of them).
 type CheckLeaf struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// "predicate", "code" or "payload".
@@ -1204,7 +1206,9 @@ func (x *CheckLeaf) GetEffect() uint32 {
 	return 0
 }
 
-// One entry of the static error table.
+// One entry of the static error table. A failure is read like `err.get()`: among effects whose
+// predicate is true, the one with the smallest code wins; its entry's template is formatted with
+// that effect's payload leaves.
 type ErrorCode struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The value the code leaf holds when this error fired.
@@ -1213,11 +1217,14 @@ type ErrorCode struct {
 	Kind string `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
 	// Effect index: the predicate/code/payload leaves of this effect report it.
 	Effect uint32 `protobuf:"varint,3,opt,name=effect,proto3" json:"effect,omitempty"`
-	// Message template with `{0}`, `{1}` ... referring to payload elements.
+	// Message template, Python `str.format` syntax: `{N}` is payload leaf N of this effect (a 0-d
+	// leaf as its scalar value), `{N[i]}` element i of leaf N, `{N:spec}` a format spec; `{{`/`}}`
+	// are literal braces. Formatted, it is exactly `err.get()`'s text in JAX.
 	MessageTemplate string `protobuf:"bytes,4,opt,name=message_template,json=messageTemplate,proto3" json:"message_template,omitempty"`
-	// Number of int32 payload elements the template reads.
+	// Number of payload leaves (check results with part "payload") of this code's effect.
 	PayloadSize uint32 `protobuf:"varint,5,opt,name=payload_size,json=payloadSize,proto3" json:"payload_size,omitempty"`
-	// Source location string jax recorded ("file.py:12 (fn)").
+	// Source location jax recorded, file base name only ("model.py:12 (fn)"); informational,
+	// not part of the message.
 	Location      string `protobuf:"bytes,6,opt,name=location,proto3" json:"location,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
