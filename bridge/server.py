@@ -84,6 +84,9 @@ class Bridge:
             futures.ThreadPoolExecutor(settings.worker_threads, thread_name_prefix="grpc"),
             interceptors=interceptors,
             options=options,
+            # One RPC per worker at most: beyond it grpc answers RESOURCE_EXHAUSTED at once
+            # instead of parking calls in the executor's unbounded queue, unseen by admission.
+            maximum_concurrent_rpcs=settings.worker_threads,
         )
         pb_grpc.add_GRPCInferenceServiceServicer_to_server(
             InferenceServicer(self.repository, self.core, self.state), self.server

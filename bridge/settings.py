@@ -87,7 +87,11 @@ class Settings:
         default=DEFAULT_MAX_MESSAGE_BYTES,
         metadata=_opt("largest gRPC message received or sent, bytes (beyond: RESOURCE_EXHAUSTED)"),
     )
-    worker_threads: int = field(default=16, metadata=_opt("gRPC worker threads"))
+    worker_threads: int = field(
+        default=128,
+        metadata=_opt("gRPC worker threads = most RPCs at once, waiting ones included "
+                      "(beyond: RESOURCE_EXHAUSTED); created on demand"),
+    )
     max_inflight_per_model: int = field(
         default=DEFAULT_MAX_INFLIGHT_PER_MODEL,
         metadata=_opt("concurrent executions per model version"),

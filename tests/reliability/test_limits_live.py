@@ -129,3 +129,29 @@ def test_short_deadline_on_a_slow_request_is_deadline_exceeded(tight) -> None:
     assert info.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
     time.sleep(HOLD_S + 0.5)  # the running XLA call finishes; the model serves again
     assert s.ModelInfer(slow_request(10, "after"), timeout=30).id == "after"
+
+
+def test_more_callers_than_worker_threads_are_shed_not_parked(tmp_path, artifacts) -> None:
+    """RPCs beyond --worker-threads must not wait in an invisible executor queue."""
+    repo = make_repository(tmp_path / "repo", artifacts, [SLOW_MODEL])
+    workers = 3
+    with start_bridge(repo, "--worker-threads", str(workers), "--max-inflight-per-model", "1",
+                      "--max-queue-per-model", "8") as b:
+        channel = b.channel()
+        s = stub(channel)
+        wait_ready(s)
+        hold_iters = iters_for(s, HOLD_S)
+        with ThreadPoolExecutor(16) as pool:
+            held = [pool.submit(s.ModelInfer, slow_request(hold_iters, f"h{i}"), timeout=60)
+                    for i in range(workers)]
+            time.sleep(0.5)
+            t0 = time.perf_counter()
+            with pytest.raises(grpc.RpcError) as info:
+                s.ModelInfer(slow_request(10, "extra"), timeout=30)
+            waited = time.perf_counter() - t0
+            assert sorted(f.result(60).id for f in held) == [f"h{i}" for i in range(workers)]
+        channel.close()
+    print(f"\nlimits(live): {workers} workers busy -> extra call {info.value.code().name} after "
+          f"{waited * 1e3:.1f} ms: {info.value.details()}")
+    assert info.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert waited < HOLD_S / 2
