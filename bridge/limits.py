@@ -37,7 +37,6 @@ from jaxport.protocol.errors import (
 
 __all__ = [
     "DEFAULT_MAX_INFLIGHT_PER_MODEL",
-    "DEFAULT_MAX_MESSAGE_BYTES",
     "DEFAULT_MAX_QUEUE_PER_MODEL",
     "OUTCOMES",
     "AdmissionController",
@@ -56,8 +55,6 @@ log = logging.getLogger(__name__)
 DEFAULT_MAX_INFLIGHT_PER_MODEL = 4
 # Enough to absorb a 64-client burst per model without shedding, small enough to bound memory.
 DEFAULT_MAX_QUEUE_PER_MODEL = 64
-# grpc's own default is 4 MiB; 64 MiB fits a batch of large images, well below RAM.
-DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 
 # Outcome labels reported to the `on_outcome` hook (metrics) and counted in `totals()`.
 OUTCOMES = ("admitted", "shed", "expired", "cancelled")
