@@ -1,0 +1,65 @@
+package io.jaxport.client;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import org.junit.jupiter.api.Test;
+
+class TensorTest {
+  private static final long[] TWO = {2};
+
+  @Test
+  void typedRoundTrips() {
+    assertArrayEquals(new float[] {1.5f, -2f}, Tensor.ofFloat32("a", TWO, 1.5f, -2f).asFloat32());
+    assertArrayEquals(new double[] {1e300, -1}, Tensor.ofFloat64("a", TWO, 1e300, -1).asFloat64());
+    assertArrayEquals(new long[] {Long.MIN_VALUE, 1L << 40}, Tensor.ofInt64("a", TWO, Long.MIN_VALUE, 1L << 40).asInt64());
+    assertArrayEquals(new int[] {0, 255}, Tensor.ofUint8("a", TWO, 0, 255).asUint8());
+    assertArrayEquals(new byte[] {-128, 127}, Tensor.ofInt8("a", TWO, (byte) -128, (byte) 127).asInt8());
+    assertArrayEquals(new boolean[] {true, false}, Tensor.ofBool("a", TWO, true, false).asBool());
+    assertArrayEquals(new float[] {0.5f, -3f}, Tensor.ofBFloat16("a", TWO, 0.5f, -3f).asBFloat16());
+    assertArrayEquals(new float[] {0.5f, 65504f}, Tensor.ofFloat16("a", TWO, 0.5f, 65504f).asFloat16());
+  }
+
+  @Test
+  void wireBytesAreLittleEndian() {
+    assertArrayEquals(new byte[] {0, 0, (byte) 0x80, 0x3f}, Tensor.ofFloat32("x", new long[] {1}, 1f).rawBytes().toByteArray());
+    assertArrayEquals(new byte[] {(byte) 0xfe, -1, -1, -1}, Tensor.ofInt32("x", new long[] {1}, -2).rawBytes().toByteArray());
+  }
+
+  @Test
+  void halfConversionsMatchKnownBitPatterns() {
+    assertEquals((short) 0x3f80, HalfFloats.floatToBf16(1f));
+    assertEquals((short) 0x3f80, HalfFloats.floatToBf16(1.00390625f)); // tie rounds to even
+    assertEquals((short) 0x3c00, HalfFloats.floatToFp16(1f));
+    assertEquals((short) 0x7bff, HalfFloats.floatToFp16(65504f));
+    assertEquals((short) 0x0001, HalfFloats.floatToFp16(0x1p-24f));
+    assertEquals((short) 0x7c00, HalfFloats.floatToFp16(1e6f));
+    assertTrue(Float.isNaN(HalfFloats.bf16ToFloat(HalfFloats.floatToBf16(Float.NaN))));
+    for (int h = 0; h < 0x7c00; h++) { // every finite positive half survives a round trip
+      assertEquals((short) h, HalfFloats.floatToFp16(HalfFloats.fp16ToFloat((short) h)), "fp16 " + h);
+    }
+  }
+
+  @Test
+  void errorsNameTheTensor() {
+    IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> Tensor.ofFloat32("pixels", new long[] {2, 3}, 1f));
+    assertTrue(e.getMessage().contains("pixels"), e.getMessage());
+    IllegalStateException s = assertThrows(IllegalStateException.class, () -> Tensor.raw("pixels", "FP32", new long[] {2, 3}, new byte[20]).validate());
+    assertTrue(s.getMessage().contains("pixels") && s.getMessage().contains("24"), s.getMessage());
+    assertThrows(IllegalStateException.class, () -> Tensor.ofFloat32("x", TWO, 1f, 2f).asInt64());
+    assertThrows(IllegalStateException.class, () -> Tensor.ofBFloat16("x", TWO, 1f, 2f).typedContents());
+  }
+
+  @Test
+  void typedContentsRoundTrip() {
+    for (Tensor t : new Tensor[] {
+        Tensor.ofFloat32("a", TWO, 1f, -2.5f), Tensor.ofFloat64("a", TWO, 3, 4),
+        Tensor.ofInt8("a", TWO, (byte) -1, (byte) 5), Tensor.ofInt32("a", TWO, -7, 1 << 30),
+        Tensor.ofInt64("a", TWO, -7, 1L << 50), Tensor.ofUint8("a", TWO, 0, 200), Tensor.ofBool("a", TWO, true, false)}) {
+      Tensor back = Tensor.fromContents("a", t.datatype(), t.shape(), t.typedContents());
+      assertEquals(t.rawBytes(), back.rawBytes(), t.datatype());
+    }
+  }
+}
