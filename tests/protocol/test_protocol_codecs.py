@@ -200,6 +200,31 @@ def test_huge_declared_shape_with_typed_contents_is_rejected() -> None:
     assert "'x'" in msg and "holds 2 elements" in msg and str(2**40) in msg
 
 
+@pytest.mark.parametrize("rank", [codecs.MAX_RANK + 1, 70, 10_000])
+def test_too_many_dimensions_are_rejected(rank: int) -> None:
+    """Beyond numpy's limit reshape would raise a bare ValueError (an INTERNAL on the wire)."""
+    msg = invalid(codecs.decode_request_inputs, raw_request(("x", "FP32", [1] * rank, b"\0" * 4)))
+    assert "'x'" in msg and f"{rank} dimensions" in msg and f"at most {codecs.MAX_RANK}" in msg
+    assert len(msg) < 200
+
+
+def test_max_rank_is_accepted() -> None:
+    shape = [1] * codecs.MAX_RANK
+    got = codecs.decode_request_inputs(raw_request(("x", "FP32", shape, b"\0" * 4)))["x"]
+    assert got.shape == tuple(shape)
+
+
+def test_long_caller_strings_are_cut_in_messages() -> None:
+    """Status details travel in gRPC trailers (size-limited): never echo megabytes back."""
+    name = "n" * 100_000
+    msg = invalid(codecs.decode_request_inputs, raw_request((name, "FP32", [3], b"\0" * 4)))
+    assert "'nnnn" in msg and "...'" in msg and len(msg) < 300
+    msg = invalid(codecs.decode_request_inputs, raw_request(("x", "Q" * 100_000, [1], b"")))
+    assert "'x'" in msg and len(msg) < 400
+    dup = raw_request((name, "FP32", [1], b"\0" * 4), (name, "FP32", [1], b"\0" * 4))
+    assert len(invalid(codecs.decode_request_inputs, dup)) < 200
+
+
 def test_negative_dimension_is_rejected() -> None:
     msg = invalid(codecs.decode_request_inputs, raw_request(("x", "FP32", [-1, 4], b"")))
     assert "'x'" in msg and "dimension 0" in msg and "-1" in msg

@@ -4,7 +4,8 @@ No I/O, no grpc: the bridge's servicer and the Python client both call these, an
 unit-tested without a server. Protocol rules are enforced here, at the boundary, with
 `InvalidArgumentError`s that name the tensor and say expected vs got:
 
-- a tensor's datatype is one of `dtypes.DTYPES`; every dimension is an integer >= 0;
+- a tensor's datatype is one of `dtypes.DTYPES`; it has at most MAX_RANK dimensions, each
+  an integer >= 0;
 - tensor names are unique;
 - raw contents: exactly one `raw_*_contents` entry per tensor, no tensor also carrying typed
   `contents`, and each entry holds exactly prod(shape) x itemsize bytes. The byte count is
@@ -29,6 +30,7 @@ from jaxport.protocol.errors import InvalidArgumentError
 from jaxport.protocol.gen.inference import grpc_service_pb2 as pb
 
 __all__ = [
+    "MAX_RANK",
     "ParameterValue",
     "build_infer_request",
     "decode_infer_response",
@@ -43,6 +45,17 @@ __all__ = [
 ]
 
 ParameterValue = bool | int | float | str
+# Most dimensions a tensor may have (numpy 1.x's limit; numpy 2 allows 64). Checked first, so
+# a hostile shape can neither crash numpy nor bloat an error message.
+MAX_RANK = 32
+# Caller-supplied strings (names, datatypes) are cut to this many characters in error
+# messages: gRPC status details travel in trailers, which have a size limit.
+_MAX_SHOWN = 64
+
+
+def _show(text: str) -> str:
+    """A caller-supplied string as echoed in an error message (at most _MAX_SHOWN chars)."""
+    return text if len(text) <= _MAX_SHOWN else f"{text[: _MAX_SHOWN - 3]}..."
 _CONTENTS_FIELDS = tuple(f.name for f in pb.InferTensorContents.DESCRIPTOR.fields)
 
 
@@ -54,17 +67,22 @@ def _row(kind: str, name: str, datatype: str) -> dtypes.DType:
         return dtypes.by_datatype(datatype)
     except dtypes.UnsupportedDtypeError:
         raise InvalidArgumentError(
-            f"{kind} '{name}': unsupported datatype {datatype!r}; expected one of "
+            f"{kind} '{_show(name)}': unsupported datatype {_show(datatype)!r}; expected one of "
             f"{', '.join(dtypes.supported_datatypes())}"
         ) from None
 
 
 def _element_count(kind: str, name: str, shape: Sequence[int]) -> int:
-    """prod(shape) as an exact Python int, after rejecting negative dimensions."""
+    """prod(shape) as an exact Python int, after rejecting too many or negative dimensions."""
+    if len(shape) > MAX_RANK:
+        raise InvalidArgumentError(
+            f"{kind} '{_show(name)}': shape has {len(shape)} dimensions; at most {MAX_RANK} "
+            "are supported"
+        )
     for axis, dim in enumerate(shape):
         if dim < 0:
             raise InvalidArgumentError(
-                f"{kind} '{name}': dimension {axis} of shape {list(shape)} is {dim}; "
+                f"{kind} '{_show(name)}': dimension {axis} of shape {list(shape)} is {dim}; "
                 "expected a size >= 0 (variable dimensions are not allowed in a request)"
             )
     return math.prod(shape)
@@ -76,7 +94,9 @@ def _check_unique(kind: str, names: Iterable[str]) -> None:
         if not name:
             raise InvalidArgumentError(f"{kind} with an empty name; every {kind} needs a name")
         if name in seen:
-            raise InvalidArgumentError(f"duplicate {kind} '{name}': each {kind} may appear once")
+            raise InvalidArgumentError(
+                f"duplicate {kind} '{_show(name)}': each {kind} may appear once"
+            )
         seen.add(name)
 
 
@@ -87,7 +107,7 @@ def _used_contents_fields(contents: pb.InferTensorContents) -> list[str]:
 def _check_bool_bytes(kind: str, name: str, array: np.ndarray) -> None:
     if array.size and array.view(np.uint8).max() > 1:
         raise InvalidArgumentError(
-            f"{kind} '{name}': BOOL raw bytes must be 0 or 1, got a byte > 1"
+            f"{kind} '{_show(name)}': BOOL raw bytes must be 0 or 1, got a byte > 1"
         )
 
 
@@ -112,7 +132,7 @@ def decode_tensor(
         expected = count * row.itemsize
         if len(raw) != expected:
             raise InvalidArgumentError(
-                f"{kind} '{name}': raw contents hold {len(raw)} bytes; expected {expected} "
+                f"{kind} '{_show(name)}': raw contents hold {len(raw)} bytes; expected {expected} "
                 f"(shape {list(shape)} x {row.itemsize} bytes per {datatype} element)"
             )
         array = np.frombuffer(raw, dtype=row.numpy).reshape(shape)
@@ -124,24 +144,24 @@ def decode_tensor(
         if count == 0 and not used:
             return np.zeros(shape, dtype=row.numpy)
         raise InvalidArgumentError(
-            f"{kind} '{name}': {datatype} has no typed contents field; send it as raw bytes "
-            f"(raw_{kind}_contents)"
+            f"{kind} '{_show(name)}': {datatype} has no typed contents field; send it as raw "
+            f"bytes (raw_{kind}_contents)"
         )
     if not used and count:
         raise InvalidArgumentError(
-            f"{kind} '{name}': no data; expected raw_{kind}_contents or "
+            f"{kind} '{_show(name)}': no data; expected raw_{kind}_contents or "
             f"contents.{row.contents_field} with {count} elements (shape {list(shape)})"
         )
     wrong = [f for f in used if f != row.contents_field]
     if wrong:
         raise InvalidArgumentError(
-            f"{kind} '{name}': datatype {datatype} uses contents.{row.contents_field}; "
+            f"{kind} '{_show(name)}': datatype {datatype} uses contents.{row.contents_field}; "
             f"got contents.{', contents.'.join(wrong)}"
         )
     values = getattr(contents, row.contents_field) if contents is not None else ()
     if len(values) != count:
         raise InvalidArgumentError(
-            f"{kind} '{name}': contents.{row.contents_field} holds {len(values)} elements; "
+            f"{kind} '{_show(name)}': contents.{row.contents_field} holds {len(values)} elements; "
             f"expected {count} (shape {list(shape)})"
         )
     if row.contents_field in ("int_contents", "uint_contents") and row.itemsize < 4 and count:
@@ -150,8 +170,8 @@ def decode_tensor(
         low, high = int(wide.min()), int(wide.max())
         if low < info.min or high > info.max:
             raise InvalidArgumentError(
-                f"{kind} '{name}': {datatype} values must lie in [{info.min}, {info.max}]; "
-                f"got values in [{low}, {high}]"
+                f"{kind} '{_show(name)}': {datatype} values must lie in "
+                f"[{info.min}, {info.max}]; got values in [{low}, {high}]"
             )
         return wide.astype(row.numpy).reshape(shape)
     return np.asarray(values, dtype=row.numpy).reshape(shape)
@@ -183,7 +203,8 @@ def to_parameters(values: Mapping[str, ParameterValue], target: Any) -> None:
             param.string_param = value
         else:
             raise InvalidArgumentError(
-                f"parameter '{key}': expected bool, int, float or str; got {type(value).__name__}"
+                f"parameter '{_show(key)}': expected bool, int, float or str; "
+                f"got {type(value).__name__}"
             )
 
 
@@ -214,7 +235,7 @@ def decode_request_inputs(request: pb.ModelInferRequest) -> dict[str, np.ndarray
         for tensor in inputs:
             if _used_contents_fields(tensor.contents):
                 raise InvalidArgumentError(
-                    f"input '{tensor.name}': has typed contents but the request uses "
+                    f"input '{_show(tensor.name)}': has typed contents but the request uses "
                     "raw_input_contents; send every input one way, not both"
                 )
         return {
@@ -272,7 +293,7 @@ def encode_input(
     try:
         row = dtypes.by_numpy(array.dtype)
     except dtypes.UnsupportedDtypeError as exc:
-        raise InvalidArgumentError(f"input '{name}': {exc}") from None
+        raise InvalidArgumentError(f"input '{_show(name)}': {exc}") from None
     tensor = pb.ModelInferRequest.InferInputTensor(
         name=name, datatype=row.datatype, shape=array.shape
     )
@@ -280,7 +301,7 @@ def encode_input(
         return tensor, to_wire_bytes(array)
     if row.contents_field is None:
         raise InvalidArgumentError(
-            f"input '{name}': {row.datatype} has no typed contents field; send it raw "
+            f"input '{_show(name)}': {row.datatype} has no typed contents field; send it raw "
             "(raw=True)"
         )
     getattr(tensor.contents, row.contents_field).extend(array.ravel().tolist())
