@@ -166,6 +166,22 @@ def test_stream_errors(client: InferenceClient) -> None:
     assert err.code == "DEADLINE_EXCEEDED"
 
 
+def test_stream_request_errors_surface_in_the_caller(client: InferenceClient) -> None:
+    """An input the protocol cannot carry fails with the codec's error, not grpc's
+    'Exception iterating requests!'; so does an exception from the caller's own iterable."""
+    bad = [{"x": np.ones(2)}, {"c": np.ones(2, np.complex64)}]
+    with pytest.raises(InvalidArgumentError, match="input 'c': unsupported dtype 'complex64'"):
+        list(client.stream_infer("echo", bad))
+
+    def broken():
+        yield {"x": np.ones(2)}
+        raise KeyError("caller bug")
+
+    with pytest.raises(KeyError, match="caller bug"):
+        list(client.stream_infer("echo", broken()))
+    assert client.server_live()
+
+
 @pytest.mark.parametrize(
     ("text", "code", "message"),
     [

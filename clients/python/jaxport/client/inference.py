@@ -333,15 +333,23 @@ class InferenceClient:
         raises InferenceServerError (see `from_stream_error` for its code), or with
         raise_errors=False yields an InferResult whose `error` is the server's error_message.
         `parameters` go with every request; `timeout` bounds the whole stream."""
-        messages = (
-            codecs.build_infer_request(
-                model, inputs, outputs=outputs, version=version, request_id=str(i), raw=raw,
-                parameters=parameters,
-            )
-            for i, inputs in zip(itertools.count(), requests)
-        )
+        # grpc consumes the requests on its own thread and would report an exception there
+        # only as "Exception iterating requests!": keep it, cancel, and re-raise it here.
+        failure: list[BaseException] = []
+
+        def messages() -> Iterator[pb.ModelInferRequest]:
+            try:
+                for i, inputs in zip(itertools.count(), requests):
+                    yield codecs.build_infer_request(
+                        model, inputs, outputs=outputs, version=version, request_id=str(i),
+                        raw=raw, parameters=parameters,
+                    )
+            except Exception as exc:
+                failure.append(exc)
+                call.cancel()
+
         call = self._stub.ModelStreamInfer(
-            messages,
+            messages(),
             timeout=self.timeout if timeout is None else timeout,
             metadata=self._metadata,
         )
@@ -357,9 +365,13 @@ class InferenceClient:
                     continue
                 yield InferResult.from_response(message.infer_response)
         except grpc.RpcError as exc:
+            if failure:
+                raise failure[0] from None
             raise InferenceServerError.from_rpc_error(exc) from exc
         finally:
             call.cancel()
+        if failure:
+            raise failure[0]
 
     # --- repository --------------------------------------------------------------------------
 
