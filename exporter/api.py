@@ -516,13 +516,12 @@ def export(
     progress = Progress(quiet=quiet)
     input_specs = check_inputs(inputs)
     sizes = _check_batch_sizes(batch_sizes, input_specs)
-    if sizes and (checks_mod.parse_checks(checks) or check_goldens):
-        raise checks_mod.ChecksError("--checks cannot be combined with --batch-sizes yet")
     if sizes:
         return _export_batched(fn, params, input_specs, out_dir, sizes, output_names=output_names,
                                goldens=goldens, platforms=plats, force=force, name=name,
                                progress=progress, source_function=source_function,
-                               fn_name=fn_name, max_constant_bytes=max_constant_bytes, seed=seed)
+                               fn_name=fn_name, max_constant_bytes=max_constant_bytes, seed=seed,
+                               checks=checks, check_goldens=check_goldens)
     host_params = check_params(params)
     infos = leaf_infos(host_params, input_specs)
     # 64-bit leaves need x64 for tracing, lowering AND computing goldens; scoped, so the
@@ -669,6 +668,8 @@ def _export_batched(
     fn_name: str,
     max_constant_bytes: int,
     seed: int,
+    checks: Sequence[str] | str | None = None,
+    check_goldens: Mapping[str, Any] | None = None,
 ) -> manifest_pb2.Manifest:
     """`export()` with one program per batch size (dimension 0 of every input and output)."""
     host_params = check_params(params)
@@ -680,6 +681,7 @@ def _export_batched(
                      for k, v in input_specs.items()}
             progress.step(f"tracing and lowering {fn_name} for batch size {b}")
             export_fn = prepare_function(fn, host_params, specs, output_names, fn_name)
+            export_fn = checks_mod.apply_checks(export_fn, fn, host_params, specs, checks)
             exported = lower(export_fn, host_params, specs, platforms, fn_name)
             text = exported.mlir_module()
             info = module_mod.inspect_module(text, what=f"{fn_name} (batch size {b})",
@@ -688,6 +690,7 @@ def _export_batched(
                             text, info, serialize(exported)))
 
         _, _, infos0, fn0, exp0, _, _, _ = lowered[0]
+        checks_mod.require_same_table([low[3].checks for low in lowered], sizes)
         kept = set(exp0.module_kept_var_idx)
         out_shapes: dict[str, tuple[int, ...]] = {}
         for b, _, _, export_fn, exported, _, _, _ in lowered:
@@ -750,6 +753,9 @@ def _export_batched(
                     progress.step(f"computing {goldens} golden case(s) for batch size {b}")
                     _write_goldens(tmp, manifest, export_fn, host_params, specs, goldens, seed,
                                    batch_size=b)
+                checks_mod.write_check_goldens(tmp, manifest, export_fn, fn, host_params, specs,
+                                               check_goldens, batch_size=b)
+            checks_mod.check_golden_coverage(manifest)
             manifest.files.extend(_file_entries(tmp))
             manifest_mod.write(manifest, tmp)
     return manifest

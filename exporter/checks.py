@@ -49,6 +49,7 @@ __all__ = [
     "Instrumented",
     "UnknownCheckError",
     "apply_checks",
+    "check_golden_coverage",
     "check_layout",
     "find_unchecked",
     "format_failure",
@@ -56,6 +57,7 @@ __all__ = [
     "kind_to_status",
     "parse_checks",
     "require_checks_enabled",
+    "require_same_table",
     "write_check_goldens",
 ]
 
@@ -527,14 +529,16 @@ def write_check_goldens(
     params: Any,
     inputs: Any,
     cases: Any = None,
+    batch_size: int = 0,
 ) -> None:
-    """Complete the goldens of a checked export (no-op without checks).
+    """Complete the goldens of one checked program (no-op without checks).
 
-    Every case gets its raw check outputs (`check_outputs`); a case that trips a check gets
-    `expected_check` / `expected_error` (JAX's own `err.get()`) and no `outputs`. `cases`
-    (name -> inputs in input order, or name -> {input name: array}) adds the caller's cases,
-    typically ones that trip each check. Afterwards at least one case must pass and every kind
-    in the error table must be tripped by one, unless there are no goldens at all.
+    Every case of the program gets its raw check outputs (`check_outputs`); a case that trips a
+    check gets `expected_check` / `expected_error` (JAX's own `err.get()`) and no `outputs`.
+    `cases` (name -> inputs in input order, or name -> {input name: array}) adds the caller's
+    cases, typically ones that trip each check; with batch sizes each goes to the program of
+    its leading dimension. Unbatched, `check_golden_coverage` runs at the end; a batched export
+    calls it once after its last program.
     """
     from pathlib import Path
 
@@ -581,13 +585,17 @@ def write_check_goldens(
 
     dtypes_by_name = {k: np.dtype(v.dtype) for k, v in inputs.items()}
     for case in manifest.goldens:
-        values = [goldens_mod.load_npy(root / case.inputs[k], dtypes_by_name[k]) for k in inputs]
-        run(case, values)
+        if case.batch_size == batch_size:
+            values = [
+                goldens_mod.load_npy(root / case.inputs[k], dtypes_by_name[k]) for k in inputs
+            ]
+            run(case, values)
 
-    names = list((cases or {}).keys())
-    for stem, name in zip(unique_safe_names([f"check_{n}" for n in names]), names, strict=True):
+    names = [n for n in (cases or {}) if _case_batch(n, cases[n], manifest) == batch_size]
+    prefix = f"b{batch_size}_check_" if batch_size else "check_"
+    for stem, name in zip(unique_safe_names([prefix + n for n in names]), names, strict=True):
         values = _case_inputs(name, cases[name], inputs)
-        case = manifest.goldens.add(name=stem)
+        case = manifest.goldens.add(name=stem, batch_size=batch_size)
         base = root / goldens_mod.GOLDENS_DIR / stem
         (base / "inputs").mkdir(parents=True)
         for in_name, in_stem, value in zip(inputs, in_stems, values, strict=True):
@@ -604,7 +612,32 @@ def write_check_goldens(
                 goldens_mod.save_npy(root / rel, value)
                 case.outputs[out_name] = rel
 
-    if not manifest.goldens:
+    if not batch_size:
+        check_golden_coverage(manifest)
+
+
+def require_same_table(tables: Sequence[Any], sizes: Sequence[int]) -> None:
+    """Batched export: every program must report the same error table (the manifest has one).
+
+    It differs when a message depends on the batch size, e.g. an out-of-bounds index into a
+    batched input names that input's shape.
+    """
+    for table, size in zip(tables[1:], sizes[1:], strict=True):
+        if table != tables[0]:
+            raise ChecksError(
+                f"the check messages at batch size {size} differ from those at {sizes[0]} "
+                "(a message names a batch-dependent shape); export one batch size, or check "
+                "only unbatched values"
+            )
+
+
+def check_golden_coverage(manifest: manifest_pb2.Manifest) -> None:
+    """A checked artifact's goldens: one passes and each kind in the table trips one.
+
+    No goldens at all (`--goldens 0` and no check goldens) is an explicit opt-out.
+    """
+    table = manifest.checks
+    if not manifest.goldens or not table.enabled:
         return
     kinds = [k for k in KINDS if any(c.kind == k for c in table.codes)]
     tripped = {g.expected_check for g in manifest.goldens}
@@ -618,6 +651,22 @@ def write_check_goldens(
             "MODULE:FUNCTION (API: check_goldens=) returning {case name: inputs} with such "
             "inputs, or --goldens 0 to write no goldens"
         )
+
+
+def _case_batch(name: str, case: Any, manifest: manifest_pb2.Manifest) -> int:
+    """The program (batch size, 0 = unbatched) a caller-given golden case belongs to."""
+    if not manifest.HasField("batching"):
+        return 0
+    from collections.abc import Mapping
+
+    first = next(iter(case.values() if isinstance(case, Mapping) else case), None)
+    rows = np.shape(first)[0] if np.ndim(first) else None
+    if rows not in manifest.batching.batch_sizes:
+        raise ChecksError(
+            f"check golden {name!r} has batch size {rows}; exported batch sizes are "
+            f"{list(manifest.batching.batch_sizes)}"
+        )
+    return int(rows)
 
 
 def _case_inputs(name: str, case: Any, inputs: Any) -> list[np.ndarray]:

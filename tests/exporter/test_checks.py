@@ -533,20 +533,47 @@ def test_bad_check_golden_names_the_case(tmp_path, case, needle):
     assert "'mine'" in str(e.value) and needle in str(e.value)
 
 
-def test_checks_with_batch_sizes_is_refused(tmp_path):
+def test_checks_with_batch_sizes(tmp_path):
+    """One program per batch size, each with its check results; one shared error table;
+    check goldens go to the program of their leading dimension."""
     from jaxport.exporter import api
 
-    spec = {"x": jax.ShapeDtypeStruct((2, 4), jnp.float32)}
-    with pytest.raises(C.ChecksError, match="--batch-sizes"):
-        api.export(
-            checked.plain_forward,
-            PARAMS,
-            spec,
-            tmp_path / "m",
-            quiet=True,
-            checks="nan",
-            batch_sizes=[1, 2],
+    specs = {k: jax.ShapeDtypeStruct(s, d) for k, (d, s) in checked.BATCHED_INPUTS.items()}
+    cases = checked.check_goldens_batched()
+    m = api.export(checked.predict_batched, PARAMS, specs, tmp_path / "m", quiet=True,
+                   checks=ALL, check_goldens=cases, batch_sizes=[1, 4])
+    assert [p.batch_size for p in m.programs] == [1, 4]
+    for p in m.programs:
+        roles = [r.role for r in p.results]
+        assert roles.count(manifest_pb2.RESULT_ROLE_CHECK) == len(C.check_layout(m.checks))
+    by_name = {g.name: g for g in m.goldens}
+    for case, args in cases.items():
+        g = by_name[f"b1_check_{case}"]
+        assert g.batch_size == 1
+        expected = _jax_message(checked.predict_batched, ALL, PARAMS, *args)
+        assert (g.expected_check, g.expected_error) == (
+            ("", "") if case == "pass" else (case, expected)
         )
+    with pytest.raises(C.ChecksError, match="exported batch sizes are \\[1, 4\\]"):
+        api.export(checked.predict_batched, PARAMS, specs, tmp_path / "m2", quiet=True,
+                   checks=ALL, check_goldens={"two": tuple(np.repeat(a, 2, 0)
+                                                          for a in cases["pass"])},
+                   batch_sizes=[1, 4])
+
+
+def test_batch_dependent_check_message_is_refused(tmp_path):
+    from jaxport.exporter import api
+
+    def rows(params, x, idx):
+        return jnp.take_along_axis(x, idx, axis=1) * params["bias"]
+
+    specs = {"x": jax.ShapeDtypeStruct((1, 4), jnp.float32),
+             "idx": jax.ShapeDtypeStruct((1, 2), jnp.int32)}
+    with pytest.raises(C.ChecksError) as e:
+        api.export(rows, PARAMS, specs, tmp_path / "m", quiet=True, checks="index",
+                   batch_sizes=[1, 2], goldens=0)
+    assert "batch size 2 differ from those at 1" in str(e.value)
+    assert not (tmp_path / "m").exists()
 
 
 # ---- CLI and verify ------------------------------------------------------------------------

@@ -64,3 +64,23 @@ def check_goldens() -> dict[str, tuple[np.ndarray, ...]]:
         "nan": (np.array([1.0, -2.0, 0.5, 4.0], np.float32), idx, one),
         "div": (x, idx, np.float32(0.0)),
     }
+
+
+#: Row-wise variant for batch sizes: dimension 0 of every input and output is the batch.
+BATCHED_INPUTS = {"x": ("float32", (1, 4)), "idx": ("int32", (1, 3)), "scale": ("float32", (1,))}
+
+
+def predict_batched(
+    params: dict[str, jax.Array], x: jax.Array, idx: jax.Array, scale: jax.Array
+) -> dict[str, jax.Array]:
+    """`predict` for x[B,4], idx[B,3], scale[B]: the same checks, one row per request row."""
+    checkify.check(jnp.all(idx >= 0), "index needs to be non-negative, got {}", jnp.min(idx))
+    picked = params["table"][idx]
+    logx = jnp.log(x)
+    y = (logx.sum(axis=1) + picked.sum(axis=1) + params["bias"]) / scale
+    return {"y": y, "picked": picked}
+
+
+def check_goldens_batched() -> dict[str, tuple[np.ndarray, ...]]:
+    """`check_goldens` as one-row batches (goes to the batch-size-1 program)."""
+    return {k: tuple(np.asarray(a)[None] for a in v) for k, v in check_goldens().items()}
