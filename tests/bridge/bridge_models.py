@@ -76,3 +76,16 @@ SLOW_INPUTS = {
     "x": jax.ShapeDtypeStruct((256, 256), np.float32),
     "n": jax.ShapeDtypeStruct((), np.int32),
 }
+
+
+def affine(params: dict[str, Any], x: jax.Array) -> jax.Array:
+    """Elementwise x * scale + shift: a model whose tensors can be made large cheaply."""
+    return x * params["scale"] + params["shift"]
+
+
+def affine_params() -> dict[str, np.ndarray]:
+    return {"scale": np.array([2.0], np.float32), "shift": np.array([0.5], np.float32)}
+
+
+# 4096 x 4096 FP32 = 64 MiB per tensor.
+AFFINE_64MIB_INPUTS = {"x": jax.ShapeDtypeStruct((4096, 4096), np.float32)}
