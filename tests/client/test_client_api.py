@@ -6,7 +6,7 @@ import grpc
 import ml_dtypes
 import numpy as np
 import pytest
-from conftest import Server, start_server, stop_server
+from client_helpers import Server, start_server, stop_server
 from jaxport.client import (
     DEFAULT_MAX_MESSAGE_BYTES,
     InferenceClient,

@@ -10,7 +10,7 @@ from pathlib import Path
 import ml_dtypes
 import numpy as np
 import pytest
-from conftest import Server
+from client_helpers import Server
 
 JAXPORT = Path(sys.executable).parent / "jaxport"
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import Server
+from client_helpers import Server
 
 REPO = Path(__file__).resolve().parents[2]
 
