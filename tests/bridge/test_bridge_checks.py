@@ -203,3 +203,51 @@ def test_jaxport_infer_surfaces_the_message_unchanged(checked_bridge, tmp_path: 
         assert proc.stderr.strip() == (
             f"jaxport infer: error: {STATUS[kind].name}: {jax_message(CASES[kind])}"
         )
+
+
+# ---- dynamic batching: a failing request fails alone ---------------------------------------
+
+
+@pytest.fixture(scope="module")
+def batched_checked_bridge(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BridgeProcess]:
+    from jaxport.exporter import export
+
+    repo = tmp_path_factory.mktemp("checked-batched-repo")
+    inputs = {k: jax.ShapeDtypeStruct(s, d) for k, (d, s) in checked.BATCHED_INPUTS.items()}
+    export(checked.predict_batched, PARAMS, inputs, repo / "checkedb" / "1", quiet=True,
+           checks=KINDS, check_goldens=checked.check_goldens_batched(), batch_sizes=[1, 4])
+    # A long queue delay so concurrent one-row requests share a 4-row batch.
+    with BridgeProcess(repo, "--batching", "--max-queue-delay-us", "200000",
+                       "--worker-threads", "16") as b:
+        yield b
+
+
+def test_batched_failing_request_fails_alone(batched_checked_bridge):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from jaxport.client import InferenceClient, InferenceServerError
+
+    rows = {k: tuple(np.asarray(a)[None] for a in v) for k, v in CASES.items()}
+    plan = ["pass", "user", "pass", "pass", "pass", "nan", "pass", "pass",
+            "index", "pass", "pass", "div", "pass", "pass", "pass", "pass"]
+
+    def call(kind: str):
+        with InferenceClient(batched_checked_bridge.address, timeout=60) as client:
+            try:
+                return client.infer("checkedb", named(rows[kind]))
+            except InferenceServerError as exc:
+                return exc
+
+    with ThreadPoolExecutor(len(plan)) as pool:
+        results = list(pool.map(call, plan))
+    cf = jax.jit(checkify.checkify(checked.predict_batched, errors=checkify.all_checks))
+    for kind, res in zip(plan, results, strict=True):
+        err, want = cf(PARAMS, *rows[kind])
+        if kind == "pass":
+            assert not isinstance(res, Exception), res
+            np.testing.assert_array_equal(res["picked"], np.asarray(want["picked"]))
+            np.testing.assert_allclose(res["y"], np.asarray(want["y"]), rtol=1e-6, atol=1e-6)
+        else:
+            assert isinstance(res, InferenceServerError), kind
+            assert (res.code, res.message) == (STATUS[kind].name, err.get())
+    assert batched_checked_bridge.alive()
