@@ -349,6 +349,9 @@ def test_parameters_round_trip() -> None:
     assert request.parameters["u"].WhichOneof("parameter_choice") == "uint64_param"
     assert codecs.from_parameters(request.parameters) == values
     assert "'bad'" in invalid(codecs.build_infer_request, "m", {}, parameters={"bad": [1]})
+    assert "'big'" in invalid(codecs.build_infer_request, "m", {}, parameters={"big": 2**64})
+    low = {"low": -(2**63) - 1}
+    assert "int64" in invalid(codecs.build_infer_request, "m", {}, parameters=low)
 
 
 # --- interop with tritonclient's own encoder/decoder (in a subprocess: see README) -------------

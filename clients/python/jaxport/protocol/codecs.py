@@ -10,7 +10,8 @@ unit-tested without a server. Protocol rules are enforced here, at the boundary,
 - raw contents: exactly one `raw_*_contents` entry per tensor, no tensor also carrying typed
   `contents`, and each entry holds exactly prod(shape) x itemsize bytes. The byte count is
   checked with Python integers BEFORE anything is allocated from the declared shape, so a
-  shape like [2**40] costs nothing; the array is then a zero-copy `np.frombuffer` view;
+  shape like [2**40] costs nothing; the array is then a zero-copy `np.frombuffer` view of
+  the bytes protobuf hands out (the one copy is protobuf's own, made when the field is read);
 - typed contents: only the `InferTensorContents` field of the datatype, holding exactly
   prod(shape) elements, in range for narrow integer types; FP16/BF16 are raw-only.
 
@@ -193,6 +194,10 @@ def to_parameters(values: Mapping[str, ParameterValue], target: Any) -> None:
         if isinstance(value, bool):
             param.bool_param = value
         elif isinstance(value, int):
+            if not -(2**63) <= value < 2**64:
+                raise InvalidArgumentError(
+                    f"parameter '{_show(key)}': {value} does not fit int64 or uint64"
+                )
             if value >= 2**63:
                 param.uint64_param = value
             else:
