@@ -28,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -132,31 +133,35 @@ def run_checks(
     *,
     checks: Sequence[str] = CHECKS,
     timeout: float = 900.0,
+    parallel: int = 2,
 ) -> list[CheckResult]:
-    """Run each check in a fresh `python -I` process; returns their results in order."""
+    """Run each check in its own fresh `python -I` process (`parallel` at a time).
+
+    Returns the results in `checks` order.
+    """
     root = Path(artifact_dir).resolve()
     manifest_mod.load(root)  # a clear one-line error before spawning anything
-    results = []
     for check in checks:
         if check not in CHECKS:
             raise ExportError(f"unknown check {check!r}; choose from {', '.join(CHECKS)}")
-        cmd = [sys.executable, "-I", "-m", "jaxport.exporter.verify", "--worker", check, str(root)]
-        with tempfile.TemporaryDirectory(prefix="jaxport-verify-") as cwd:
-            try:
-                proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                                      cwd=cwd, env=_worker_env())
-            except subprocess.TimeoutExpired:
-                results.append(CheckResult(check, "fail", f"timed out after {timeout:.0f}s"))
-                continue
-        last = proc.stdout.strip().splitlines()[-1:] or [""]
+    with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
+        return list(pool.map(lambda c: _run_worker(c, root, timeout), checks))
+
+
+def _run_worker(check: str, root: Path, timeout: float) -> CheckResult:
+    cmd = [sys.executable, "-I", "-m", "jaxport.exporter.verify", "--worker", check, str(root)]
+    with tempfile.TemporaryDirectory(prefix="jaxport-verify-") as cwd:
         try:
-            results.append(CheckResult.from_json(json.loads(last[0])))
-        except (ValueError, KeyError, TypeError):
-            tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-            results.append(
-                CheckResult(check, "fail", f"worker crashed (exit {proc.returncode}): {tail}")
-            )
-    return results
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                                  cwd=cwd, env=_worker_env())
+        except subprocess.TimeoutExpired:
+            return CheckResult(check, "fail", f"timed out after {timeout:.0f}s")
+    last = proc.stdout.strip().splitlines()[-1:] or [""]
+    try:
+        return CheckResult.from_json(json.loads(last[0]))
+    except (ValueError, KeyError, TypeError):
+        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        return CheckResult(check, "fail", f"worker crashed (exit {proc.returncode}): {tail}")
 
 
 def _worker_env() -> dict[str, str]:
