@@ -55,11 +55,3 @@ def fuzzy_expected(x: np.ndarray, flag: np.ndarray) -> np.ndarray:
     w = np.arange(3, dtype=np.float32) + 1
     return np.where(flag[:, None], x * w, x + np.full(3, 0.5, np.float32))
 
-
-def fuzzy_init(key: jax.Array) -> dict[str, np.ndarray]:
-    """Parameters of `fuzzy` for `jaxport export --params rel_models:fuzzy_init`."""
-    del key
-    return MODELS["fuzzy"][1]
-
-
-fuzzy_cli = fuzzy

@@ -17,7 +17,7 @@ REAL = [TensorSpec("x", "FP32", (2, 3)), TensorSpec("mask", "BOOL", (2,))]
 STATS = {"cases": 0, "decoded": 0, "refused": 0}
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(hostile_requests("m", REAL))
 def test_codecs_refuse_hostile_requests_cleanly(req: pb.ModelInferRequest) -> None:
     STATS["cases"] += 1

@@ -1,8 +1,9 @@
 """Admission control and message limits on a live bridge with tiny limits
-(1 execution slot and a line of 2 per model, 1 MiB messages).
+(1 execution slot and a line of 2 per model, 4 worker threads, 1 MiB messages).
 
 - a burst above capacity is shed at once with RESOURCE_EXHAUSTED, the admitted ones complete;
 - a message over the size limit gets RESOURCE_EXHAUSTED;
+- a call beyond the worker threads is refused at once (RESOURCE_EXHAUSTED), not parked;
 - a request whose deadline passes while it waits gets DEADLINE_EXCEEDED and is NOT executed,
   and a caller that cancels while waiting is not executed either: ModelStatistics'
   execution_count does not move for them, and the bridge logs "request not executed".
@@ -10,6 +11,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -29,6 +31,7 @@ from live import (
 from rel_models import FUZZ_MODEL, SLOW_MODEL
 
 MAX_MESSAGE = 1024 * 1024
+WORKERS = 4  # = 1 running + 2 waiting + 1 spare for the call being shed
 HOLD_S = 2.0
 
 
@@ -39,6 +42,7 @@ def tight(tmp_path_factory, artifacts):
         repo,
         "--max-inflight-per-model", "1",
         "--max-queue-per-model", "2",
+        "--worker-threads", str(WORKERS),
         "--max-message-bytes", str(MAX_MESSAGE),
     ) as b:
         channel = b.channel()
@@ -131,27 +135,33 @@ def test_short_deadline_on_a_slow_request_is_deadline_exceeded(tight) -> None:
     assert s.ModelInfer(slow_request(10, "after"), timeout=30).id == "after"
 
 
-def test_more_callers_than_worker_threads_are_shed_not_parked(tmp_path, artifacts) -> None:
-    """RPCs beyond --worker-threads must not wait in an invisible executor queue."""
-    repo = make_repository(tmp_path / "repo", artifacts, [SLOW_MODEL])
-    workers = 3
-    with start_bridge(repo, "--worker-threads", str(workers), "--max-inflight-per-model", "1",
-                      "--max-queue-per-model", "8") as b:
-        channel = b.channel()
-        s = stub(channel)
-        wait_ready(s)
-        hold_iters = iters_for(s, HOLD_S)
-        with ThreadPoolExecutor(16) as pool:
-            held = [pool.submit(s.ModelInfer, slow_request(hold_iters, f"h{i}"), timeout=60)
-                    for i in range(workers)]
-            time.sleep(0.5)
-            t0 = time.perf_counter()
-            with pytest.raises(grpc.RpcError) as info:
-                s.ModelInfer(slow_request(10, "extra"), timeout=30)
-            waited = time.perf_counter() - t0
-            assert sorted(f.result(60).id for f in held) == [f"h{i}" for i in range(workers)]
-        channel.close()
-    print(f"\nlimits(live): {workers} workers busy -> extra call {info.value.code().name} after "
-          f"{waited * 1e3:.1f} ms: {info.value.details()}")
+
+def test_more_calls_than_worker_threads_are_refused_not_parked(tight) -> None:
+    """RPCs beyond --worker-threads must not wait in an executor queue admission cannot see."""
+    _b, s, hold_iters = tight
+    release = threading.Event()
+
+    def idle_stream():
+        release.wait(30)  # an open stream holds a worker without asking for a model slot
+        return
+        yield
+
+    with ThreadPoolExecutor(8) as pool:
+        hold = _holding(s, pool, hold_iters)
+        queued = [pool.submit(s.ModelInfer, slow_request(10, f"q{i}"), timeout=60)
+                  for i in range(2)]
+        stream = s.ModelStreamInfer(idle_stream(), timeout=60)
+        time.sleep(0.3)
+        t0 = time.perf_counter()
+        with pytest.raises(grpc.RpcError) as info:
+            s.ModelInfer(fuzzy_request(), timeout=30)
+        waited = time.perf_counter() - t0
+        release.set()
+        assert list(stream) == []
+        assert hold.result(60).id == "hold"
+        assert sorted(f.result(60).id for f in queued) == ["q0", "q1"]
+    print(f"\nlimits(live): {WORKERS} workers busy -> another call {info.value.code().name} "
+          f"after {waited * 1e3:.1f} ms: {info.value.details()}")
     assert info.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
     assert waited < HOLD_S / 2
+    assert s.ModelInfer(fuzzy_request(request_id="after"), timeout=10).id == "after"
