@@ -298,6 +298,19 @@ def write_all(root: Path) -> None:
                req(good, outputs=["no_such_output"]), "INVALID_ARGUMENT", ["no_such_output"])
     error_case(w, "error_raw_and_typed", "one request carrying both raw and typed contents",
                req(good, encoding="both"), "INVALID_ARGUMENT", [])
+    # --- a checkify check tripped inside the exported program (issue 7) ---
+    m = fam["cf_check"]
+    row = np.array([1.0, -2.0, 0.5, 4.0], dtype=np.float32)
+    infer_case(w, "check_passes", "a checkify-validated model with a valid input returns its "
+               "outputs only (no check outputs)", m, [np.int32(3), row])
+    bad = np.int32(-2)
+    message = models.check_message(m, bad, row)
+    if not message or "got -2" not in message:
+        raise SystemExit(f"make_cases.py: cf_check did not trip in-process ({message!r})")
+    error_case(w, "check_tripped", "a checkify.check on an input fires: INVALID_ARGUMENT with "
+               "the message JAX's err.get() gives in-process",
+               req(tensor(w, "check_tripped", "index", bad), tensor(w, "check_tripped", "row", row),
+                   model="cf_check"), "INVALID_ARGUMENT", [message])
     infer_case(w, "sanity_after_errors", "after every error case the server still answers",
                fam["cf_fp32"], [x])
 

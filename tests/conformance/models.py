@@ -16,6 +16,7 @@ import jax
 import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
+from jax.experimental import checkify
 
 #: Rows of the per-dtype family: model name suffix, numpy dtype.
 DTYPE_FAMILY: tuple[tuple[str, np.dtype], ...] = (
@@ -46,6 +47,8 @@ class SuiteModel:
     inputs: dict[str, jax.ShapeDtypeStruct]
     output_names: list[str] = field(default_factory=list)
     goldens: int = 2
+    #: checkify error sets exported as check outputs (`export(checks=...)`), e.g. ("user",).
+    checks: tuple[str, ...] = ()
 
 
 def _affine(params: dict[str, jax.Array], data_in: jax.Array) -> dict[str, jax.Array]:
@@ -71,6 +74,14 @@ def _multi(
 def _big(params: dict[str, jax.Array], big_in: jax.Array) -> dict[str, jax.Array]:
     """Elementwise big_out = big_in * 2 + 1 (exact in FP32 for the suite's ramp data)."""
     return {"big_out": big_in * params["two"] + params["one"]}
+
+
+def _checked(
+    params: dict[str, jax.Array], index: jax.Array, row: jax.Array
+) -> dict[str, jax.Array]:
+    """A model validating its input with checkify: a negative index is the caller's mistake."""
+    checkify.check(index >= 0, "index needs to be non-negative, got {}", index)
+    return {"scaled": row * params["gain"] * index.astype(jnp.float32)}
 
 
 def _family_params(dtype: np.dtype) -> dict[str, np.ndarray]:
@@ -124,7 +135,28 @@ def suite_models() -> list[SuiteModel]:
             goldens=1,
         )
     )
+    models.append(
+        SuiteModel(
+            name="cf_check",
+            fn=_checked,
+            params={"gain": np.array([1.0, 2.0, 3.0, 4.0], dtype=np.float32)},
+            inputs={
+                "index": jax.ShapeDtypeStruct((), np.int32),
+                "row": jax.ShapeDtypeStruct((4,), np.float32),
+            },
+            checks=("user",),
+            goldens=0,  # the suite's own cases cover passing and tripping inputs
+        )
+    )
     return models
+
+
+def check_message(model: SuiteModel, *inputs: np.ndarray) -> str | None:
+    """What `err.get()` says in-process for these inputs (None when no check fires)."""
+    errors = checkify.user_checks
+    with jax.enable_x64(True):
+        err, _ = jax.jit(checkify.checkify(model.fn, errors=errors))(model.params, *inputs)
+        return err.get()
 
 
 def by_name(name: str) -> SuiteModel:
@@ -138,7 +170,12 @@ def by_name(name: str) -> SuiteModel:
 def run_in_process(model: SuiteModel, *inputs: np.ndarray) -> list[np.ndarray]:
     """The model's outputs computed by JAX itself (x64 on, as the exporter does for 64-bit)."""
     with jax.enable_x64(True):
-        out = jax.jit(model.fn)(model.params, *inputs)
+        if model.checks:
+            _, out = jax.jit(checkify.checkify(model.fn, errors=checkify.user_checks))(
+                model.params, *inputs
+            )
+        else:
+            out = jax.jit(model.fn)(model.params, *inputs)
         return [np.asarray(leaf) for leaf in jax.tree.leaves(out)]
 
 
@@ -146,7 +183,11 @@ def output_names(model: SuiteModel) -> list[str]:
     """Output names in result order (dict keys sort, as jax flattens them)."""
     if model.output_names:
         return list(model.output_names)
+    fn = model.fn
+    if model.checks:
+        def fn(*args: Any) -> Any:
+            return checkify.checkify(model.fn, errors=checkify.user_checks)(*args)[1]
     with jax.enable_x64(True):
-        shapes = jax.eval_shape(model.fn, model.params, *model.inputs.values())
+        shapes = jax.eval_shape(fn, model.params, *model.inputs.values())
     paths = jax.tree_util.tree_flatten_with_path(shapes)[0]
     return [str(p[-1].key) for p, _ in paths]

@@ -57,7 +57,8 @@ def export_models(repository: Path) -> None:
 
     for m in models.suite_models():
         export(m.fn, m.params, m.inputs, repository / m.name / "1",
-               output_names=m.output_names or None, goldens=m.goldens, quiet=True)
+               output_names=m.output_names or None, goldens=m.goldens, quiet=True,
+               checks=list(m.checks) or None)
 
 
 def run_step(label: str, cmd: list[str], cwd: Path, log: list[str]) -> int:
@@ -90,10 +91,14 @@ def language_steps(lang: str, url: str) -> list[tuple[str, list[str], Path]]:
             ("go test", ["go", "test", "./..."], GO_DIR),
             ("go runner", ["go", "run", "./cmd/jaxport-conformance", "--url", url,
                            "--cases", str(CASES)], GO_DIR),
+            ("go example", ["go", "run", "./examples/infer", "--url", url,
+                            "--model", "cf_multi"], GO_DIR),
         ]
     mvn = ["mvn", "-B", "-q", "-Dstyle.color=never"]
-    return [("java test + runner",
-             [*mvn, "test", "exec:java", f"-Dexec.args=--url {url} --cases {CASES}"], JAVA_DIR)]
+    return [("java test + runner + example",
+             [*mvn, "test", "exec:exec@conformance", "exec:exec@example",
+              f"-Dconformance.url={url}", f"-Dconformance.cases={CASES}",
+              f"-Dexample.url={url}", "-Dexample.model=cf_multi"], JAVA_DIR)]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -35,7 +35,7 @@ import java.util.stream.Stream;
  * Java runner of the shared conformance suite (tests/conformance/cases) against any Open
  * Inference Protocol server, through the jaxport Java client:
  *
- * <pre>mvn -q test exec:java -Dexec.args="--url 127.0.0.1:8001 --cases ../../tests/conformance/cases"</pre>
+ * <pre>mvn -q test exec:exec@conformance -Dconformance.url=127.0.0.1:8001</pre>
  *
  * Prints one PASS/FAIL/SKIP line per case and {@code conformance java: N passed, M failed};
  * fails (non-zero Maven exit) if any case failed.
