@@ -71,7 +71,7 @@ bench: setup
 	$(PY) -m tests.bench.run $(BENCH_ARGS)
 
 soak: setup
-	$(VENV)/bin/python -m pytest -q -m soak -o addopts=''
+	$(VENV)/bin/python -m pytest -q -s -m soak -o addopts='' --timeout=900
 
 clean:
 	rm -rf $(VENV) demo-out

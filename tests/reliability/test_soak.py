@@ -17,6 +17,7 @@ import grpc
 import numpy as np
 import pytest
 from bridge_launch import rss_kib, start_bridge
+from jaxport.protocol.gen.inference import grpc_service_pb2 as pb
 from live import fuzzy_request, make_repository, output, slow_request, stub
 from rel_models import FUZZ_MODEL, SLOW_MODEL, fuzzy_expected
 
@@ -41,6 +42,7 @@ def test_soak_concurrency_64(tmp_path, artifacts) -> None:
         errors: collections.Counter[str] = collections.Counter()
         wrong: list[str] = []
         latencies: list[list[float]] = [[] for _ in range(CONCURRENCY)]
+        slow_latencies: list[list[float]] = [[] for _ in range(CONCURRENCY)]
         stop_at = time.monotonic() + SECONDS
 
         def caller(k: int) -> None:
@@ -68,6 +70,8 @@ def test_soak_concurrency_64(tmp_path, artifacts) -> None:
                         errors[exc.code().name] += 1
                     continue
                 latencies[k].append(time.perf_counter() - t0)
+                if slow:
+                    slow_latencies[k].append(latencies[k][-1])
                 if resp.id != rid:
                     wrong.append(f"{rid} answered as {resp.id}")
                 elif not slow and not np.array_equal(output(resp), fuzzy_expected(x, flag)):
@@ -81,16 +85,26 @@ def test_soak_concurrency_64(tmp_path, artifacts) -> None:
             t.join(SECONDS + 120)
         elapsed = time.monotonic() - t_start
         rss_end = rss_kib(b.pid)
+        server_side = []
+        for m in s.ModelStatistics(pb.ModelStatisticsRequest(), timeout=10).model_stats:
+            st = m.inference_stats
+            n = max(st.success.count, 1)
+            server_side.append(f"{m.name}: {st.success.count} ok, mean queue "
+                               f"{st.queue.ns / n / 1e6:.2f} ms, compute "
+                               f"{st.compute_infer.ns / n / 1e6:.2f} ms")
         alive = b.alive()
         channel.close()
     lat = np.array([x for per in latencies for x in per])
+    slow_lat = np.array([x for per in slow_latencies for x in per])
     ok = lat.size
     print(
         f"\nsoak: {CONCURRENCY} callers x {elapsed:.1f} s: {sent[0]} requests, {ok} ok "
         f"({ok / elapsed:.0f}/s), errors {dict(errors) or 0}, wrong answers {len(wrong)}; "
         f"latency p50 {np.percentile(lat, 50) * 1e3:.2f} ms p99 {np.percentile(lat, 99) * 1e3:.2f}"
-        f" ms max {lat.max() * 1e3:.1f} ms; server RSS {rss_start / 1024:.0f} -> "
-        f"{rss_end / 1024:.0f} MiB"
+        f" ms max {lat.max() * 1e3:.1f} ms (slow model p50 {np.percentile(slow_lat, 50) * 1e3:.2f}"
+        f" ms p99 {np.percentile(slow_lat, 99) * 1e3:.2f} ms)"
+        f"; server RSS {rss_start / 1024:.0f} -> "
+        f"{rss_end / 1024:.0f} MiB; server side: {'; '.join(server_side)}"
     )
     assert alive
     assert not any(t.is_alive() for t in threads)
