@@ -1,0 +1,61 @@
+"""Artifacts exported by earlier jaxport/JAX versions must keep loading and computing.
+
+Each directory here is an artifact committed as it was exported (see make_golden.py). A change
+of manifest format, weight layout or JAX version that breaks them fails this test loudly, the
+way jax keeps its own back-compat test data. Never regenerate an existing golden to make this
+pass: add a new one and keep reading the old ones (or bump the schema range deliberately).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import jax
+import pytest
+
+from jaxport.exporter import api, manifest, verify, weights
+from jaxport.protocol.gen.jaxport.v1 import manifest_pb2
+
+HERE = Path(__file__).resolve().parent
+GOLDENS = sorted(p for p in HERE.iterdir() if (p / "manifest.json").is_file())
+sys.path.insert(0, str(HERE.parents[0] / "models"))
+
+
+def test_there_is_a_golden_artifact() -> None:
+    assert GOLDENS, "no back-compat artifact committed under tests/backcompat/"
+    total = sum(f.stat().st_size for g in GOLDENS for f in g.rglob("*") if f.is_file())
+    assert total < 200 * 1024
+
+
+@pytest.mark.parametrize("art", GOLDENS, ids=lambda p: p.name)
+def test_old_artifact_loads_and_verifies(art: Path) -> None:
+    m = manifest.load(art)
+    assert manifest.MIN_SUPPORTED_SCHEMA_VERSION <= m.schema_version
+    manifest.verify_files(art, m)
+    params = weights.read_parameters(art, m, m.programs[0])
+    assert len(params) == sum(a.role == manifest_pb2.ARGUMENT_ROLE_PARAMETER
+                              for a in m.programs[0].arguments)
+    results = verify.run_checks(art, checks=("checksums", "jaxexport", "pjrt", "iree"))
+    for r in results:
+        assert r.status == "pass", f"{art.name}: {r.check}: {r.detail}"
+
+
+@pytest.mark.parametrize("art", GOLDENS, ids=lambda p: p.name)
+def test_reexport_today_has_the_same_contract(art: Path, tmp_path: Path) -> None:
+    """Exporting the same model now must describe @main the same way (order, names, types)."""
+    old = manifest.load(art)
+    module_name, fn_name = old.source_function.split(":")
+    mod = __import__(module_name)
+    inputs = {i.name: jax.ShapeDtypeStruct(tuple(i.shape), manifest.numpy_dtype(i.dtype))
+              for i in old.inputs}
+    new = api.export(getattr(mod, fn_name), mod.init(jax.random.key(0)), inputs,
+                     tmp_path / "new", quiet=True, goldens=0)
+
+    def contract(m: manifest_pb2.Manifest) -> list[tuple]:
+        prog = m.programs[0]
+        return ([(a.index, a.role, a.name, a.key_path, a.leaf_index, tuple(a.shape),
+                  a.dtype.numpy, a.sha256) for a in prog.arguments]
+                + [(r.index, r.role, r.name, tuple(r.shape), r.dtype.numpy) for r in prog.results])
+
+    assert contract(new) == contract(old)
