@@ -37,6 +37,8 @@ import org.junit.jupiter.api.Test;
  */
 class InferenceClientTest {
   static final Context.Key<String> AUTH = Context.key("auth");
+  // The limit test makes the loopback server's write fail on purpose; keep its log quiet.
+  static final java.util.logging.Logger GRPC_LOG = java.util.logging.Logger.getLogger("io.grpc");
   static Server server;
   static String target;
 
@@ -84,6 +86,7 @@ class InferenceClientTest {
 
   @BeforeAll
   static void start() throws Exception {
+    GRPC_LOG.setLevel(java.util.logging.Level.SEVERE);
     ServerInterceptor capture = new ServerInterceptor() {
       @Override
       public <Q, R> ServerCall.Listener<Q> interceptCall(ServerCall<Q, R> call, Metadata headers, ServerCallHandler<Q, R> next) {
