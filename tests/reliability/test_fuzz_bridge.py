@@ -18,6 +18,7 @@ import pytest
 from bridge_launch import rss_kib
 from hostile import TensorSpec, hostile_requests, raw_infer, raw_messages, valid_request
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from live import fuzzy_request, output, stub, wait_ready
 from rel_models import fuzzy_expected
 
@@ -31,6 +32,7 @@ RSS_GROWTH_LIMIT_MIB = 256
 COUNTS: dict[str, collections.Counter] = {
     "structured": collections.Counter(),
     "raw": collections.Counter(),
+    "stream": collections.Counter(),
 }
 STATE: dict[str, object] = {}
 
@@ -79,6 +81,27 @@ def test_random_bytes_as_the_whole_message(live, payload: bytes) -> None:
     _call("raw", raw_infer(channel), payload)
 
 
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(reqs=st.lists(hostile_requests("fuzzy", REAL), min_size=1, max_size=12))
+def test_hostile_requests_in_one_stream(live, reqs) -> None:
+    """On ModelStreamInfer a bad request costs one error_message; the stream goes on."""
+    _bridge, _channel, s = live
+    good = valid_request("fuzzy", REAL, seed=1)
+    good.id = "last-good"
+    responses = list(s.ModelStreamInfer(iter([*reqs, good]), timeout=60))
+    assert len(responses) == len(reqs) + 1
+    for req, r in zip([*reqs, good], responses, strict=True):
+        # In order, one each, correlated by the echoed id (errors included, as Triton does).
+        assert r.infer_response.id == req.id, (req.id, r)
+        if r.error_message:
+            assert r.error_message.split(":", 1)[0] in STRUCTURED_OK, r.error_message
+        else:
+            assert len(r.infer_response.raw_output_contents) >= 1
+        COUNTS["stream"]["error" if r.error_message else "OK"] += 1
+    assert responses[-1].infer_response.id == "last-good", responses[-1].error_message
+
+
 def test_server_survived_with_bounded_memory_and_still_answers(live) -> None:
     bridge, _channel, s = live
     assert bridge.alive()
@@ -92,7 +115,8 @@ def test_server_survived_with_bounded_memory_and_still_answers(live) -> None:
     total = sum(sum(c.values()) for c in COUNTS.values())
     print(
         f"\nfuzz(bridge): {total} cases "
-        f"(structured {dict(COUNTS['structured'])}, raw bytes {dict(COUNTS['raw'])}); "
+        f"(structured {dict(COUNTS['structured'])}, raw bytes {dict(COUNTS['raw'])}, "
+        f"in streams {dict(COUNTS['stream'])}); "
         f"server RSS {before / 1024:.0f} -> {after / 1024:.0f} MiB"
     )
     assert total >= 200, "the fuzz tests did not run first"

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import threading
 import time
+import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 import grpc
@@ -51,6 +52,17 @@ def tight(tmp_path_factory, artifacts):
         hold_iters = iters_for(s, HOLD_S)
         yield b, s, hold_iters
         channel.close()
+
+
+def admission_counts(b) -> dict[str, float]:
+    """`jaxport_admission_total{model="slow",outcome=...}` from the bridge's /metrics."""
+    text = urllib.request.urlopen(b.metrics_url, timeout=10).read().decode()
+    counts = dict.fromkeys(("admitted", "shed", "expired", "cancelled"), 0.0)
+    for line in text.splitlines():
+        if line.startswith("jaxport_admission_total{") and f'model="{SLOW_MODEL}"' in line:
+            outcome = line.split('outcome="', 1)[1].split('"', 1)[0]
+            counts[outcome] = float(line.rsplit(" ", 1)[1])
+    return counts
 
 
 def _holding(s, pool: ThreadPoolExecutor, iters: int):
@@ -100,6 +112,7 @@ def test_message_over_the_size_limit_is_resource_exhausted(tight) -> None:
 def test_expired_and_cancelled_waiters_are_never_executed(tight) -> None:
     b, s, hold_iters = tight
     before = execution_count(s, SLOW_MODEL)
+    refused_before = admission_counts(b)
     log_mark = len(b.log_text())
     with ThreadPoolExecutor(8) as pool:
         hold = _holding(s, pool, hold_iters)
@@ -114,13 +127,17 @@ def test_expired_and_cancelled_waiters_are_never_executed(tight) -> None:
         assert hold.result(60).id == "hold"
     time.sleep(0.5)
     after = execution_count(s, SLOW_MODEL)
+    refused = admission_counts(b)
     log = b.log_text()[log_mark:]
     not_executed = [ln for ln in log.splitlines() if "request not executed" in ln]
     print(f"\ndeadline(live): 0.3 s deadline behind a {HOLD_S:.0f} s request -> "
           f"DEADLINE_EXCEEDED after {waited:.2f} s; executions {before} -> {after}; "
-          f"log: {not_executed}")
+          f"admission metric {refused_before} -> {refused}; log: {not_executed}")
     assert after == before + 1, "only the holding request may have run"
     assert len(not_executed) == 2 and all("model=slow" in ln for ln in not_executed)
+    assert refused["expired"] + refused["cancelled"] == (
+        refused_before["expired"] + refused_before["cancelled"] + 2
+    )
 
 
 def test_short_deadline_on_a_slow_request_is_deadline_exceeded(tight) -> None:
