@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from bridge_launch import start_bridge
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection_pb2
 from jaxport.client import InferenceClient, InferenceServerError
 from live import fuzzy_request, make_repository, stub, wait_ready
 from rel_models import FUZZ_MODEL, fuzzy_expected
@@ -85,7 +86,22 @@ def test_missing_or_wrong_token_is_unauthenticated(tls_token_bridge, pki, token)
         health = health_pb2_grpc.HealthStub(ch)
         resp = health.Check(health_pb2.HealthCheckRequest(service=""), timeout=10)
         assert resp.status == health_pb2.HealthCheckResponse.SERVING
-    print(f"\ntoken: {token!r} -> UNAUTHENTICATED for ModelInfer/ModelMetadata; "
+        # Server reflection reveals the service surface: it needs the token too.
+        md = (("authorization", f"Bearer {token}"),) if token else ()
+        reflect = ch.stream_stream(
+            "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
+            request_serializer=reflection_pb2.ServerReflectionRequest.SerializeToString,
+            response_deserializer=reflection_pb2.ServerReflectionResponse.FromString,
+        )
+        ask = reflection_pb2.ServerReflectionRequest(list_services="")
+        with pytest.raises(grpc.RpcError) as info:
+            list(reflect(iter([ask]), metadata=md, timeout=10))
+        assert info.value.code() == grpc.StatusCode.UNAUTHENTICATED
+        with_token = list(reflect(iter([ask]), metadata=(("authorization", f"Bearer {TOKEN}"),),
+                                  timeout=10))
+        names = [sv.name for sv in with_token[0].list_services_response.service]
+        assert "inference.GRPCInferenceService" in names
+    print(f"\ntoken: {token!r} -> UNAUTHENTICATED for ModelInfer/ModelMetadata/reflection; "
           "ServerLive/ServerReady/Health.Check open")
 
 
