@@ -3,6 +3,7 @@ and every runner-facing field is well formed (the runners themselves run in `mak
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -12,9 +13,12 @@ import numpy as np
 import pytest
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-
-import runner  # noqa: E402
+# Loaded under a unique name: other test directories may have their own `runner`/`models`.
+_spec = importlib.util.spec_from_file_location("jaxport_conformance_runner", HERE / "runner.py")
+assert _spec is not None and _spec.loader is not None
+runner = importlib.util.module_from_spec(_spec)
+sys.modules[_spec.name] = runner  # dataclasses look their module up there
+_spec.loader.exec_module(runner)
 
 
 def test_committed_cases_match_jax() -> None:
