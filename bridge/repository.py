@@ -278,6 +278,12 @@ class Repository:
         out: list[VersionStatus] = []
         for name in sorted(set(disk) | set(table)):
             known = table.get(name, {})
+            if not known and not disk.get(name):
+                # Listed with version 0 (shown as "") so the operator sees why it is not served.
+                if not ready_only:
+                    out.append(VersionStatus(name, 0, UNAVAILABLE,
+                                             f"no version directories (expected {name}/1/ ...)"))
+                continue
             for version in sorted(set(disk.get(name, [])) | set(known)):
                 status = known.get(version) or VersionStatus(name, version, UNAVAILABLE,
                                                              "not loaded")

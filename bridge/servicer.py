@@ -177,8 +177,8 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
             )
         response = pb.RepositoryIndexResponse()
         for s in self._repo.index(ready_only=request.ready):
-            response.models.add(name=s.name, version=str(s.version), state=s.state,
-                                reason=s.reason)
+            response.models.add(name=s.name, version=str(s.version) if s.version else "",
+                                state=s.state, reason=s.reason)
         return response
 
     def RepositoryModelLoad(self, request: pb.RepositoryModelLoadRequest,

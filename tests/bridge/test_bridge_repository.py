@@ -51,6 +51,8 @@ def repo(tmp_path_factory: pytest.TempPathFactory, artifacts: dict[str, Path]) -
     shutil.copytree(artifacts["mlp"], root / "sneaky" / "1")
     (root / "sneaky" / "1" / "model.jaxexport").unlink()
     os.symlink(outside / "model.jaxexport", root / "sneaky" / "1" / "model.jaxexport")
+    # a model directory without any version directory
+    (root / "empty" / "not-a-version").mkdir(parents=True)
     return root
 
 
@@ -89,11 +91,16 @@ def test_startup_refuses_broken_artifacts_and_serves_the_rest(rstub, server):
     assert state == "UNAVAILABLE" and "outside the repository" in reason
     state, reason = idx[("sneaky", "1")]
     assert state == "UNAVAILABLE" and "model.jaxexport" in reason and "outside" in reason
+    state, reason = idx[("empty", "")]
+    assert state == "UNAVAILABLE" and "no version directories" in reason
     ready_only = rstub.RepositoryIndex(pb.RepositoryIndexRequest(ready=True)).models
     assert {(m.name, m.version) for m in ready_only} == {("mlp", "2"), ("mixed", "1")}
     # the reason is in the logs too
     failed = [r for r in server.log_records() if r.get("msg") == "model failed to load"]
     assert {r["model"] for r in failed} == {"tampered", "missing", "escape", "sneaky"}
+    not_loaded = [r for r in server.log_records() if r.get("msg") == "model not loaded"]
+    assert any(r["model"] == "empty" and "no version directories" in r["reason"]
+               for r in not_loaded)
     assert rstub.ServerReady(pb.ServerReadyRequest()).ready
 
 
