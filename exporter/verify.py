@@ -209,12 +209,6 @@ def _uses_x64(m: manifest_pb2.Manifest) -> bool:
     )
 
 
-def _program(m: manifest_pb2.Manifest) -> manifest_pb2.Program:
-    return m.programs[0] if len(m.programs) == 1 else next(
-        p for p in m.programs if p.batch_size == max(q.batch_size for q in m.programs)
-    )
-
-
 def _cases(
     m: manifest_pb2.Manifest, program: manifest_pb2.Program
 ) -> list[manifest_pb2.GoldenCase]:
@@ -335,56 +329,59 @@ def _check_manifest_matches(exp: Any, m: manifest_pb2.Manifest,
 def _check_jaxexport(root: Path, m: manifest_pb2.Manifest) -> CheckResult:
     import jax
 
-    program = _program(m)
-    exp = jax.export.deserialize(bytearray((root / program.jaxexport_file).read_bytes()))
-    _check_manifest_matches(exp, m, program)
-    if "cpu" not in exp.platforms:
-        return CheckResult("jaxexport", "skip", f"not exported for cpu ({list(exp.platforms)})")
-    params = _load_params(root, m, program)
-    by_leaf = {a.leaf_index: a for a in program.arguments if a.leaf_index >= 0}
     comps: dict[str, Comparison] = {}
-    for case in _cases(m, program):
-        leaves = []
-        for i, aval in enumerate(exp.in_avals):
-            arg = by_leaf.get(i)
-            if arg is None:  # dropped by jax: any value of the right type
-                leaves.append(np.zeros(aval.shape, aval.dtype))
-            elif arg.role == _ARG.ARGUMENT_ROLE_PARAMETER:
-                leaves.append(params[arg.name])
-            else:
-                leaves.append(_golden_input(root, m, case, arg.name))
-        args, kwargs = exp.in_tree.unflatten(leaves)
-        results = jax.tree.leaves(exp.call(*args, **kwargs))
-        _compare_case(program, results, _expected(root, program, case), comps)
-    return _result("jaxexport", comps, f"{len(_cases(m, program))} golden case(s)")
+    for program in m.programs:  # every batch size's program (one when unbatched)
+        exp = jax.export.deserialize(bytearray((root / program.jaxexport_file).read_bytes()))
+        _check_manifest_matches(exp, m, program)
+        if "cpu" not in exp.platforms:
+            return CheckResult("jaxexport", "skip",
+                               f"not exported for cpu ({list(exp.platforms)})")
+        params = _load_params(root, m, program)
+        by_leaf = {a.leaf_index: a for a in program.arguments if a.leaf_index >= 0}
+        for case in _cases(m, program):
+            leaves = []
+            for i, aval in enumerate(exp.in_avals):
+                arg = by_leaf.get(i)
+                if arg is None:  # dropped by jax: any value of the right type
+                    leaves.append(np.zeros(aval.shape, aval.dtype))
+                elif arg.role == _ARG.ARGUMENT_ROLE_PARAMETER:
+                    leaves.append(params[arg.name])
+                else:
+                    leaves.append(_golden_input(root, m, case, arg.name))
+            args, kwargs = exp.in_tree.unflatten(leaves)
+            results = jax.tree.leaves(exp.call(*args, **kwargs))
+            _compare_case(program, results, _expected(root, program, case), comps)
+    return _result("jaxexport", comps, _cases_detail(m))
 
 
 def _check_pjrt(root: Path, m: manifest_pb2.Manifest) -> CheckResult:
     import jax
     from jax.extend import backend as jex_backend
 
-    program = _program(m)
     if "cpu" not in m.platforms:
         return CheckResult("pjrt", "skip", f"not exported for cpu ({list(m.platforms)})")
     client = jex_backend.get_backend("cpu")
     device = client.local_devices()[0]
-    bytecode = (root / program.mlirbc_file).read_bytes()
-    try:
-        executable = client.compile_and_load(
-            bytecode, [device], jex_backend.get_compile_options(num_replicas=1, num_partitions=1)
-        )
-    except Exception as exc:
-        first = (str(exc).strip().splitlines() or [""])[0]
-        return CheckResult("pjrt", "fail", f"PJRT cannot compile {program.mlirbc_file}: {first}")
-    params = _load_params(root, m, program)
     comps: dict[str, Comparison] = {}
-    for case in _cases(m, program):
-        values = _argument_values(root, m, program, case, params)
-        buffers = [jax.device_put(v, device) for v in values]
-        out = executable.execute_sharded(buffers).disassemble_into_single_device_arrays()
-        _compare_case(program, [np.asarray(o[0]) for o in out], _expected(root, program, case),
-                      comps)
-    return _result("pjrt", comps, f"{len(_cases(m, program))} golden case(s)")
+    for program in m.programs:  # every batch size's program (one when unbatched)
+        bytecode = (root / program.mlirbc_file).read_bytes()
+        try:
+            executable = client.compile_and_load(
+                bytecode, [device],
+                jex_backend.get_compile_options(num_replicas=1, num_partitions=1),
+            )
+        except Exception as exc:
+            first = (str(exc).strip().splitlines() or [""])[0]
+            return CheckResult("pjrt", "fail",
+                               f"PJRT cannot compile {program.mlirbc_file}: {first}")
+        params = _load_params(root, m, program)
+        for case in _cases(m, program):
+            values = _argument_values(root, m, program, case, params)
+            buffers = [jax.device_put(v, device) for v in values]
+            out = executable.execute_sharded(buffers).disassemble_into_single_device_arrays()
+            _compare_case(program, [np.asarray(o[0]) for o in out],
+                          _expected(root, program, case), comps)
+    return _result("pjrt", comps, _cases_detail(m))
 
 
 def _iree_type(shape: Sequence[int], dtype: manifest_pb2.DType) -> str:
@@ -409,11 +406,29 @@ def _check_iree(root: Path, m: manifest_pb2.Manifest) -> CheckResult:
     if not compiler or not runner:
         return CheckResult("iree", "skip", "IREE not installed "
                            "(pip install iree-base-compiler iree-base-runtime)")
-    program = _program(m)
     if "cpu" not in m.platforms:
         return CheckResult("iree", "skip", f"not exported for cpu ({list(m.platforms)})")
-    params = _load_params(root, m, program)
     comps: dict[str, Comparison] = {}
+    for program in m.programs:  # every batch size's program (one when unbatched)
+        failed = _check_iree_program(root, m, program, compiler, runner, comps)
+        if failed is not None:
+            return failed
+    return _result("iree", comps, _cases_detail(m) + ", llvm-cpu")
+
+
+def _cases_detail(m: manifest_pb2.Manifest) -> str:
+    n = sum(len(_cases(m, p)) for p in m.programs)
+    if len(m.programs) == 1:
+        return f"{n} golden case(s)"
+    sizes = ",".join(str(p.batch_size) for p in m.programs)
+    return f"{n} golden case(s) over {len(m.programs)} programs (batch sizes {sizes})"
+
+
+def _check_iree_program(root: Path, m: manifest_pb2.Manifest, program: manifest_pb2.Program,
+                        compiler: str, runner: str, comps: dict[str, Comparison]
+                        ) -> CheckResult | None:
+    """Compile and run one program with IREE; a failing CheckResult, or None (compared)."""
+    params = _load_params(root, m, program)
     with tempfile.TemporaryDirectory(prefix="jaxport-iree-") as tmp_name:
         tmp = Path(tmp_name)
         vmfb = tmp / "model.vmfb"
@@ -441,7 +456,7 @@ def _check_iree(root: Path, m: manifest_pb2.Manifest) -> CheckResult:
                 raw = np.fromfile(tmp / f"out{i}.bin", dtype=manifest_mod.numpy_dtype(res.dtype))
                 outs.append(raw.reshape(tuple(res.shape)))
             _compare_case(program, outs, _expected(root, program, case), comps)
-    return _result("iree", comps, f"{len(_cases(m, program))} golden case(s), llvm-cpu")
+    return None
 
 
 def _iree_input(tmp: Path, arg: manifest_pb2.Argument, value: np.ndarray) -> str:

@@ -171,3 +171,15 @@ def test_cli_bad_batch_sizes_is_one_line(tmp_path):
         "jaxport export: error: --batch-sizes '1,x': expected comma-separated positive "
         "integers, e.g. 1,8,32"
     ]
+
+
+def test_cli_verify_covers_every_program(tmp_path):
+    out = tmp_path / "art"
+    proc = _jaxport(tmp_path, "export", "bmod:predict", "--params", "bmod:init",
+                    "--input", "x:float32[B,6]", "--batch-sizes", "1,4", "--out", str(out),
+                    "--quiet", "--goldens", "1")
+    assert proc.returncode == 0, proc.stderr
+    proc = _jaxport(tmp_path, "verify", str(out), "--checks", "checksums,jaxexport,pjrt")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "jaxexport: pass: 2 golden case(s) over 2 programs (batch sizes 1,4)" in proc.stdout
+    assert "pjrt: pass: 2 golden case(s) over 2 programs (batch sizes 1,4)" in proc.stdout
