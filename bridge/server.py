@@ -191,7 +191,13 @@ def run(settings: Settings) -> int:
         return 1
     report = {"grpc_port": bridge.port, "metrics_port": bridge.metrics_port, "pid": os.getpid()}
     if settings.port_file is not None:
-        _write_port_file(settings.port_file, report)
+        try:
+            _write_port_file(settings.port_file, report)
+        except OSError as exc:
+            print(f"jaxport serve: error: cannot write --port-file {settings.port_file}: "
+                  f"{exc.strerror or exc}", file=sys.stderr)
+            bridge.stop(grace=0)
+            return 1
     print(f"jaxport serve: listening on {settings.host}:{bridge.port}", flush=True)
     if bridge.metrics_port >= 0:
         print(f"jaxport serve: metrics on http://{settings.host}:{bridge.metrics_port}/metrics",

@@ -186,6 +186,17 @@ def test_port_in_use_is_one_line_exit_1(bridge, repository: Path):
     assert bridge.alive()
 
 
+def test_unwritable_port_file_is_one_line_exit_1(repository: Path, tmp_path: Path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    proc = _serve("--repository", str(repository), "--port", "0", "--metrics-port", "-1",
+                  "--port-file", str(blocker / "ports.json"))
+    assert proc.returncode == 1, proc.stderr
+    (line,) = [ln for ln in proc.stderr.splitlines() if not ln.startswith("{")]
+    assert line.startswith("jaxport serve: error: cannot write --port-file ")
+    assert "Traceback" not in proc.stderr
+
+
 def test_help_lists_flags_and_env_vars():
     proc = _serve("--help")
     assert proc.returncode == 0
