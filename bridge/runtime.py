@@ -222,7 +222,8 @@ class PjrtEngine:
                 slots.append(None)
             elif arg.role == manifest_pb2.ARGUMENT_ROLE_PLATFORM_INDEX:
                 index = list(platforms).index(device.platform)
-                slots.append(jax.device_put(np.int32(index), device))
+                dtype = _dtype_row(arg.dtype, "platform index").numpy  # i32, i64 under x64
+                slots.append(jax.device_put(np.asarray(index, dtype), device))
             else:
                 raise LoadError(
                     f"argument {arg.index} ({arg.name!r}) has role "

@@ -22,7 +22,8 @@ from bridge_helpers import make_repository  # noqa: E402
 from jaxport.protocol.gen.inference import grpc_service_pb2_grpc as pb_grpc  # noqa: E402
 from support.bridge import BridgeProcess  # noqa: E402
 
-MODEL_NAMES = ("mlp", "mixed", "slow")
+# mlp2p: the mlp lowered for ("cuda", "cpu"): @main takes a platform index first.
+MODEL_NAMES = ("mlp", "mixed", "slow", "mlp2p")
 
 
 def _export_all(out: Path) -> dict[str, Path]:
@@ -33,12 +34,14 @@ def _export_all(out: Path) -> dict[str, Path]:
         "mlp": (m.mlp, m.mlp_params(), m.MLP_INPUTS, None, 2),
         "mixed": (m.mixed, m.mixed_params(), m.MIXED_INPUTS, m.MIXED_OUTPUTS, 2),
         "slow": (m.slow, m.slow_params(), m.SLOW_INPUTS, None, 1),
+        "mlp2p": (m.mlp, m.mlp_params(), m.MLP_INPUTS, None, 2),
     }
     paths = {}
     for name, (fn, params, inputs, outputs, n_goldens) in specs.items():
         paths[name] = out / name
+        platforms = ("cuda", "cpu") if name == "mlp2p" else ("cpu",)
         export(fn, params, inputs, paths[name], output_names=outputs, goldens=n_goldens,
-               quiet=True, name=name)
+               quiet=True, name=name, platforms=platforms)
     return paths
 
 

@@ -40,7 +40,7 @@ def infer(stub, model: str, inputs: dict[str, np.ndarray], **kw) -> pb.ModelInfe
 
 
 @pytest.mark.parametrize("engine", ["exported", "pjrt"])
-@pytest.mark.parametrize("model", ["mlp", "mixed"])
+@pytest.mark.parametrize("model", ["mlp", "mixed", "mlp2p"])
 def test_outputs_equal_goldens(engine, model, artifacts, stub, stub_pjrt):
     client = stub if engine == "exported" else stub_pjrt
     cases = golden_cases(artifacts[model])
@@ -59,13 +59,21 @@ def test_outputs_equal_goldens(engine, model, artifacts, stub, stub_pjrt):
 
 
 def test_engines_agree_on_every_golden(artifacts, stub, stub_pjrt):
-    for model in ("mlp", "mixed", "slow"):
+    for model in ("mlp", "mixed", "slow", "mlp2p"):
         for case, inputs, _ in golden_cases(artifacts[model]):
             a = codecs.decode_infer_response(infer(stub, model, inputs))
             b = codecs.decode_infer_response(infer(stub_pjrt, model, inputs))
             assert list(a) == list(b)
             for name in a:
                 assert_close(b[name], a[name], f"pjrt vs exported {model}/{case}/{name}")
+
+
+def test_multi_platform_artifact_binds_the_platform_index(artifacts):
+    from jaxport.exporter import manifest as manifest_io
+
+    manifest = manifest_io.load(artifacts["mlp2p"])
+    assert list(manifest.platforms) == ["cuda", "cpu"]
+    assert manifest.programs[0].arguments[0].name == "platform_index"
 
 
 def test_matches_jax_in_process(stub):
@@ -115,7 +123,7 @@ def test_scalar_input(stub):
 def test_health_rpcs(stub):
     assert stub.ServerLive(pb.ServerLiveRequest()).live
     assert stub.ServerReady(pb.ServerReadyRequest()).ready
-    for model in ("mlp", "mixed", "slow"):
+    for model in ("mlp", "mixed", "slow", "mlp2p"):
         assert stub.ModelReady(pb.ModelReadyRequest(name=model)).ready
         assert stub.ModelReady(pb.ModelReadyRequest(name=model, version="1")).ready
 
@@ -168,4 +176,4 @@ def test_model_statistics_count_requests(stub_pjrt):
     assert after.last_inference >= before.last_inference
     every = stub_pjrt.ModelStatistics(pb.ModelStatisticsRequest())
     assert {(s.name, s.version) for s in every.model_stats} == {
-        ("mlp", "1"), ("mixed", "1"), ("slow", "1")}
+        ("mlp", "1"), ("mixed", "1"), ("slow", "1"), ("mlp2p", "1")}
