@@ -153,7 +153,8 @@ def _export_parser() -> _Parser:
     p.add_argument("--output", action="append", metavar="NAME",
                    help="output names in flatten order (default: from the result pytree)")
     p.add_argument("--out", required=True, metavar="DIR", help="artifact directory to create")
-    p.add_argument("--goldens", type=int, default=2, metavar="N", help="golden cases (default 2)")
+    p.add_argument("--goldens", type=int, default=2, metavar="N",
+                   help="golden cases (default 2; verify needs >= 1)")
     p.add_argument("--platforms", default="cpu", metavar="P1,P2",
                    help="lowering platforms: cpu,cuda,rocm,tpu (default cpu)")
     p.add_argument("--name", help="model name recorded in the manifest")

@@ -87,8 +87,19 @@ def _spec(rel_path: str, numpy_name: str) -> dict[str, Any]:
 
 
 def _absolute(spec: dict[str, Any], artifact_dir: Path) -> dict[str, Any]:
+    """The spec with its kvstore path joined to the artifact directory.
+
+    Trust boundary: a manifest may only point at zarr3 arrays on the local file system inside
+    the artifact directory (no other drivers, no absolute paths, no `..`).
+    """
     spec = json.loads(json.dumps(spec))
-    rel = spec["kvstore"]["path"]
+    kvstore = spec.get("kvstore")
+    if spec.get("driver") != "zarr3" or not isinstance(kvstore, dict) or \
+            kvstore.get("driver") != "file" or not isinstance(kvstore.get("path"), str):
+        raise ArtifactError(
+            f"tensorstore spec {json.dumps(spec)} must use the zarr3 driver on a file kvstore"
+        )
+    rel = kvstore["path"]
     if os.path.isabs(rel) or ".." in Path(rel).parts:
         raise ArtifactError(f"tensorstore kvstore path {rel!r} must be relative to the artifact")
     spec["kvstore"]["path"] = str(artifact_dir.resolve() / rel) + "/"

@@ -191,3 +191,22 @@ def test_fresh_isolated_process_runs_artifact_without_the_model(artifacts, model
     assert result["checked"] == len(m.goldens) * len(m.outputs) > 0
     # -I keeps even the model's own directory (the cwd) off sys.path.
     assert result["imported"] == []
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        {"driver": "zarr3", "kvstore": {"driver": "file", "path": "/etc/"}},
+        {"driver": "zarr3", "kvstore": {"driver": "file", "path": "weights/../../x/"}},
+        {"driver": "zarr3", "kvstore": {"driver": "http", "base_url": "http://example.com/"}},
+        {"driver": "n5", "kvstore": {"driver": "file", "path": "weights/params.w1/"}},
+    ],
+)
+def test_manifest_cannot_point_weights_outside_the_artifact(artifacts, tmp_path: Path,
+                                                            spec: dict) -> None:
+    art = _damaged(artifacts, tmp_path)
+    m = manifest.load(art)
+    arg = m.programs[0].arguments[2]
+    arg.tensorstore_spec_json = json.dumps(spec)
+    with pytest.raises(manifest.ArtifactError, match=r"relative to the artifact|zarr3 driver"):
+        manifest.verify_files(art, m)
