@@ -265,6 +265,29 @@ def write_all(root: Path) -> None:
                             "rpc": "ModelStreamInfer", "request": {"requests": reqs},
                             "expect": {"code": "OK", "responses": exps}})
 
+    # a failed request inside a stream: an error_message response, and the stream goes on
+    reqs, exps = [], []
+    for k in range(3):
+        xk = family_input("fp32", np.dtype("float32"), seed=450 + k)
+        (yk,) = models.run_in_process(fam["cf_fp32"], xk)
+        rid = f"stream-err-{k}"
+        spec = tensor(w, "stream_infer_error", f"data_in_{k}", xk)
+        spec["name"] = "data_in"
+        if k == 1:
+            spec["shape"] = [3, 2]
+        reqs.append({"model": "cf_fp32", "id": rid, "encoding": "raw", "inputs": [spec]})
+        if k == 1:
+            exps.append({"id": rid, "error_contains": ["data_in"]})
+        else:
+            out = expected(w, "stream_infer_error", f"data_out_{k}", yk)
+            out["name"] = "data_out"
+            exps.append({"id": rid, "outputs": [out]})
+    w.case("stream_infer_error", {
+        "description": "ModelStreamInfer: the middle request has a wrong shape; it gets an "
+                       "error_message naming the input and the stream still answers the third",
+        "requires": JAXPORT, "rpc": "ModelStreamInfer", "request": {"requests": reqs},
+        "expect": {"code": "OK", "responses": exps}})
+
     # --- errors ---
     x = family_input("fp32", np.dtype("float32"), seed=500)
     good = tensor(w, "error_common", "data_in", x)
@@ -278,6 +301,13 @@ def write_all(root: Path) -> None:
                ["conformance_no_such_model"], requires=[])
     error_case(w, "error_unknown_version", "ModelInfer on a version that does not exist",
                {**req(good), "version": "999"}, "NOT_FOUND", ["999"])
+    error_case(w, "error_model_ready_unknown", "ModelReady of an unknown model: the bridge "
+               "answers NOT_FOUND (some servers answer ready=false instead)",
+               {"model": "conformance_no_such_model", "version": ""}, "NOT_FOUND",
+               ["conformance_no_such_model"], rpc="ModelReady")
+    error_case(w, "error_metadata_unknown_version", "ModelMetadata of a version that does not "
+               "exist", {"model": "cf_fp32", "version": "999"}, "NOT_FOUND", ["999"],
+               rpc="ModelMetadata")
     error_case(w, "error_wrong_shape", "declared shape [3,2] instead of [2,3] (same byte count)",
                req({**good, "shape": [3, 2]}), "INVALID_ARGUMENT", ["data_in"])
     error_case(w, "error_wrong_rank", "declared shape [6] instead of [2,3]",

@@ -267,14 +267,25 @@ class Runner:
         feeds = [{t["name"]: as_array(t["datatype"], t["shape"], tensor_bytes(case, t))
                   for t in r["inputs"]} for r in reqs]
         # jaxport.client numbers the stream's requests "0", "1", ...: map back to the case ids.
-        results = list(self.client.stream_infer(models.pop(), feeds, timeout=CALL_TIMEOUT_S))
+        results = list(self.client.stream_infer(models.pop(), feeds, timeout=CALL_TIMEOUT_S,
+                                                raise_errors=False))
         if len(results) != len(reqs):
             raise CaseFailure(f"{len(results)} stream responses, expected {len(reqs)}")
-        by_case_id = {reqs[int(r.id)]["id"]: r for r in results}
+        by_case_id = {reqs[int(r.id)]["id"]: r for r in results if r.id.isdigit()}
         for want in expect["responses"]:
             if want["id"] not in by_case_id:
                 raise CaseFailure(f"no stream response for request {want['id']!r}")
             r = by_case_id[want["id"]]
+            if "error_contains" in want:
+                if not r.error:
+                    raise CaseFailure(f"stream request {want['id']!r} succeeded, expected an "
+                                      "error_message")
+                for part in want["error_contains"]:
+                    if part not in r.error:
+                        raise CaseFailure(f"stream error {r.error!r} does not mention {part!r}")
+                continue
+            if r.error:
+                raise CaseFailure(f"stream request {want['id']!r} failed: {r.error}")
             compare_outputs(case, {"outputs": want["outputs"]}, r.outputs, want["id"])
 
 

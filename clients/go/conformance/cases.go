@@ -53,6 +53,9 @@ type Request struct {
 type StreamExpect struct {
 	ID      string       `json:"id"`
 	Outputs []TensorSpec `json:"outputs"`
+	// ErrorContains, when set, means this request must fail with an error_message
+	// mentioning every string (the stream itself stays open).
+	ErrorContains []string `json:"error_contains"`
 }
 
 // Expect is what the server must answer.

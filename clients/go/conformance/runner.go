@@ -383,18 +383,34 @@ func (r *Runner) stream(ctx context.Context, c Case) error {
 		return err
 	}
 	byID := map[string]jaxport.Outputs{}
+	errByID := map[string]string{}
 	for range c.Request.Requests {
 		out, err := s.Recv()
 		if err != nil {
 			var se *jaxport.StreamError
-			if errors.As(err, &se) {
-				return fail("stream request %q failed: %s", se.ID, se.Message)
+			if !errors.As(err, &se) {
+				return err
 			}
-			return err
+			errByID[se.ID] = se.Message
+			continue
 		}
 		byID[out.ID] = out
 	}
 	for _, want := range c.Expect.Responses {
+		if msg, failed := errByID[want.ID]; failed || len(want.ErrorContains) > 0 {
+			if !failed {
+				return fail("stream request %q succeeded, expected an error_message", want.ID)
+			}
+			if len(want.ErrorContains) == 0 {
+				return fail("stream request %q failed: %s", want.ID, msg)
+			}
+			for _, part := range want.ErrorContains {
+				if !strings.Contains(msg, part) {
+					return fail("stream error %q does not mention %q", msg, part)
+				}
+			}
+			continue
+		}
 		out, ok := byID[want.ID]
 		if !ok {
 			return fail("no stream response for request %q", want.ID)

@@ -378,15 +378,33 @@ public final class ConformanceRunner {
       throw new CaseFailure(results.size() + " stream responses, expected " + reqs.size());
     }
     Map<String, InferResult> byId = new HashMap<>();
+    Map<String, String> errorById = new HashMap<>();
     for (InferenceClient.StreamResult r : results) {
       if (r.failed()) {
-        throw new CaseFailure("stream request \"" + r.id() + "\" failed: " + r.error());
+        errorById.put(r.id(), r.error());
+      } else {
+        byId.put(r.id(), r.result());
       }
-      byId.put(r.id(), r.result());
     }
     for (JsonElement el : c.expect().getAsJsonArray("responses")) {
       JsonObject want = el.getAsJsonObject();
-      InferResult r = byId.get(str(want, "id"));
+      String id = str(want, "id");
+      if (errorById.containsKey(id) || want.has("error_contains")) {
+        String msg = errorById.get(id);
+        if (msg == null) {
+          throw new CaseFailure("stream request \"" + id + "\" succeeded, expected an error_message");
+        }
+        if (!want.has("error_contains")) {
+          throw new CaseFailure("stream request \"" + id + "\" failed: " + msg);
+        }
+        for (JsonElement part : want.getAsJsonArray("error_contains")) {
+          if (!msg.contains(part.getAsString())) {
+            throw new CaseFailure("stream error \"" + msg + "\" does not mention " + part);
+          }
+        }
+        continue;
+      }
+      InferResult r = byId.get(id);
       if (r == null) {
         throw new CaseFailure("no stream response for request " + want.get("id"));
       }
