@@ -208,17 +208,23 @@ class PjrtEngine:
         platforms: Sequence[str],
         params_by_index: Mapping[int, jax.Array],
         device: jax.Device,
+        input_names: Sequence[str],
     ) -> None:
         from jaxlib import xla_client  # the PJRT compile options type lives only here
 
         backend = jax.extend.backend.get_backend(device.platform)
+        position = {name: i for i, name in enumerate(input_names)}
         slots: list[jax.Array | None] = []
-        self._input_slots: list[int] = []
+        # (argument slot, position in Manifest.inputs); inputs jax dropped have no slot.
+        self._bindings: list[tuple[int, int]] = []
         for arg in program.arguments:
             if arg.role == manifest_pb2.ARGUMENT_ROLE_PARAMETER:
                 slots.append(params_by_index[arg.index])
             elif arg.role == manifest_pb2.ARGUMENT_ROLE_INPUT:
-                self._input_slots.append(len(slots))
+                if arg.name not in position:
+                    raise LoadError(f"argument {arg.index} is input {arg.name!r}, which "
+                                    "Manifest.inputs does not list")
+                self._bindings.append((len(slots), position[arg.name]))
                 slots.append(None)
             elif arg.role == manifest_pb2.ARGUMENT_ROLE_PLATFORM_INDEX:
                 index = list(platforms).index(device.platform)
@@ -236,7 +242,8 @@ class PjrtEngine:
 
     def execute(self, inputs: Sequence[jax.Array | np.ndarray]) -> list[jax.Array]:
         args = list(self._slots)
-        for slot, value in zip(self._input_slots, inputs, strict=True):
+        for slot, position in self._bindings:
+            value = inputs[position]
             args[slot] = value if isinstance(value, jax.Array) else jax.device_put(
                 value, self._device)
         return list(self._exe.execute(args))
@@ -604,7 +611,7 @@ def load_model(name: str, version: int, path: Path, *, engine: str = "exported")
                                        device)
             else:
                 built = PjrtEngine(blobs[program.batch_size], program, manifest.platforms,
-                                   params_here, device)
+                                   params_here, device, [i.name for i in manifest.inputs])
         except LoadError:
             raise
         except Exception as exc:

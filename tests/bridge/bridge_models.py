@@ -89,3 +89,19 @@ def affine_params() -> dict[str, np.ndarray]:
 
 # 4096 x 4096 FP32 = 64 MiB per tensor.
 AFFINE_64MIB_INPUTS = {"x": jax.ShapeDtypeStruct((4096, 4096), np.float32)}
+
+
+def ignores(params: dict[str, Any], x: jax.Array, unused: jax.Array) -> jax.Array:
+    """Never reads `unused` nor `params['z']`: jax drops both from `@main`, yet callers still
+    send `unused` (it is a model input) and both engines must bind around the gap."""
+    return x * params["k"]
+
+
+def ignores_params() -> dict[str, np.ndarray]:
+    return {"k": np.array([3.0, -1.5], np.float32), "z": np.zeros((2,), np.float32)}
+
+
+IGNORES_INPUTS = {
+    "x": jax.ShapeDtypeStruct((2,), np.float32),
+    "unused": jax.ShapeDtypeStruct((3,), np.int32),
+}

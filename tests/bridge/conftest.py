@@ -23,7 +23,8 @@ from jaxport.protocol.gen.inference import grpc_service_pb2_grpc as pb_grpc  # n
 from support.bridge import BridgeProcess  # noqa: E402
 
 # mlp2p: the mlp lowered for ("cuda", "cpu"): @main takes a platform index first.
-MODEL_NAMES = ("mlp", "mixed", "slow", "mlp2p")
+# ignores: an input and a parameter the function never reads (dropped from @main).
+MODEL_NAMES = ("mlp", "mixed", "slow", "mlp2p", "ignores")
 
 
 def _export_all(out: Path) -> dict[str, Path]:
@@ -35,6 +36,7 @@ def _export_all(out: Path) -> dict[str, Path]:
         "mixed": (m.mixed, m.mixed_params(), m.MIXED_INPUTS, m.MIXED_OUTPUTS, 2),
         "slow": (m.slow, m.slow_params(), m.SLOW_INPUTS, None, 1),
         "mlp2p": (m.mlp, m.mlp_params(), m.MLP_INPUTS, None, 2),
+        "ignores": (m.ignores, m.ignores_params(), m.IGNORES_INPUTS, None, 1),
     }
     paths = {}
     for name, (fn, params, inputs, outputs, n_goldens) in specs.items():

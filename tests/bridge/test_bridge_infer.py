@@ -40,7 +40,7 @@ def infer(stub, model: str, inputs: dict[str, np.ndarray], **kw) -> pb.ModelInfe
 
 
 @pytest.mark.parametrize("engine", ["exported", "pjrt"])
-@pytest.mark.parametrize("model", ["mlp", "mixed", "mlp2p"])
+@pytest.mark.parametrize("model", ["mlp", "mixed", "mlp2p", "ignores"])
 def test_outputs_equal_goldens(engine, model, artifacts, stub, stub_pjrt):
     client = stub if engine == "exported" else stub_pjrt
     cases = golden_cases(artifacts[model])
@@ -59,7 +59,7 @@ def test_outputs_equal_goldens(engine, model, artifacts, stub, stub_pjrt):
 
 
 def test_engines_agree_on_every_golden(artifacts, stub, stub_pjrt):
-    for model in ("mlp", "mixed", "slow", "mlp2p"):
+    for model in ("mlp", "mixed", "slow", "mlp2p", "ignores"):
         for case, inputs, _ in golden_cases(artifacts[model]):
             a = codecs.decode_infer_response(infer(stub, model, inputs))
             b = codecs.decode_infer_response(infer(stub_pjrt, model, inputs))
@@ -74,6 +74,22 @@ def test_multi_platform_artifact_binds_the_platform_index(artifacts):
     manifest = manifest_io.load(artifacts["mlp2p"])
     assert list(manifest.platforms) == ["cuda", "cpu"]
     assert manifest.programs[0].arguments[0].name == "platform_index"
+
+
+@pytest.mark.parametrize("engine", ["exported", "pjrt"])
+def test_inputs_jax_dropped_are_still_inputs(engine, artifacts, stub, stub_pjrt):
+    from jaxport.exporter import manifest as manifest_io
+
+    manifest = manifest_io.load(artifacts["ignores"])
+    assert {(d.name, d.kind) for d in manifest.dropped_leaves} == {
+        ("unused", "input"), ("params.z", "parameter")}
+    client = stub if engine == "exported" else stub_pjrt
+    meta = client.ModelMetadata(pb.ModelMetadataRequest(name="ignores"))
+    assert [t.name for t in meta.inputs] == ["x", "unused"]
+    x = np.array([2.0, 4.0], np.float32)
+    got = codecs.decode_infer_response(
+        infer(client, "ignores", {"x": x, "unused": np.arange(3, dtype=np.int32)}))
+    np.testing.assert_array_equal(got["output"], np.array([6.0, -6.0], np.float32))
 
 
 def test_matches_jax_in_process(stub):
@@ -123,7 +139,7 @@ def test_scalar_input(stub):
 def test_health_rpcs(stub):
     assert stub.ServerLive(pb.ServerLiveRequest()).live
     assert stub.ServerReady(pb.ServerReadyRequest()).ready
-    for model in ("mlp", "mixed", "slow", "mlp2p"):
+    for model in ("mlp", "mixed", "slow", "mlp2p", "ignores"):
         assert stub.ModelReady(pb.ModelReadyRequest(name=model)).ready
         assert stub.ModelReady(pb.ModelReadyRequest(name=model, version="1")).ready
 
@@ -176,4 +192,4 @@ def test_model_statistics_count_requests(stub_pjrt):
     assert after.last_inference >= before.last_inference
     every = stub_pjrt.ModelStatistics(pb.ModelStatisticsRequest())
     assert {(s.name, s.version) for s in every.model_stats} == {
-        ("mlp", "1"), ("mixed", "1"), ("slow", "1"), ("mlp2p", "1")}
+        ("mlp", "1"), ("mixed", "1"), ("slow", "1"), ("mlp2p", "1"), ("ignores", "1")}

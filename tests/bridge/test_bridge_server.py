@@ -45,7 +45,7 @@ def test_logs_are_json_lines(bridge):
     records = [json.loads(line) for line in lines]
     assert all({"ts", "level", "logger", "msg"} <= r.keys() for r in records)
     ready = [r for r in records if r["msg"] == "model ready"]
-    assert {r["model"] for r in ready} == {"mlp", "mixed", "slow", "mlp2p"}
+    assert {r["model"] for r in ready} == {"mlp", "mixed", "slow", "mlp2p", "ignores"}
     assert all({"checksum", "deserialize", "weights", "compile", "warmup"} <= r["seconds"].keys()
                for r in ready)
 
