@@ -673,3 +673,30 @@ def test_verify_fails_on_a_wrong_check_output(cli_artifact, tmp_path):
     (r,) = verify.run_checks(bad, checks=["pjrt"])
     assert r.status == "fail"
     assert not {c.output: c for c in r.comparisons}["check outputs"].passed
+
+
+def test_doc_worked_example_matches_a_real_export(checked_artifact):
+    """docs/artifact-format.md's check example is what the exporter writes for this model."""
+    root, m = checked_artifact
+    text = (Path(__file__).resolve().parents[2] / "docs" / "artifact-format.md").read_text()
+    section = text[text.index("## Check outputs") :]
+    names = re.findall(r"^\| \d+ \| (?:OUTPUT|CHECK) \| `([\w.]+)` \|", section, re.M)
+    assert names == [r.name for r in m.programs[0].results]
+    entries = re.findall(
+        r'\{"code": (\d+), "kind": "(\w+)", "effect": (\d+), "payloadSize": (\d+), '
+        r'"location": "([^"]+)",\s*"messageTemplate": "(.*)"\}',
+        section,
+    )
+    assert len(entries) == 3
+    by_code = {c.code: c for c in m.checks.codes}
+    for code, kind, effect, size, location, template in entries:
+        c = by_code[int(code)]
+        assert (c.kind, c.effect, c.payload_size, c.location) == (
+            kind, int(effect), int(size), location
+        )
+        assert json.loads(f'"{template}"') == c.message_template
+    g = next(g for g in m.goldens if g.name == "check_index")
+    vals = {n: np.load(root / p).tolist() for n, p in g.check_outputs.items()}
+    assert vals["check.3.index.code"] == 2 and vals["check.3.index.payload.0"] == [100, 0, 8]
+    doc_message = re.search(r"gives `(out-of-bounds indexing.*?)` \(trailing", section, re.S)
+    assert doc_message and " ".join(doc_message.group(1).split()) + " " == g.expected_error
