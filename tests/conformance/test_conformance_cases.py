@@ -65,3 +65,13 @@ def test_error_check_needs_code_and_named_field() -> None:
         runner.check_error(expect, "NOT_FOUND", "input 'data_in'")
     with pytest.raises(runner.CaseFailure):
         runner.check_error(expect, "INVALID_ARGUMENT", "bad input")
+
+
+def test_missing_toolchains_fail_loudly(tmp_path: Path) -> None:
+    """With neither Go nor Java/Maven on PATH, make conformance names both and fails."""
+    done = subprocess.run([sys.executable, str(HERE / "run.py")], capture_output=True,
+                          text=True, timeout=120, env={"PATH": str(tmp_path)})
+    assert done.returncode == 1
+    assert "Go toolchain not found" in done.stderr
+    assert "Java not found" in done.stderr and "Maven not found" in done.stderr
+    assert "no language is skipped" in done.stderr
