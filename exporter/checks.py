@@ -27,6 +27,12 @@ scalar, else the array as numpy prints it) and `{N[i]}` is element i of leaf N.
 Source location: in this jax version `err.get()` does not include one, so messages are exactly
 `err.get()`'s text; the location jax recorded is kept in the table as `file.py:LINE (function)`
 (file base name only, so artifacts do not depend on the exporting machine's paths).
+
+Limits, refused at export with a one-line ChecksError: `checkify.check` message arguments must
+be arrays (not containers) and fields may not use `!r`/`!a` (JAX's repr of an Array cannot be
+reproduced without JAX); `check_error` of a multi-check Error is not supported; with batch sizes
+every program must have the same table. The user guide is docs/artifact-format.md, "Check
+outputs".
 """
 
 from __future__ import annotations
@@ -75,8 +81,6 @@ _STATUS: dict[str, str] = {
     "nan": "FAILED_PRECONDITION",
     "div": "FAILED_PRECONDITION",
 }
-
-_PARTS = ("predicate", "code", "payload")
 
 
 class ChecksError(ExportError):

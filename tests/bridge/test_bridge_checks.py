@@ -61,8 +61,17 @@ def checked_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     repo = tmp_path_factory.mktemp("checked-repo")
     inputs = {k: jax.ShapeDtypeStruct(s, d) for k, (d, s) in checked.INPUTS.items()}
-    export(checked.predict, PARAMS, inputs, repo / "checked" / "1", quiet=True, name="checked",
-           checks=KINDS, check_goldens=CASES, source_function="checked:predict")
+    export(
+        checked.predict,
+        PARAMS,
+        inputs,
+        repo / "checked" / "1",
+        quiet=True,
+        name="checked",
+        checks=KINDS,
+        check_goldens=CASES,
+        source_function="checked:predict",
+    )
     return repo
 
 
@@ -117,8 +126,9 @@ def test_first_failing_check_wins_like_jax(checked_stub):
     x = np.array([-1.0, 2.0, 0.5, 4.0], np.float32)
     args = (x, np.array([1, 100, 3], np.int32), np.float32(0.0))
     expected = jax_message(args)
-    err = rpc_error(checked_stub.ModelInfer, codecs.build_infer_request("checked", named(args)),
-                    timeout=30)
+    err = rpc_error(
+        checked_stub.ModelInfer, codecs.build_infer_request("checked", named(args)), timeout=30
+    )
     assert err.details() == expected
     assert err.code() == STATUS["index"]  # the gather comes before the log and the division
 
@@ -132,11 +142,13 @@ def test_metadata_and_config_list_no_check_outputs(checked_stub):
 
 def test_server_survives_and_counts_failures(checked_bridge, checked_stub):
     for kind in KINDS:
-        rpc_error(checked_stub.ModelInfer,
-                  codecs.build_infer_request("checked", named(CASES[kind])), timeout=30)
+        rpc_error(
+            checked_stub.ModelInfer,
+            codecs.build_infer_request("checked", named(CASES[kind])),
+            timeout=30,
+        )
     assert checked_bridge.alive()
-    checked_stub.ModelInfer(codecs.build_infer_request("checked", named(CASES["pass"])),
-                            timeout=30)
+    checked_stub.ModelInfer(codecs.build_infer_request("checked", named(CASES["pass"])), timeout=30)
 
 
 # Run in its own process: tritonclient's generated `inference.*` protobuf symbols clash with
@@ -176,7 +188,9 @@ def test_tritonclient_sees_the_message(checked_bridge, checked_repo: Path):
     artifact = checked_repo / "checked" / "1"
     proc = subprocess.run(
         [sys.executable, "-c", TRITON_SCRIPT, checked_bridge.address, str(artifact)],
-        capture_output=True, text=True, timeout=300,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stderr
     seen = json.loads(proc.stdout)
@@ -197,8 +211,12 @@ def test_jaxport_infer_surfaces_the_message_unchanged(checked_bridge, tmp_path: 
         for name, value in named(CASES[kind]).items():
             np.save(tmp_path / f"{kind}.{name}.npy", value)
             flags += ["--input", f"{name}=@{tmp_path / f'{kind}.{name}.npy'}"]
-        proc = subprocess.run([*cli, "--url", checked_bridge.address, "--model", "checked",
-                               *flags], capture_output=True, text=True, timeout=120)
+        proc = subprocess.run(
+            [*cli, "--url", checked_bridge.address, "--model", "checked", *flags],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert proc.returncode == 1
         assert proc.stderr.strip() == (
             f"jaxport infer: error: {STATUS[kind].name}: {jax_message(CASES[kind])}"
@@ -214,11 +232,20 @@ def batched_checked_bridge(tmp_path_factory: pytest.TempPathFactory) -> Iterator
 
     repo = tmp_path_factory.mktemp("checked-batched-repo")
     inputs = {k: jax.ShapeDtypeStruct(s, d) for k, (d, s) in checked.BATCHED_INPUTS.items()}
-    export(checked.predict_batched, PARAMS, inputs, repo / "checkedb" / "1", quiet=True,
-           checks=KINDS, check_goldens=checked.check_goldens_batched(), batch_sizes=[1, 4])
+    export(
+        checked.predict_batched,
+        PARAMS,
+        inputs,
+        repo / "checkedb" / "1",
+        quiet=True,
+        checks=KINDS,
+        check_goldens=checked.check_goldens_batched(),
+        batch_sizes=[1, 4],
+    )
     # A long queue delay so concurrent one-row requests share a 4-row batch.
-    with BridgeProcess(repo, "--batching", "--max-queue-delay-us", "200000",
-                       "--worker-threads", "16") as b:
+    with BridgeProcess(
+        repo, "--batching", "--max-queue-delay-us", "200000", "--worker-threads", "16"
+    ) as b:
         yield b
 
 
@@ -228,8 +255,24 @@ def test_batched_failing_request_fails_alone(batched_checked_bridge):
     from jaxport.client import InferenceClient, InferenceServerError
 
     rows = {k: tuple(np.asarray(a)[None] for a in v) for k, v in CASES.items()}
-    plan = ["pass", "user", "pass", "pass", "pass", "nan", "pass", "pass",
-            "index", "pass", "pass", "div", "pass", "pass", "pass", "pass"]
+    plan = [
+        "pass",
+        "user",
+        "pass",
+        "pass",
+        "pass",
+        "nan",
+        "pass",
+        "pass",
+        "index",
+        "pass",
+        "pass",
+        "div",
+        "pass",
+        "pass",
+        "pass",
+        "pass",
+    ]
 
     def call(kind: str):
         with InferenceClient(batched_checked_bridge.address, timeout=60) as client:

@@ -540,8 +540,16 @@ def test_checks_with_batch_sizes(tmp_path):
 
     specs = {k: jax.ShapeDtypeStruct(s, d) for k, (d, s) in checked.BATCHED_INPUTS.items()}
     cases = checked.check_goldens_batched()
-    m = api.export(checked.predict_batched, PARAMS, specs, tmp_path / "m", quiet=True,
-                   checks=ALL, check_goldens=cases, batch_sizes=[1, 4])
+    m = api.export(
+        checked.predict_batched,
+        PARAMS,
+        specs,
+        tmp_path / "m",
+        quiet=True,
+        checks=ALL,
+        check_goldens=cases,
+        batch_sizes=[1, 4],
+    )
     assert [p.batch_size for p in m.programs] == [1, 4]
     for p in m.programs:
         roles = [r.role for r in p.results]
@@ -555,10 +563,16 @@ def test_checks_with_batch_sizes(tmp_path):
             ("", "") if case == "pass" else (case, expected)
         )
     with pytest.raises(C.ChecksError, match="exported batch sizes are \\[1, 4\\]"):
-        api.export(checked.predict_batched, PARAMS, specs, tmp_path / "m2", quiet=True,
-                   checks=ALL, check_goldens={"two": tuple(np.repeat(a, 2, 0)
-                                                          for a in cases["pass"])},
-                   batch_sizes=[1, 4])
+        api.export(
+            checked.predict_batched,
+            PARAMS,
+            specs,
+            tmp_path / "m2",
+            quiet=True,
+            checks=ALL,
+            check_goldens={"two": tuple(np.repeat(a, 2, 0) for a in cases["pass"])},
+            batch_sizes=[1, 4],
+        )
 
 
 def test_batch_dependent_check_message_is_refused(tmp_path):
@@ -567,11 +581,21 @@ def test_batch_dependent_check_message_is_refused(tmp_path):
     def rows(params, x, idx):
         return jnp.take_along_axis(x, idx, axis=1) * params["bias"]
 
-    specs = {"x": jax.ShapeDtypeStruct((1, 4), jnp.float32),
-             "idx": jax.ShapeDtypeStruct((1, 2), jnp.int32)}
+    specs = {
+        "x": jax.ShapeDtypeStruct((1, 4), jnp.float32),
+        "idx": jax.ShapeDtypeStruct((1, 2), jnp.int32),
+    }
     with pytest.raises(C.ChecksError) as e:
-        api.export(rows, PARAMS, specs, tmp_path / "m", quiet=True, checks="index",
-                   batch_sizes=[1, 2], goldens=0)
+        api.export(
+            rows,
+            PARAMS,
+            specs,
+            tmp_path / "m",
+            quiet=True,
+            checks="index",
+            batch_sizes=[1, 2],
+            goldens=0,
+        )
     assert "batch size 2 differ from those at 1" in str(e.value)
     assert not (tmp_path / "m").exists()
 
@@ -692,7 +716,10 @@ def test_doc_worked_example_matches_a_real_export(checked_artifact):
     for code, kind, effect, size, location, template in entries:
         c = by_code[int(code)]
         assert (c.kind, c.effect, c.payload_size, c.location) == (
-            kind, int(effect), int(size), location
+            kind,
+            int(effect),
+            int(size),
+            location,
         )
         assert json.loads(f'"{template}"') == c.message_template
     g = next(g for g in m.goldens if g.name == "check_index")
