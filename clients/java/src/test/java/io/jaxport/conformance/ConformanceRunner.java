@@ -419,9 +419,10 @@ public final class ConformanceRunner {
     String only = "";
     for (int i = 0; i < args.length; i++) {
       switch (args[i]) {
+        case "" -> { } // an unset optional Maven property
         case "--url" -> url = args[++i];
         case "--cases" -> cases = Path.of(args[++i]);
-        case "--protocol-only" -> protocolOnly = true;
+        case "--protocol-only", "protocol-only" -> protocolOnly = true;
         case "--run" -> only = args[++i];
         default -> throw new IllegalArgumentException("unknown argument " + args[i]
             + " (use --url HOST:PORT --cases DIR [--protocol-only] [--run SUBSTRING])");
