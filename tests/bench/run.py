@@ -258,33 +258,45 @@ def _compute_floor_worker(artifact: str, xs: list[np.ndarray], expected: list[di
 # large tensors, cold start, exporter
 
 
-def large_tensors(pool: ProcessPoolExecutor, srv: Server, sizes: Sequence[int],
-                  memcpy: dict[int, float], duration: float) -> list[dict[str, Any]]:
-    """Concurrency 1, f32 vectors of N MiB each way: payload bytes per second of RPC time."""
+def large_tensors(pool: ProcessPoolExecutor, targets: dict[str, Server], sizes: Sequence[int],
+                  memcpy: dict[int, float], repeats: int) -> list[dict[str, Any]]:
+    """Concurrency 1, f32 vectors of N MiB each way: payload MB per second of RPC time, for the
+    bridge and the transport floor, next to a raw gRPC bytes echo and memcpy."""
     from jaxport.protocol.gen.inference import grpc_service_pb2 as pb
 
     rows = []
     rng = np.random.default_rng(7)
     for mib in sizes:
-        x = rng.standard_normal(mib * MIB // 4).astype(np.float32)
-        req = pb.ModelInferRequest(model_name=f"ew{mib}")
+        nbytes = mib * MIB
+        x = rng.standard_normal(nbytes // 4).astype(np.float32)
+        req = pb.ModelInferRequest(model_name=f"ew{mib}", id=f"large{mib}")
         req.inputs.add(name="x", datatype="FP32", shape=[x.size])
         req.raw_input_contents.append(x.tobytes())
+        raw = req.SerializeToString()
         expected = {"y": x * np.float32(2.0) + np.float32(0.5)}
-        spec = load_mod.LoadSpec(srv.target, [req.SerializeToString()], [expected], 1,
-                                 duration, 0.5, rtol=1e-6, atol=1e-6)
-        res: load_mod.LoadResult = pool.submit(load_mod.run_grpc_load, spec).result()
-        s = res.summary()
-        lat = float(np.mean(res.latencies)) if res.latencies else float("nan")
-        mb_s = mib * MIB / lat / 1e6
-        rows.append({
-            "mib": mib, "rps": s["rps"], "p50_ms": s["p50_ms"], "mb_s": mb_s,
-            "memcpy_mb_s": memcpy[mib] / 1e6, "pct_memcpy": 100 * mb_s / (memcpy[mib] / 1e6),
-            "errors": s["errors"], "mismatches": s["mismatches"], "first_error": s["first_error"],
-        })
-        log(f"  {mib} MiB: {mb_s:.0f} MB/s ({rows[-1]['pct_memcpy']:.1f}% of memcpy) "
-            f"errors {s['errors']} mismatches {s['mismatches']} {s['first_error']}")
+        row: dict[str, Any] = {"mib": mib, "memcpy_mb_s": memcpy[mib] / 1e6}
+        echo = pool.submit(load_mod.run_echo_repeats, nbytes, repeats).result()
+        row["grpc_echo_mb_s"] = _mb_s(nbytes, echo["latencies"])
+        for name, srv in targets.items():
+            res = pool.submit(load_mod.run_repeats, srv.target, raw, expected, repeats,
+                              1e-6, 1e-6).result()
+            row[f"{name}_mb_s"] = _mb_s(nbytes, res["latencies"])
+            row[f"{name}_p50_ms"] = (float(np.median(res["latencies"]) * 1e3)
+                                     if res["latencies"] else None)
+            row["errors"] = row.get("errors", 0) + res["errors"] + res["mismatches"]
+            row["first_error"] = row.get("first_error") or res["first_error"]
+        bridge = row.get("bridge_mb_s") or 0.0
+        row["pct_memcpy"] = 100 * bridge / row["memcpy_mb_s"]
+        rows.append(row)
+        log(f"  {mib} MiB: " + ", ".join(f"{k} {v:.0f}" for k, v in row.items()
+                                         if k.endswith("_mb_s") and v is not None)
+            + f" MB/s; bridge = {row['pct_memcpy']:.1f}% of memcpy; errors {row['errors']} "
+            f"{row['first_error']}")
     return rows
+
+
+def _mb_s(nbytes: int, latencies: Sequence[float]) -> float | None:
+    return nbytes / float(np.median(latencies)) / 1e6 if latencies else None
 
 
 def _exporter_worker(work: str, total_bytes: int) -> dict[str, float]:
@@ -445,12 +457,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                         f"{lv['p50_ms'] or 0:.2f} ms errors {lv['errors']}")
                 results["configs"].append({"name": "compute floor", "levels": rows})
 
+            floor_cmd = [sys.executable, "-m", "tests.bench.floor_server", "--repository",
+                         str(repo), "--port", "0", "--metrics-port", "-1",
+                         "--log-level", "WARNING"]
+            large_names = [f"ew{m}" for m in arts["large_sizes"]]
             if want("transport"):
                 log("transport floor (same server stack, precomputed response)")
-                cmd = [sys.executable, "-m", "tests.bench.floor_server", "--repository",
-                       str(repo), "--port", "0", "--metrics-port", "-1",
-                       "--log-level", "WARNING"]
-                with server(cmd, work, "floor", ["mlp"]) as srv:
+                with server(floor_cmd, work, "floor", ["mlp"]) as srv:
                     rows = grpc_levels(pool, srv, reqs, expected, levels, args.duration,
                                        args.warmup, MLP_TOL)
                 results["configs"].append({"name": "transport floor", "levels": rows})
@@ -468,9 +481,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                                            args.warmup, MLP_TOL)
                         results["configs"].append({"name": f"bridge {engine}", "levels": rows})
                     if engine == "exported" and want("large"):
-                        log("large tensors")
-                        results["large"] = large_tensors(pool, srv, arts["large_sizes"], memcpy,
-                                                         max(2.0, args.duration / 2))
+                        log("large tensors (bridge, transport floor, raw gRPC echo, memcpy)")
+                        with server(floor_cmd, work, "floor-large", large_names) as fsrv:
+                            results["large"] = large_tensors(
+                                pool, {"bridge": srv, "floor": fsrv}, arts["large_sizes"],
+                                memcpy, 3 if args.quick else 5)
                     results["cold_start"].update(cold_start_phases(srv, engine))
 
             if want("batching"):
