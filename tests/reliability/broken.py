@@ -1,8 +1,11 @@
 """A model repository that mixes good models with every way an artifact can be bad.
 
 Good: `fuzzy`, `slow`. Broken (must fail to load, alone): `corrupt_weights` (one byte of a
-weight chunk flipped), `tampered_manifest` (a shape edited in manifest.json), `missing_file`
-(model.jaxexport deleted). Escaping (must be refused): `escape_model` (the model directory is a
+weight chunk flipped), `tampered_manifest` (an input shape changed consistently everywhere in
+manifest.json, so only checking it against the program catches it), `missing_file`
+(model.jaxexport deleted). REFUSAL_WORD says what
+each refusal must mention.
+Escaping (must be refused): `escape_model` (the model directory is a
 symlink to a valid artifact outside the repository), `escape_version` (a real model directory
 whose version `1` is such a symlink), and `outside` — a valid model directory NEXT TO the
 repository, which a load request for `../outside` would reach if names were joined blindly.
@@ -11,6 +14,7 @@ repository, which a load request for `../outside` would reach if names were join
 from __future__ import annotations
 
 import json
+import math
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +23,12 @@ GOOD = ("fuzzy", "slow")
 BROKEN = {
     "corrupt_weights": "weights",
     "tampered_manifest": "manifest",
+    "missing_file": "model.jaxexport",
+}
+# A word the refusal of each broken model must contain (what is wrong, or which file).
+REFUSAL_WORD = {
+    "corrupt_weights": "sha256",
+    "tampered_manifest": "shape",
     "missing_file": "model.jaxexport",
 }
 ESCAPING = ("escape_model", "escape_version")
@@ -45,7 +55,14 @@ def _tamper_manifest(artifact: Path) -> None:
     doc = json.loads(path.read_text())
     args = doc["programs"][0]["arguments"]
     inp = next(a for a in args if a["role"] == "ARGUMENT_ROLE_INPUT")
-    inp["shape"] = [str(int(d) + 1) for d in inp["shape"]] or ["2"]
+    # A consistent lie (shape and byte size agree): only comparing the manifest with the
+    # program itself can catch it.
+    shape = [int(d) + 1 for d in inp["shape"]] or [2]
+    inp["shape"] = [str(d) for d in shape]
+    inp["byteSize"] = str(math.prod(shape) * int(inp["dtype"]["itemsize"]))
+    for spec in doc["inputs"]:
+        if spec["name"] == inp["name"]:
+            spec["shape"] = inp["shape"]
     path.write_text(json.dumps(doc, indent=2))
 
 

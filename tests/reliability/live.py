@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import time
+import urllib.request
 from pathlib import Path
 
 import grpc
@@ -92,3 +93,23 @@ def iters_for(s: pb_grpc.GRPCInferenceServiceStub, seconds: float, **kw) -> int:
         s.ModelInfer(slow_request(probe), timeout=60, **kw)
         best = min(best, time.perf_counter() - t0)
     return max(1000, int(seconds * probe / best))
+
+
+def admission_counts(bridge, model: str) -> dict[str, float]:
+    """`jaxport_admission_total{model=MODEL,outcome=...}` from the bridge's /metrics."""
+    text = urllib.request.urlopen(bridge.metrics_url, timeout=10).read().decode()
+    counts = dict.fromkeys(("admitted", "shed", "expired", "cancelled"), 0.0)
+    for line in text.splitlines():
+        if line.startswith("jaxport_admission_total{") and f'model="{model}"' in line:
+            outcome = line.split('outcome="', 1)[1].split('"', 1)[0]
+            counts[outcome] = float(line.rsplit(" ", 1)[1])
+    return counts
+
+
+def wait_admitted(bridge, model: str, before: float, n: int, timeout: float = 30.0) -> None:
+    """Block until `n` more requests of `model` than `before` have been admitted."""
+    end = time.monotonic() + timeout
+    while admission_counts(bridge, model)["admitted"] < before + n:
+        if time.monotonic() > end:
+            raise TimeoutError(f"{n} requests of {model!r} not admitted in {timeout}s")
+        time.sleep(0.02)

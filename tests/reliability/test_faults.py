@@ -13,9 +13,18 @@ from concurrent.futures import ThreadPoolExecutor
 import grpc
 import pytest
 from bridge_launch import start_bridge
-from broken import BROKEN, GOOD
+from broken import BROKEN, GOOD, REFUSAL_WORD
 from jaxport.protocol.gen.inference import grpc_service_pb2 as pb
-from live import fuzzy_request, iters_for, make_repository, slow_request, stub, wait_ready
+from live import (
+    admission_counts,
+    fuzzy_request,
+    iters_for,
+    make_repository,
+    slow_request,
+    stub,
+    wait_admitted,
+    wait_ready,
+)
 from rel_models import FUZZ_MODEL, SLOW_MODEL
 
 # What a request to a model that is not (or no longer) loaded may answer.
@@ -86,7 +95,8 @@ def test_broken_models_fail_alone_with_a_reason(live) -> None:
     for name in GOOD:
         assert s.ModelReady(pb.ModelReadyRequest(name=name), timeout=10).ready, states.get(name)
     lines = []
-    for name, culprit in BROKEN.items():
+    for name in BROKEN:
+        culprit = REFUSAL_WORD[name]
         assert not s.ModelReady(pb.ModelReadyRequest(name=name), timeout=10).ready
         with pytest.raises(grpc.RpcError) as info:
             req = fuzzy_request()
@@ -99,8 +109,8 @@ def test_broken_models_fail_alone_with_a_reason(live) -> None:
         details = info.value.details()
         lines.append(f"{name}: {info.value.code().name}: {details}")
         assert info.value.code() != grpc.StatusCode.INTERNAL, details
-        assert name in details or culprit.split(".")[0] in details, details
-        assert culprit in details or culprit in str(states.get(name)), (culprit, details)
+        assert name in details, details
+        assert culprit in details.lower(), (culprit, details)
     print("\nfaults: broken models refused while others serve:\n  " + "\n  ".join(lines))
     _still_serves(bridge, s)
 
@@ -134,16 +144,17 @@ def test_unload_during_inflight_requests(live) -> None:
 
 
 def test_sigterm_under_load(tmp_path, artifacts) -> None:
-    grace = 8.0
+    grace = 15.0  # generous: four requests share two cores with whatever else runs
     repo = make_repository(tmp_path / "repo", artifacts, [FUZZ_MODEL, SLOW_MODEL])
     with start_bridge(repo, "--grace-period-s", str(grace)) as b:
         channel = b.channel()
         s = stub(channel)
         wait_ready(s)
-        one_second = iters_for(s, 1.0)
-        futs = [s.ModelInfer.future(slow_request(one_second, f"a{i}"), timeout=60)
+        half_second = iters_for(s, 0.5)
+        admitted = admission_counts(b, SLOW_MODEL)["admitted"]
+        futs = [s.ModelInfer.future(slow_request(half_second, f"a{i}"), timeout=60)
                 for i in range(4)]
-        time.sleep(0.3)
+        wait_admitted(b, SLOW_MODEL, admitted, 4)  # all four accepted and running
         t0 = time.monotonic()
         os.kill(b.pid, signal.SIGTERM)
         time.sleep(0.2)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import threading
 import time
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 import grpc
@@ -21,6 +20,7 @@ import numpy as np
 import pytest
 from bridge_launch import start_bridge
 from live import (
+    admission_counts,
     execution_count,
     fuzzy_request,
     iters_for,
@@ -54,23 +54,12 @@ def tight(tmp_path_factory, artifacts):
         channel.close()
 
 
-def admission_counts(b) -> dict[str, float]:
-    """`jaxport_admission_total{model="slow",outcome=...}` from the bridge's /metrics."""
-    text = urllib.request.urlopen(b.metrics_url, timeout=10).read().decode()
-    counts = dict.fromkeys(("admitted", "shed", "expired", "cancelled"), 0.0)
-    for line in text.splitlines():
-        if line.startswith("jaxport_admission_total{") and f'model="{SLOW_MODEL}"' in line:
-            outcome = line.split('outcome="', 1)[1].split('"', 1)[0]
-            counts[outcome] = float(line.rsplit(" ", 1)[1])
-    return counts
-
-
 def _holding(b, s, pool: ThreadPoolExecutor, iters: int):
     """Start a request that occupies the only slot of `slow` and wait until it has it."""
-    admitted = admission_counts(b)["admitted"]
+    admitted = admission_counts(b, SLOW_MODEL)["admitted"]
     fut = pool.submit(s.ModelInfer, slow_request(iters, "hold"), timeout=60)
     end = time.monotonic() + 30
-    while admission_counts(b)["admitted"] == admitted:
+    while admission_counts(b, SLOW_MODEL)["admitted"] == admitted:
         assert time.monotonic() < end, "the holding request was never admitted"
         time.sleep(0.02)
     return fut
@@ -129,7 +118,7 @@ def test_message_over_the_size_limit_is_resource_exhausted(tight) -> None:
 def test_expired_and_cancelled_waiters_are_never_executed(tight) -> None:
     b, s, hold_iters = tight
     before = execution_count(s, SLOW_MODEL)
-    refused_before = admission_counts(b)
+    refused_before = admission_counts(b, SLOW_MODEL)
     log_mark = len(b.log_text())
     with ThreadPoolExecutor(8) as pool:
         hold = _holding(b, s, pool, hold_iters)
@@ -144,7 +133,7 @@ def test_expired_and_cancelled_waiters_are_never_executed(tight) -> None:
         assert hold.result(60).id == "hold"
     time.sleep(0.5)
     after = execution_count(s, SLOW_MODEL)
-    refused = admission_counts(b)
+    refused = admission_counts(b, SLOW_MODEL)
     log = b.log_text()[log_mark:]
     not_executed = [ln for ln in log.splitlines() if "request not executed" in ln]
     print(f"\ndeadline(live): 0.3 s deadline behind a {HOLD_S:.0f} s request -> "
