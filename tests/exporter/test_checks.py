@@ -727,3 +727,36 @@ def test_doc_worked_example_matches_a_real_export(checked_artifact):
     assert vals["check.3.index.code"] == 2 and vals["check.3.index.payload.0"] == [100, 0, 8]
     doc_message = re.search(r"gives `(out-of-bounds indexing.*?)` \(trailing", section, re.S)
     assert doc_message and " ".join(doc_message.group(1).split()) + " " == g.expected_error
+
+
+def test_checks_inside_scan_and_cond():
+    """Checks staged inside control flow are found, tabled and formatted like JAX."""
+
+    def f(x, i):
+        def body(c, xi):
+            checkify.check(xi > -5, "elem too small: {}", xi)
+            return c + xi, c
+
+        c, _ = jax.lax.scan(body, 0.0, x)
+
+        def big(v):
+            checkify.check(v < 100, "too big {}", v)
+            return v
+
+        return jax.lax.cond(i > 0, big, lambda v: v, c) + jnp.log(x).sum()
+
+    sds = [jax.ShapeDtypeStruct((3,), jnp.float32), jax.ShapeDtypeStruct((), jnp.int32)]
+    found = C.find_unchecked(f, sds)
+    assert len(found) == 2 and all(loc.startswith("test_checks.py:") for loc in found)
+    inst = C.instrument(f, ["user", "nan"], sds)
+    cases = [
+        (np.array([1.0, 2, 3], np.float32), np.int32(1)),
+        (np.array([1.0, -7, 3], np.float32), np.int32(1)),
+        (np.array([60.0, 50, 3], np.float32), np.int32(1)),
+        (np.array([60.0, 50, -3], np.float32), np.int32(0)),
+    ]
+    got = [C.format_failure(inst.table, _run(inst, *a)[1]) for a in cases]
+    assert [g[1] if g else None for g in got] == [
+        _jax_message(f, ["user", "nan"], *a) for a in cases
+    ]
+    assert [g[0] if g else None for g in got] == [None, "user", "user", "nan"]
