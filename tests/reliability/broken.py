@@ -7,7 +7,9 @@ manifest.json, so only checking it against the program catches it), `missing_fil
 each refusal must mention.
 Escaping (must be refused): `escape_model` (the model directory is a
 symlink to a valid artifact outside the repository), `escape_version` (a real model directory
-whose version `1` is such a symlink), and `outside` — a valid model directory NEXT TO the
+whose version `1` is such a symlink), `escape_program_path` (manifest names its program file
+as `../../fuzzy/1/model.jaxexport`), `escape_weights_path` (a weight's TensorStore spec points
+at an absolute path outside), and `outside` — a valid model directory NEXT TO the
 repository, which a load request for `../outside` would reach if names were joined blindly.
 """
 
@@ -31,7 +33,7 @@ REFUSAL_WORD = {
     "tampered_manifest": "shape",
     "missing_file": "model.jaxexport",
 }
-ESCAPING = ("escape_model", "escape_version")
+ESCAPING = ("escape_model", "escape_version", "escape_program_path", "escape_weights_path")
 
 
 @dataclass(frozen=True)
@@ -66,6 +68,13 @@ def _tamper_manifest(artifact: Path) -> None:
     path.write_text(json.dumps(doc, indent=2))
 
 
+def _edit_manifest(artifact: Path, edit) -> None:
+    path = artifact / "manifest.json"
+    doc = json.loads(path.read_text())
+    edit(doc)
+    path.write_text(json.dumps(doc, indent=2))
+
+
 def build_hostile_repository(base: Path, artifacts: dict[str, Path]) -> HostileRepo:
     root = base / "repo"
     for name in GOOD:
@@ -85,6 +94,23 @@ def build_hostile_repository(base: Path, artifacts: dict[str, Path]) -> HostileR
     (root / "escape_version").mkdir()
     (root / "escape_version" / "1").symlink_to(elsewhere / "stolen" / "1",
                                                target_is_directory=True)
+    art = root / "escape_program_path" / "1"
+    shutil.copytree(artifacts["fuzzy"], art)
+    _edit_manifest(art, lambda doc: doc["programs"][0].update(
+        jaxexportFile="../../fuzzy/1/model.jaxexport"))
+    art = root / "escape_weights_path" / "1"
+    shutil.copytree(artifacts["fuzzy"], art)
+    stolen_w = elsewhere / "stolen" / "1" / "weights"
+
+    def point_weights_outside(doc: dict) -> None:
+        arg = next(a for a in doc["programs"][0]["arguments"]
+                   if a["role"] == "ARGUMENT_ROLE_PARAMETER")
+        spec = json.loads(arg["tensorstoreSpecJson"])
+        leaf = spec["kvstore"]["path"].split("weights/", 1)[1]
+        spec["kvstore"]["path"] = str(stolen_w / leaf)
+        arg["tensorstoreSpecJson"] = json.dumps(spec)
+
+    _edit_manifest(art, point_weights_outside)
     outside = base / "outside"
     shutil.copytree(artifacts["fuzzy"], outside / "1")
     return HostileRepo(root=root, outside=outside)
