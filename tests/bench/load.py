@@ -151,8 +151,17 @@ async def _run_async(spec: LoadSpec) -> LoadResult:
     return result
 
 
+def _client_heap() -> None:
+    """The client process keeps its heap like the bridge does (large responses otherwise pay
+    first-touch page faults here too, which would be charged to the bridge's latency)."""
+    from jaxport.bridge.server import keep_heap_memory
+
+    keep_heap_memory()
+
+
 def run_grpc_load(spec: LoadSpec) -> LoadResult:
     """Entry point for a spawned process: closed loop over gRPC (asyncio, one thread)."""
+    _client_heap()
     return asyncio.run(_run_async(spec))
 
 
@@ -218,6 +227,7 @@ def run_repeats(target: str, request: bytes, expected: dict[str, np.ndarray], re
     """
     import grpc
 
+    _client_heap()
     opts = [("grpc.max_receive_message_length", max_message_bytes),
             ("grpc.max_send_message_length", max_message_bytes)]
     out: dict[str, Any] = {"latencies": [], "errors": 0, "mismatches": 0, "first_error": ""}
