@@ -83,6 +83,19 @@ class TensorSig:
         return all(w == g if w >= 0 else g >= 1 for w, g in zip(self.shape, shape, strict=True))
 
 
+def _clip(text: str, limit: int = 64) -> str:
+    """A caller-supplied string as it may appear in an error message (bounded length)."""
+    return text if len(text) <= limit else f"{text[:limit]}...({len(text)} chars)"
+
+
+def _clip_shape(shape: Sequence[int], limit: int = 8) -> str:
+    """A caller-supplied shape for an error message (bounded length)."""
+    dims = list(shape)
+    if len(dims) <= limit:
+        return str(dims)
+    return f"[{', '.join(map(str, dims[:limit]))}, ...] ({len(dims)} dimensions)"
+
+
 def _sig(spec: manifest_pb2.TensorSpec) -> TensorSig:
     shape = tuple(int(d) for d in spec.shape)
     return TensorSig(spec.name, shape, _dtype_row(spec.dtype, spec.name))
@@ -331,7 +344,7 @@ class Model:
         if sig is None:
             known = ", ".join(f"'{s.name}' ({s.describe()})" for s in self.inputs)
             raise InvalidArgumentError(
-                f"unexpected input '{name}': {self.label} has inputs {known}"
+                f"unexpected input '{_clip(name)}': {self.label} has inputs {known}"
             )
         return sig
 
@@ -340,11 +353,12 @@ class Model:
         sig = self.input_sig(name)
         if datatype != sig.datatype:
             raise InvalidArgumentError(
-                f"input '{name}': expected datatype {sig.datatype}, got {datatype or '(empty)'}"
+                f"input '{name}': expected datatype {sig.datatype}, "
+                f"got {_clip(datatype) or '(empty)'}"
             )
         if not sig.matches_shape(shape):
             raise InvalidArgumentError(
-                f"input '{name}': expected shape {list(sig.shape)}, got {list(shape)}"
+                f"input '{name}': expected shape {list(sig.shape)}, got {_clip_shape(shape)}"
             )
         return sig
 
@@ -357,7 +371,7 @@ class Model:
             if name not in self._outputs_by_name:
                 known = ", ".join(f"'{s.name}'" for s in self.outputs)
                 raise InvalidArgumentError(
-                    f"unknown requested output '{name}': {self.label} has outputs {known}"
+                    f"unknown requested output '{_clip(name)}': {self.label} has outputs {known}"
                 )
             if name in seen:
                 raise InvalidArgumentError(f"requested output '{name}' is listed twice")

@@ -100,6 +100,18 @@ def test_huge_declared_shape_is_checked_before_allocating(stub, bridge):
     assert bridge.alive()
 
 
+def test_error_messages_stay_short_for_hostile_names_and_shapes(stub):
+    req = request(inputs={"x" * 100_000: X})
+    details = assert_status(stub, req, grpc.StatusCode.INVALID_ARGUMENT, "unexpected input",
+                            "(100000 chars)")
+    assert len(details) < 400
+    req = request()
+    req.inputs[0].shape.extend([1] * 10_000)
+    details = assert_status(stub, req, grpc.StatusCode.INVALID_ARGUMENT, "input 'x'",
+                            "(10002 dimensions)")
+    assert len(details) < 400
+
+
 def test_raw_and_typed_contents_together(stub):
     req = request()
     req.inputs[0].contents.fp32_contents.extend([1.0] * 16)
