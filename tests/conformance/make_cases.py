@@ -21,6 +21,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
@@ -216,6 +217,15 @@ def write_all(root: Path) -> None:
             infer_case(w, f"infer_{suffix}_typed",
                        f"{dt.datatype} in typed contents.{dt.contents_field}", m, [x],
                        encoding="typed")
+
+    # --- IEEE special values survive the wire both ways (NaN, +-inf, -0.0, subnormals) ---
+    for suffix in ("fp32", "fp16", "bf16", "fp64"):
+        dtype = dict(models.DTYPE_FAMILY)[suffix]
+        tiny = float(ml_dtypes.finfo(dtype).smallest_subnormal)
+        special = np.array([[np.nan, np.inf, -np.inf], [-0.0, tiny, 1.0]]).astype(dtype)
+        infer_case(w, f"infer_{suffix}_special_values",
+                   f"{suffix.upper()} NaN, +-inf, -0.0 and a subnormal through the model",
+                   fam[f"cf_{suffix}"], [special])
 
     # --- multiple inputs / outputs, requested subset, id echo ---
     m = fam["cf_multi"]

@@ -75,3 +75,12 @@ def test_missing_toolchains_fail_loudly(tmp_path: Path) -> None:
     assert "Go toolchain not found" in done.stderr
     assert "Java not found" in done.stderr and "Maven not found" in done.stderr
     assert "no language is skipped" in done.stderr
+
+
+def test_comparison_of_special_values() -> None:
+    spec = {"name": "y", "datatype": "FP32", "shape": [2], "rtol": 1e-6, "atol": 1e-6}
+    want = np.array([np.inf, np.nan], np.float32).tobytes()
+    runner.compare_tensor(spec, np.array([np.inf, np.nan], np.float32), want)
+    for wrong in ([-np.inf, np.nan], [np.inf, 0.0]):
+        with pytest.raises(runner.CaseFailure):
+            runner.compare_tensor(spec, np.array(wrong, np.float32), want)

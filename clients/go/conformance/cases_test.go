@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"math"
 	"os"
 	"path/filepath"
 	"testing"
@@ -80,5 +81,20 @@ func TestRamp(t *testing.T) {
 		if v[i] != want[i] {
 			t.Fatalf("ramp %v, want %v", v, want)
 		}
+	}
+}
+
+func TestCompareSpecialValues(t *testing.T) {
+	inf, nan := float32(math.Inf(1)), float32(math.NaN())
+	spec := TensorSpec{Name: "y", Datatype: "FP32", Shape: []int64{3}, Rtol: 1e-6, Atol: 1e-6}
+	want := jaxport.Float32("y", []int64{3}, []float32{inf, -inf, nan}).Raw
+	if err := CompareTensor(spec, jaxport.Float32("y", []int64{3}, []float32{inf, -inf, nan}), want); err != nil {
+		t.Fatalf("equal specials: %v", err)
+	}
+	if err := CompareTensor(spec, jaxport.Float32("y", []int64{3}, []float32{-inf, -inf, nan}), want); err == nil {
+		t.Fatal("-inf vs +inf must fail")
+	}
+	if err := CompareTensor(spec, jaxport.Float32("y", []int64{3}, []float32{inf, -inf, 0}), want); err == nil {
+		t.Fatal("0 vs NaN must fail")
 	}
 }

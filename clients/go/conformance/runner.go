@@ -328,10 +328,10 @@ func CompareTensor(spec TensorSpec, got jaxport.Tensor, wantBytes []byte) error 
 		w, _ := want.AsFloat64Any()
 		bad, first := 0, -1
 		for i := range w {
-			if math.IsNaN(w[i]) && math.IsNaN(g[i]) {
-				continue
+			if g[i] == w[i] || (math.IsNaN(w[i]) && math.IsNaN(g[i])) {
+				continue // equal infinities have an infinite difference
 			}
-			if !(math.Abs(g[i]-w[i]) <= spec.Atol+spec.Rtol*math.Abs(w[i])) {
+			if math.IsInf(g[i], 0) || math.IsInf(w[i], 0) || !(math.Abs(g[i]-w[i]) <= spec.Atol+spec.Rtol*math.Abs(w[i])) {
 				bad++
 				if first < 0 {
 					first = i

@@ -46,6 +46,12 @@ class CasesTest {
     ConformanceRunner.compareTensor(spec, Tensor.ofFloat32("y", new long[] {2}, 1f, 2.000001f), want);
     assertThrows(ConformanceRunner.CaseFailure.class,
         () -> ConformanceRunner.compareTensor(spec, Tensor.ofFloat32("y", new long[] {2}, 1f, 2.1f), want));
+    byte[] specials = Tensor.ofFloat32("y", new long[] {2}, Float.POSITIVE_INFINITY, Float.NaN).rawBytes().toByteArray();
+    ConformanceRunner.compareTensor(spec, Tensor.ofFloat32("y", new long[] {2}, Float.POSITIVE_INFINITY, Float.NaN), specials);
+    assertThrows(ConformanceRunner.CaseFailure.class, () -> ConformanceRunner.compareTensor(
+        spec, Tensor.ofFloat32("y", new long[] {2}, Float.NEGATIVE_INFINITY, Float.NaN), specials));
+    assertThrows(ConformanceRunner.CaseFailure.class, () -> ConformanceRunner.compareTensor(
+        spec, Tensor.ofFloat32("y", new long[] {2}, Float.POSITIVE_INFINITY, 0f), specials));
     JsonElement ints = JsonParser.parseString("{\"name\":\"n\",\"datatype\":\"INT64\",\"shape\":[1]}");
     byte[] big = Tensor.ofInt64("n", new long[] {1}, (1L << 53) + 1).rawBytes().toByteArray();
     assertThrows(ConformanceRunner.CaseFailure.class, () -> ConformanceRunner.compareTensor(

@@ -336,10 +336,11 @@ public final class ConformanceRunner {
         double[] a = got.asDoubles();
         double[] w = want.asDoubles();
         for (int i = 0; i < w.length; i++) {
-          if (Double.isNaN(a[i]) && Double.isNaN(w[i])) {
-            continue;
+          if (a[i] == w[i] || (Double.isNaN(a[i]) && Double.isNaN(w[i]))) {
+            continue; // equal infinities have an infinite difference
           }
-          if (!(Math.abs(a[i] - w[i]) <= atol + rtol * Math.abs(w[i]))) {
+          if (Double.isInfinite(a[i]) || Double.isInfinite(w[i])
+              || !(Math.abs(a[i] - w[i]) <= atol + rtol * Math.abs(w[i]))) {
             throw new CaseFailure("output " + name + ": flat index " + i + ": got " + a[i]
                 + ", expected " + w[i] + " (rtol=" + rtol + " atol=" + atol + ")");
           }
