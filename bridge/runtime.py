@@ -48,6 +48,8 @@ from jaxport.protocol.gen.jaxport.v1 import manifest_pb2
 log = logging.getLogger("jaxport.bridge.runtime")
 
 ENGINES = ("exported", "pjrt")
+# Inputs of a request up to this size go to the device through one compiled identity.
+SMALL_UPLOAD_BYTES = 1 << 20
 
 
 def configure_jax() -> None:
@@ -252,11 +254,23 @@ class PjrtEngine:
         self._slots = slots
         self._device = device
         self._exe = backend.compile_and_load(mlirbc, [device], xla_client.CompileOptions())
+        # Host -> device for small inputs through one compiled identity: jit's C++ dispatch
+        # moves them all in one call (measured ~15 us vs ~80-180 us per jax.device_put for an
+        # MLP input). Large inputs keep device_put, which does not copy them once more.
+        bound = [program.arguments[slot] for slot, _ in self._bindings]
+        self._upload = None
+        if bound and sum(a.byte_size for a in bound) <= SMALL_UPLOAD_BYTES:
+            sharding = jax.sharding.SingleDeviceSharding(device)
+            specs = [jax.ShapeDtypeStruct(tuple(a.shape), _dtype_row(a.dtype, a.name).numpy,
+                                          sharding=sharding) for a in bound]
+            self._upload = jax.jit(lambda *xs: xs).lower(*specs).compile()
 
     def execute(self, inputs: Sequence[jax.Array | np.ndarray]) -> list[jax.Array]:
         args = list(self._slots)
-        for slot, position in self._bindings:
-            value = inputs[position]
+        values = [inputs[position] for _, position in self._bindings]
+        if self._upload is not None and not any(isinstance(v, jax.Array) for v in values):
+            values = list(self._upload(*values))
+        for (slot, _), value in zip(self._bindings, values, strict=True):
             args[slot] = value if isinstance(value, jax.Array) else jax.device_put(
                 value, self._device)
         return list(self._exe.execute(args))
