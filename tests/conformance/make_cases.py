@@ -148,6 +148,8 @@ def infer_case(
     }
     if request_id:
         expect["id"] = request_id
+        expect["model_name"] = model.name
+        expect["model_version"] = "1"
     w.case(name, {"description": description, "requires": JAXPORT, "rpc": "ModelInfer",
                   **(extra or {}), "request": request, "expect": expect})
 

@@ -205,7 +205,9 @@ class Runner:
             if got != expect[kind]:
                 raise CaseFailure(f"{kind} {got}, expected {expect[kind]}")
 
-    def _infer_once(self, case: dict[str, Any], req: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    def _infer_once(
+        self, case: dict[str, Any], req: dict[str, Any]
+    ) -> tuple[dict[str, Any], str, tuple[str, str]]:
         tensors = [(t, tensor_bytes(case, t)) for t in req["inputs"]]
         names = [t["name"] for t, _ in tensors]
         itemsizes = [dtypes.by_datatype(t["datatype"]).itemsize for t, _ in tensors]
@@ -223,11 +225,11 @@ class Runner:
                 request_id=req.get("id", ""), raw=req["encoding"] == "raw",
                 timeout=CALL_TIMEOUT_S,
             )
-            return result.outputs, result.id
+            return result.outputs, result.id, (result.model_name, result.model_version)
         return self._infer_raw(req, tensors)
 
     def _infer_raw(self, req: dict[str, Any], tensors: list[tuple[dict[str, Any], bytes]]
-                   ) -> tuple[dict[str, Any], str]:
+                   ) -> tuple[dict[str, Any], str, tuple[str, str]]:
         msg = pb.ModelInferRequest(model_name=req["model"], model_version=req.get("version", ""),
                                    id=req.get("id", ""))
         for t, data in tensors:
@@ -250,14 +252,13 @@ class Runner:
 
     def _ModelInfer(self, case: dict[str, Any], expect: dict[str, Any]) -> None:
         n = int(case.get("parallel", 1))
-        if n == 1:
-            outputs, rid = self._infer_once(case, case["request"])
-            compare_outputs(case, expect, outputs, rid)
-            return
         with ThreadPoolExecutor(max_workers=n) as pool:
             results = list(pool.map(lambda _: self._infer_once(case, case["request"]), range(n)))
-        for outputs, rid in results:
+        for outputs, rid, (model_name, model_version) in results:
             compare_outputs(case, expect, outputs, rid)
+            for key, got in (("model_name", model_name), ("model_version", model_version)):
+                if key in expect and got != expect[key]:
+                    raise CaseFailure(f"response {key} {got!r}, expected {expect[key]!r}")
 
     def _ModelStreamInfer(self, case: dict[str, Any], expect: dict[str, Any]) -> None:
         reqs = case["request"]["requests"]

@@ -71,6 +71,8 @@ type Expect struct {
 	Inputs            []TensorSpec   `json:"inputs"`
 	Outputs           []TensorSpec   `json:"outputs"`
 	ID                *string        `json:"id"`
+	ModelName         *string        `json:"model_name"`
+	ModelVersion      *string        `json:"model_version"`
 	Responses         []StreamExpect `json:"responses"`
 }
 

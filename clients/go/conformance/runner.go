@@ -274,6 +274,12 @@ func (r *Runner) inferAndCompare(ctx context.Context, c Case, ir InferRequest, w
 	if err != nil {
 		return err
 	}
+	if m := c.Expect.ModelName; m != nil && out.Model != *m {
+		return fail("response model_name %q, expected %q", out.Model, *m)
+	}
+	if v := c.Expect.ModelVersion; v != nil && out.Version != *v {
+		return fail("response model_version %q, expected %q", out.Version, *v)
+	}
 	return compareOutputs(c, out, want, wantID)
 }
 

@@ -312,6 +312,12 @@ public final class ConformanceRunner {
     if (expect.has("id") && !got.id().equals(expect.get("id").getAsString())) {
       throw new CaseFailure("response id \"" + got.id() + "\", expected " + expect.get("id"));
     }
+    if (expect.has("model_name") && !got.model().equals(expect.get("model_name").getAsString())) {
+      throw new CaseFailure("response model_name \"" + got.model() + "\", expected " + expect.get("model_name"));
+    }
+    if (expect.has("model_version") && !got.version().equals(expect.get("model_version").getAsString())) {
+      throw new CaseFailure("response model_version \"" + got.version() + "\", expected " + expect.get("model_version"));
+    }
   }
 
   /** Datatype, shape, then values: exact for integers and BOOL, within rtol/atol for floats. */
