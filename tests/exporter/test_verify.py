@@ -11,7 +11,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import REPO, export_model
+from conftest import REPO, export_model, run_cli
 from jaxport.exporter import manifest, verify
 from jaxport.exporter.cli import verify_main
 from jaxport.protocol.gen.jaxport.v1 import manifest_pb2
@@ -210,3 +210,19 @@ def test_manifest_cannot_point_weights_outside_the_artifact(artifacts, tmp_path:
     arg.tensorstore_spec_json = json.dumps(spec)
     with pytest.raises(manifest.ArtifactError, match=r"relative to the artifact|zarr3 driver"):
         manifest.verify_files(art, m)
+
+
+def test_real_verify_command_exit_codes(artifacts, tmp_path: Path) -> None:
+    art = _damaged(artifacts, tmp_path)
+    (art / "goldens" / "case0" / "outputs" / "output.npy").write_bytes(b"not an npy")
+    proc = run_cli(["verify", str(art), "--checks", "checksums"], tmp_path)
+    assert proc.returncode == 1
+    assert "checksums  -" in proc.stdout and "goldens/case0/outputs/output.npy" in proc.stdout
+    missing = run_cli(["verify", str(tmp_path / "nope")], tmp_path)
+    assert missing.returncode == 1
+    assert missing.stderr.strip().splitlines() == [
+        f"jaxport verify: error: {tmp_path / 'nope' / 'manifest.json'}: no manifest.json; "
+        "is this a jaxport artifact directory?"]
+    usage = run_cli(["verify", str(art), "--checks", "pjrt,bogus"], tmp_path)
+    assert usage.returncode == 2 and "bogus" in usage.stderr
+    assert len(usage.stderr.strip().splitlines()) == 1
