@@ -304,19 +304,46 @@ def _live_params() -> dict[str, np.ndarray]:
 
 
 @pytest.fixture(scope="module")
-def batched_bridge(tmp_path_factory):
+def batched_repo(tmp_path_factory):
     from jaxport.exporter import export
-    from support.bridge import BridgeProcess
 
     repo = tmp_path_factory.mktemp("batched-repo")
     inputs = {"x": jax.ShapeDtypeStruct((1, FEATURES), np.float32),
               "t": jax.ShapeDtypeStruct((1,), np.float32)}
     export(_live_model, _live_params(), inputs, repo / "rows" / "1", output_names=["y", "s"],
            batch_sizes=LIVE_SIZES, goldens=1, quiet=True)
+    return repo
+
+
+@pytest.fixture(scope="module")
+def batched_bridge(batched_repo):
+    from support.bridge import BridgeProcess
+
     # A long delay and many gRPC threads so concurrent requests really share batches.
-    with BridgeProcess(repo, "--batching", "--max-queue-delay-us", "20000",
+    with BridgeProcess(batched_repo, "--batching", "--max-queue-delay-us", "20000",
                        "--worker-threads", "32") as bridge:
         yield bridge
+
+
+def test_live_without_batching_only_exported_sizes_run(batched_repo):
+    """Without --batching each fixed program stays fixed: other sizes get INVALID_ARGUMENT."""
+    from jaxport.client import InferenceClient, InferenceServerError
+    from support.bridge import BridgeProcess
+
+    rng = np.random.default_rng(13)
+    with BridgeProcess(batched_repo) as bridge, \
+            InferenceClient(bridge.address, timeout=30) as client:
+        for n in LIVE_SIZES:
+            x = rng.standard_normal((n, FEATURES)).astype(np.float32)
+            t = rng.standard_normal(n).astype(np.float32)
+            res = client.infer("rows", {"x": x, "t": t})
+            np.testing.assert_allclose(res["y"], _live_expected(x, t)[0], rtol=1e-5, atol=1e-5)
+        with pytest.raises(InferenceServerError) as err:
+            client.infer("rows", {"x": np.zeros((3, FEATURES), np.float32),
+                                  "t": np.zeros(3, np.float32)})
+        assert err.value.code == "INVALID_ARGUMENT"
+        assert "batch size 3 is not exported" in err.value.message
+        assert "[1, 4, 8]" in err.value.message
 
 
 def _live_expected(x: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
