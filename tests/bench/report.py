@@ -87,7 +87,7 @@ def markdown(results: dict[str, Any]) -> str:
         for t in results["targets"]:
             lines.append(
                 f"| {t['name']} | {t['measured']} | {t['required']} | "
-                f"{'yes' if t['met'] else '**no**'} |"
+                f"{'-' if t['met'] is None else 'yes' if t['met'] else '**no**'} |"
             )
     return "\n".join(lines) + "\n"
 

@@ -353,9 +353,9 @@ def evaluate_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     by = {c["name"]: c for c in results["configs"]}
     out = []
 
-    def add(name: str, measured: float | None, required: str, met: bool) -> None:
+    def add(name: str, measured: float | None, required: str, met: bool | None) -> None:
         out.append({"name": name, "measured": "-" if measured is None else f"{measured:.2f}",
-                    "required": required, "met": bool(met)})
+                    "required": required, "met": None if met is None else bool(met)})
 
     comp, tran = by.get("compute floor"), by.get("transport floor")
     for bridge in ("bridge exported", "bridge pjrt"):
@@ -372,6 +372,10 @@ def evaluate_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
             r = lb["rps"] / floor if floor else None
             add(f"c=16 {bridge} rps / min(transport, compute) rps", r, ">= 0.80",
                 r is not None and r >= 0.8)
+            parts = [lv.get("server_cpu_s_per_req") for lv in (lb, lc, lt)]
+            if all(parts):
+                add(f"(diagnostic) c=16 {bridge} server CPU/req / (compute + transport "
+                    "CPU/req)", parts[0] / (parts[1] + parts[2]), "-", None)
     for row in results.get("large", []):
         if row["mib"] == 16:
             add("16 MiB ModelInfer MB/s / memcpy MB/s", row["pct_memcpy"] / 100, ">= 0.25",
