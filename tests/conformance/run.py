@@ -12,12 +12,15 @@ Java step the Java client's JUnit tests (`mvn test`), so `make test` covers both
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -27,6 +30,8 @@ GO_DIR = REPO / "clients" / "go"
 JAVA_DIR = REPO / "clients" / "java"
 CASES = HERE / "cases"
 LANGUAGES = ("python", "go", "java")
+#: Longest one step may take: the first Maven run on a fresh machine downloads its plugins.
+STEP_TIMEOUT_S = 900.0
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 SUMMARY = re.compile(r"^conformance (\w+): (\d+) passed, (\d+) failed", re.MULTILINE)
 
@@ -62,12 +67,26 @@ def export_models(repository: Path) -> None:
 
 
 def run_step(label: str, cmd: list[str], cwd: Path, log: list[str]) -> int:
-    """Run one command, echoing its output live and keeping it for the summary."""
+    """Run one command, echoing its output live and keeping it for the summary.
+
+    The step runs in its own process group, which is killed (by that group's id) if it
+    outlives STEP_TIMEOUT_S, so a hung runner cannot hold `make test` forever.
+    """
     print(f"\n=== {label}: {' '.join(cmd)}", flush=True)
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, env={**os.environ, "MAVEN_OPTS":
-                                            os.environ.get("MAVEN_OPTS", "-Xmx1g")})
+                            text=True, start_new_session=True,
+                            env={**os.environ,
+                                 "MAVEN_OPTS": os.environ.get("MAVEN_OPTS", "-Xmx1g")})
+    timed_out = threading.Event()
+
+    def kill_group() -> None:
+        timed_out.set()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+
+    watchdog = threading.Timer(STEP_TIMEOUT_S, kill_group)
+    watchdog.start()
     assert proc.stdout is not None
     for line in proc.stdout:
         line = ANSI.sub("", line)  # Maven 3.8 emits colour resets even in batch mode
@@ -76,6 +95,10 @@ def run_step(label: str, cmd: list[str], cwd: Path, log: list[str]) -> int:
         print(line, end="", flush=True)
         log.append(line)
     rc = proc.wait()
+    watchdog.cancel()
+    if timed_out.is_set():
+        print(f"=== {label}: killed after {STEP_TIMEOUT_S:.0f} s (timeout)", flush=True)
+        return rc or 1
     print(f"=== {label}: exit {rc} in {time.perf_counter() - start:.1f} s", flush=True)
     return rc
 

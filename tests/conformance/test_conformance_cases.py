@@ -7,6 +7,7 @@ import importlib.util
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -84,3 +85,18 @@ def test_comparison_of_special_values() -> None:
     for wrong in ([-np.inf, np.nan], [np.inf, 0.0]):
         with pytest.raises(runner.CaseFailure):
             runner.compare_tensor(spec, np.array(wrong, np.float32), want)
+
+
+def test_a_hung_step_is_killed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """run.py never waits forever on a runner: past the step timeout its group is killed."""
+    spec = importlib.util.spec_from_file_location("jaxport_conformance_run", HERE / "run.py")
+    assert spec is not None and spec.loader is not None
+    run = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(run)
+    monkeypatch.setattr(run, "STEP_TIMEOUT_S", 1.0)
+    log: list[str] = []
+    started = time.monotonic()
+    rc = run.run_step("hang", ["sh", "-c", "echo started; sleep 60"], HERE, log)
+    assert rc != 0
+    assert time.monotonic() - started < 30
+    assert log == ["started\n"]
