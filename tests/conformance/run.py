@@ -2,7 +2,11 @@
 """`make conformance`: export the suite models, start a real bridge, run the Python, Go and Java
 runners over every case, stop the bridge by PID; exit 1 if any runner or case failed.
 
-    .venv/bin/python tests/conformance/run.py [--only python,go,java] [--keep]
+    .venv/bin/python tests/conformance/run.py [--only python,go,java] [--pjrt python,go] [--keep]
+
+The Python and Go runners then run again against a second bridge started with `--engine pjrt`
+(the raw `model.mlirbc` bound from the manifest, like the C++ runtime): both engines must give
+every answer the cases expect.
 
 Go and Java toolchains are required: when one is missing this says which and fails (it never
 skips a language silently). The Go step also runs `go vet` and the Go client's unit tests, the
@@ -103,25 +107,63 @@ def run_step(label: str, cmd: list[str], cwd: Path, log: list[str]) -> int:
     return rc
 
 
-def language_steps(lang: str, url: str) -> list[tuple[str, list[str], Path]]:
-    """The commands of one language: unit checks first, then its conformance runner."""
+def language_steps(lang: str, url: str, full: bool) -> list[tuple[str, list[str], Path]]:
+    """The commands of one language: with `full`, unit checks and the example as well as its
+    conformance runner (whose summary line ends the step's output)."""
     if lang == "python":
         return [("python runner", [sys.executable, str(HERE / "runner.py"), "--url", url,
                                    "--cases", str(CASES)], REPO)]
     if lang == "go":
+        runner = ("go runner", ["go", "run", "./cmd/jaxport-conformance", "--url", url,
+                                "--cases", str(CASES)], GO_DIR)
+        if not full:
+            return [runner]
         return [
             ("go vet", ["go", "vet", "./..."], GO_DIR),
             ("go test", ["go", "test", "./..."], GO_DIR),
-            ("go runner", ["go", "run", "./cmd/jaxport-conformance", "--url", url,
-                           "--cases", str(CASES)], GO_DIR),
+            runner,
             ("go example", ["go", "run", "./examples/infer", "--url", url,
                             "--model", "cf_multi"], GO_DIR),
         ]
     mvn = ["mvn", "-B", "-q", "-Dstyle.color=never"]
+    if not full:
+        return [("java runner", [*mvn, "test-compile", "exec:exec@conformance",
+                                 f"-Dconformance.url={url}", f"-Dconformance.cases={CASES}"],
+                 JAVA_DIR)]
     return [("java test + runner + example",
              [*mvn, "test", "exec:exec@conformance", "exec:exec@example",
               f"-Dconformance.url={url}", f"-Dconformance.cases={CASES}",
               f"-Dexample.url={url}", "-Dexample.model=cf_multi"], JAVA_DIR)]
+
+
+def run_engine(engine: str, repository: Path, work: Path, languages: list[str], full: bool,
+               results: dict[str, tuple[int, int]], failed_steps: list[str]) -> None:
+    """Serve `repository` with one bridge engine and run each language against it."""
+    from tests.support.bridge import BridgeProcess
+
+    bridge = BridgeProcess(repository, "--engine", engine, workdir=work / f"bridge-{engine}")
+    try:
+        bridge.start()
+        print(f"\nconformance: bridge (engine {engine}) pid {bridge.pid} serving on "
+              f"{bridge.address}", flush=True)
+        for lang in languages:
+            key = lang if engine == "exported" else f"{lang} (engine {engine})"
+            for label, cmd, cwd in language_steps(lang, bridge.address, full):
+                log: list[str] = []
+                rc = run_step(label, cmd, cwd, log)
+                found = SUMMARY.findall("".join(log))
+                if found:
+                    results[key] = (int(found[-1][1]), int(found[-1][2]))
+                if rc != 0:
+                    failed_steps.append(f"{label} (engine {engine})")
+                    break
+            if key not in results:
+                failed_steps.append(f"{key}: runner produced no summary")
+        if not bridge.alive():
+            failed_steps.append(f"bridge (engine {engine}) died during the run")
+    finally:
+        rc = bridge.stop()
+        print(f"conformance: bridge (engine {engine}) stopped by pid (exit {rc})", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -129,9 +171,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", default=",".join(LANGUAGES),
                         help="comma-separated languages to run (default: all three)")
+    parser.add_argument("--pjrt", default="python,go",
+                        help="languages to run again against a bridge with --engine pjrt "
+                             "(default: python,go; '' for none)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary repository")
     args = parser.parse_args(argv)
     languages = [x.strip() for x in args.only.split(",") if x.strip()]
+    pjrt = [x.strip() for x in args.pjrt.split(",") if x.strip() and x.strip() in languages]
     unknown = sorted(set(languages) - set(LANGUAGES))
     if unknown:
         parser.error(f"unknown language(s) {unknown}; choose from {', '.join(LANGUAGES)}")
@@ -143,50 +189,31 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 1
 
-    from tests.support.bridge import BridgeProcess
-
     work = Path(tempfile.mkdtemp(prefix="jaxport-conformance-"))
     repository = work / "repository"
     start = time.perf_counter()
-    export_models(repository)
-    print(f"conformance: exported {len(list(repository.iterdir()))} suite models in "
-          f"{time.perf_counter() - start:.1f} s to {repository}", flush=True)
-    log: list[str] = []
+    results: dict[str, tuple[int, int]] = {}
     failed_steps: list[str] = []
-    bridge = BridgeProcess(repository, workdir=work / "bridge")
     try:
-        bridge.start()
-        url = bridge.address
-        print(f"conformance: bridge pid {bridge.pid} serving on {url}", flush=True)
-        for lang in languages:
-            for label, cmd, cwd in language_steps(lang, url):
-                if run_step(label, cmd, cwd, log) != 0:
-                    failed_steps.append(label)
-                    break
-        if not bridge.alive():
-            failed_steps.append("bridge died during the run")
+        export_models(repository)
+        print(f"conformance: exported {len(list(repository.iterdir()))} suite models in "
+              f"{time.perf_counter() - start:.1f} s to {repository}", flush=True)
+        run_engine("exported", repository, work, languages, True, results, failed_steps)
+        if pjrt:
+            run_engine("pjrt", repository, work, pjrt, False, results, failed_steps)
     finally:
-        rc = bridge.stop()
-        print(f"conformance: bridge pid {bridge.pid if bridge.proc else '-'} stopped "
-              f"(exit {rc})", flush=True)
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
 
-    text = "".join(log)
-    summaries = {m.group(1): (int(m.group(2)), int(m.group(3))) for m in SUMMARY.finditer(text)}
     print("\n=== conformance summary")
     total_pass = total_fail = 0
-    for lang in languages:
-        if lang in summaries:
-            p, f = summaries[lang]
-            total_pass, total_fail = total_pass + p, total_fail + f
-            print(f"conformance {lang}: {p} passed, {f} failed")
-        else:
-            print(f"conformance {lang}: no result (runner did not complete)")
-            failed_steps.append(f"{lang} runner produced no summary")
+    for key, (p, f) in results.items():
+        total_pass, total_fail = total_pass + p, total_fail + f
+        print(f"conformance {key}: {p} passed, {f} failed")
     for step in dict.fromkeys(failed_steps):
         print(f"conformance: failed step: {step}")
     ok = not failed_steps and total_fail == 0
+    print(f"conformance: took {time.perf_counter() - start:.0f} s")
     print(f"conformance: {total_pass} passed, {total_fail} failed")
     return 0 if ok else 1
 
