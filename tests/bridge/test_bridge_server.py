@@ -203,3 +203,42 @@ def test_help_lists_flags_and_env_vars():
     for flag, var in (("--engine", "JAXPORT_ENGINE"), ("--metrics-port", "JAXPORT_METRICS_PORT"),
                       ("--model-version-policy", "JAXPORT_MODEL_VERSION_POLICY")):
         assert flag in proc.stdout and var in proc.stdout
+
+
+def test_not_ready_until_the_repository_has_loaded(tmp_path: Path, artifacts):
+    """Deterministic: the model's manifest.json is a FIFO, so its load blocks until the test
+    writes the manifest; meanwhile the server is live but not ready."""
+    import shutil
+
+    version = tmp_path / "repo" / "mlp" / "1"
+    shutil.copytree(artifacts["mlp"], version)
+    manifest = (version / "manifest.json").read_bytes()
+    (version / "manifest.json").unlink()
+    os.mkfifo(version / "manifest.json")
+    bridge = BridgeProcess(tmp_path / "repo").start(wait_ready=False)
+    try:
+        with bridge.channel() as channel:
+            stub = pb_grpc.GRPCInferenceServiceStub(channel)
+            health = health_pb2_grpc.HealthStub(channel)
+            assert stub.ServerLive(pb.ServerLiveRequest(), timeout=10).live
+            assert not stub.ServerReady(pb.ServerReadyRequest(), timeout=10).ready
+            status = health.Check(health_pb2.HealthCheckRequest(service=""), timeout=10).status
+            assert status == health_pb2.HealthCheckResponse.NOT_SERVING
+            assert not stub.ModelReady(pb.ModelReadyRequest(name="mlp"), timeout=10).ready
+            (entry,) = stub.RepositoryIndex(pb.RepositoryIndexRequest(), timeout=10).models
+            assert (entry.name, entry.version, entry.state) == ("mlp", "1", "LOADING")
+            err = rpc_error(stub.ModelInfer, codecs.build_infer_request(
+                "mlp", {"x": np.ones((2, 8), np.float32)}), timeout=10)
+            assert err.code() == grpc.StatusCode.UNAVAILABLE
+
+            writer = threading.Thread(target=(version / "manifest.json").write_bytes,
+                                      args=(manifest,), daemon=True)
+            writer.start()
+            bridge.wait_ready(120)
+            writer.join(10)
+            assert stub.ServerReady(pb.ServerReadyRequest(), timeout=10).ready
+            response = stub.ModelInfer(codecs.build_infer_request(
+                "mlp", {"x": np.ones((2, 8), np.float32)}), timeout=30)
+            assert codecs.decode_infer_response(response)["output"].shape == (2, 4)
+    finally:
+        assert bridge.stop() == 0
