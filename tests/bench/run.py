@@ -358,7 +358,7 @@ def evaluate_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     out = []
 
     def add(name: str, measured: float | None, required: str, met: bool | None) -> None:
-        out.append({"name": name, "measured": "-" if measured is None else f"{measured:.2f}",
+        out.append({"name": name, "measured": "-" if measured is None else f"{measured:.3g}",
                     "required": required, "met": None if met is None else bool(met)})
 
     comp, tran = by.get("compute floor"), by.get("transport floor")
