@@ -242,3 +242,20 @@ def test_not_ready_until_the_repository_has_loaded(tmp_path: Path, artifacts):
             assert codecs.decode_infer_response(response)["output"].shape == (2, 4)
     finally:
         assert bridge.stop() == 0
+
+
+def test_sigterm_while_a_load_is_stuck_still_exits(tmp_path: Path, artifacts):
+    import shutil
+
+    version = tmp_path / "repo" / "mlp" / "1"
+    shutil.copytree(artifacts["mlp"], version)
+    (version / "manifest.json").unlink()
+    os.mkfifo(version / "manifest.json")  # nobody ever writes it: the load never finishes
+    bridge = BridgeProcess(tmp_path / "repo").start(wait_ready=False)
+    with bridge.channel() as channel:
+        stub = pb_grpc.GRPCInferenceServiceStub(channel)
+        assert not stub.ServerReady(pb.ServerReadyRequest(), timeout=10).ready
+    started = time.monotonic()
+    bridge.send_signal(signal.SIGTERM)
+    assert bridge.wait(30) == 0
+    assert time.monotonic() - started < 30
