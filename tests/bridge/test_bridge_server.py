@@ -252,10 +252,11 @@ def test_sigterm_while_a_load_is_stuck_still_exits(tmp_path: Path, artifacts):
     (version / "manifest.json").unlink()
     os.mkfifo(version / "manifest.json")  # nobody ever writes it: the load never finishes
     bridge = BridgeProcess(tmp_path / "repo").start(wait_ready=False)
-    with bridge.channel() as channel:
-        stub = pb_grpc.GRPCInferenceServiceStub(channel)
-        assert not stub.ServerReady(pb.ServerReadyRequest(), timeout=10).ready
-    started = time.monotonic()
-    bridge.send_signal(signal.SIGTERM)
-    assert bridge.wait(30) == 0
-    assert time.monotonic() - started < 30
+    try:
+        with bridge.channel() as channel:
+            stub = pb_grpc.GRPCInferenceServiceStub(channel)
+            assert not stub.ServerReady(pb.ServerReadyRequest(), timeout=10).ready
+        bridge.send_signal(signal.SIGTERM)
+        assert bridge.wait(30) == 0
+    finally:
+        bridge.stop(grace=1)  # no-op once it has exited; SIGKILL if it hung
