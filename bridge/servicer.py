@@ -17,6 +17,7 @@ from jaxport.bridge.interceptor import status_of
 from jaxport.bridge.limits import deadline_from_remaining
 from jaxport.bridge.repository import Repository
 from jaxport.bridge.runtime import Model, TensorSig
+from jaxport.bridge.statistics import Duration
 from jaxport.protocol import codecs
 from jaxport.protocol.errors import InvalidArgumentError, NotFoundError
 from jaxport.protocol.gen.inference import grpc_service_pb2 as pb
@@ -55,6 +56,10 @@ class ServerState:
     def set_draining(self) -> None:
         """Shutdown began: report not ready so balancers stop sending new work."""
         self._draining.set()
+
+
+def _duration(d: Duration) -> pb.StatisticDuration:
+    return pb.StatisticDuration(count=d.count, ns=d.ns)
 
 
 def _tensor_metadata(sig: TensorSig) -> pb.ModelMetadataResponse.TensorMetadata:
@@ -146,12 +151,9 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
         else:
             models = self._repo.ready_models()
         response = pb.ModelStatisticsResponse()
+        dur = _duration
         for model in models:
             s = model.statistics.snapshot()
-
-            def dur(d: object) -> pb.StatisticDuration:
-                return pb.StatisticDuration(count=d.count, ns=d.ns)  # type: ignore[attr-defined]
-
             response.model_stats.add(
                 name=model.name,
                 version=str(model.version),
