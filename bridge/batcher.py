@@ -17,6 +17,8 @@ rows back. Rules it keeps:
   batch holding several requests, each request is re-run alone so a failure caused by one
   request's rows reaches only that request.
 - The queue is bounded (`max_queue_size` requests); a full queue rejects with UNAVAILABLE.
+- A request whose deadline passed while it was queued is answered DEADLINE_EXCEEDED and never
+  executed (its rows do not take space in a batch).
 
 Completion handles are `concurrent.futures.Future`s resolving to a dict of output arrays, so
 a thread-per-RPC server calls `.result()` and an asyncio server wraps them with
@@ -42,6 +44,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from jaxport.protocol.errors import (
+    DeadlineExceededError,
     InternalError,
     InvalidArgumentError,
     ProtocolError,
@@ -147,6 +150,7 @@ class BatchStats:
     padded_rows: int = 0
     isolated_reruns: int = 0
     rejected_queue_full: int = 0
+    expired: int = 0
     batch_size_counts: dict[int, int] = field(default_factory=dict)
 
 
@@ -165,6 +169,7 @@ class _Pending:
     rows: int
     future: Future
     enqueued_ns: int
+    deadline_ns: int | None = None  # time.monotonic_ns() instant
 
 
 class DynamicBatcher:
@@ -215,17 +220,20 @@ class DynamicBatcher:
             s = self._stats
             return BatchStats(
                 s.requests, s.batches, s.rows, s.padded_rows, s.isolated_reruns,
-                s.rejected_queue_full, dict(s.batch_size_counts),
+                s.rejected_queue_full, s.expired, dict(s.batch_size_counts),
             )
 
-    def submit(self, inputs: Arrays) -> Future:
+    def submit(self, inputs: Arrays, deadline: float | None = None) -> Future:
         """Queue one request; the future resolves to its outputs (its rows only).
 
+        `deadline` is a `time.monotonic()` instant: if it passes before the request's batch is
+        formed, the future fails with DeadlineExceededError and nothing runs for it.
         Raises InvalidBatchError for a request that cannot be batched, QueueFullError when
         the queue is full and BatcherClosedError after `close()`.
         """
         arrays, rows = self._validate(inputs)
-        pending = _Pending(arrays, rows, Future(), time.monotonic_ns())
+        pending = _Pending(arrays, rows, Future(), time.monotonic_ns(),
+                           None if deadline is None else int(deadline * 1e9))
         with self._cond:
             if self._closed:
                 raise BatcherClosedError(f"model {self._name!r} is shutting down")
@@ -242,7 +250,8 @@ class DynamicBatcher:
 
     def infer(self, inputs: Arrays, timeout: float | None = None) -> dict[str, np.ndarray]:
         """Submit and wait: the outputs of this request, or its own error raised."""
-        return self.submit(inputs).result(timeout)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        return self.submit(inputs, deadline).result(timeout)
 
     def close(self, timeout: float | None = None) -> None:
         """Stop taking requests, finish the queued ones, and stop the worker."""
@@ -303,10 +312,12 @@ class DynamicBatcher:
         delay_ns = cfg.max_queue_delay_us * 1000
         with self._cond:
             while True:
+                self._expire_locked()
                 while not self._queue:
                     if self._closed or self._execute_ref() is None:
                         return None
                     self._cond.wait(IDLE_POLL_S)
+                    self._expire_locked()
                 rows = 0
                 count = 0
                 due = False
@@ -327,6 +338,23 @@ class DynamicBatcher:
                 self._cond.wait((deadline - now) / 1e9)
         # A caller that cancelled its future before dispatch is dropped here.
         return [p for p in batch if p.future.set_running_or_notify_cancel()]
+
+    def _expire_locked(self) -> None:
+        """Fail (without running) every queued request whose deadline has passed."""
+        now = time.monotonic_ns()
+        if not any(p.deadline_ns is not None and p.deadline_ns <= now for p in self._queue):
+            return
+        keep: deque[_Pending] = deque()
+        for p in self._queue:
+            if p.deadline_ns is not None and p.deadline_ns <= now:
+                if p.future.set_running_or_notify_cancel():
+                    p.future.set_exception(DeadlineExceededError(
+                        f"model {self._name!r}: deadline exceeded while waiting to be batched; "
+                        "request not executed"))
+                self._stats.expired += 1
+            else:
+                keep.append(p)
+        self._queue = keep
 
     def _run(self) -> None:
         while True:

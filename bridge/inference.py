@@ -52,7 +52,7 @@ class InferenceCore:
                 # The batcher is this model's queue (bounded) and runs one batch at a time;
                 # holding an admission slot while waiting to be batched would cap batches at
                 # max_inflight rows.
-                outputs, timings = model.infer(arrays, requested)
+                outputs, timings = model.infer(arrays, requested, deadline=deadline)
                 return outputs
             queued = time.perf_counter_ns()
             with self.admission.admit(f"{model.name}/{model.version}", deadline=deadline,

@@ -427,7 +427,8 @@ class Model:
         return program
 
     def infer(
-        self, arrays: Mapping[str, np.ndarray], requested: Sequence[str] | None = None
+        self, arrays: Mapping[str, np.ndarray], requested: Sequence[str] | None = None,
+        deadline: float | None = None,
     ) -> tuple[dict[str, np.ndarray], Timings]:
         """Check and execute once; outputs by name (requested ones, or all) and the timings.
 
@@ -437,7 +438,8 @@ class Model:
         self.check_inputs(arrays)
         names = self.check_outputs(requested)
         if self.batcher is not None:
-            future = self.batcher.submit(arrays)
+            # `deadline` (time.monotonic()): expired requests leave the batch queue unexecuted.
+            future = self.batcher.submit(arrays, deadline)
             outputs = future.result()
             t = future.batch_timing
             return ({n: outputs[n] for n in names},

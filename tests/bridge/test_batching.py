@@ -249,6 +249,43 @@ def test_bounded_queue_rejects_when_full(recorder):
         b.close()
 
 
+def test_expired_requests_are_never_executed(recorder):
+    """A request whose deadline passes while queued fails DEADLINE_EXCEEDED and never runs."""
+    import time
+
+    from jaxport.protocol.errors import DeadlineExceededError
+
+    release = threading.Event()
+    seen: list[int] = []
+
+    def slow(batch_size, inputs):
+        seen.append(int(inputs["x"].shape[0]))
+        release.wait(30)
+        return recorder.rowwise(batch_size, inputs)
+
+    cfg = BatchingConfig(SIZES, preferred_batch_sizes=[1], max_queue_delay_us=0)
+    b = DynamicBatcher(slow, cfg, ["x", "z"])
+    rng = np.random.default_rng(10)
+    try:
+        first = b.submit(_request(rng, 1))
+        for _ in range(1000):
+            if first.running():
+                break
+            time.sleep(0.005)
+        late = b.submit(_request(rng, 2), deadline=time.monotonic() + 0.05)
+        time.sleep(0.2)
+        release.set()
+        assert first.result(30)["y"].shape == (1, 3)
+        with pytest.raises(DeadlineExceededError, match="deadline exceeded while waiting"):
+            late.result(30)
+        assert seen == [1], "the expired request must not reach execute"
+        assert b.stats().expired == 1
+        assert DeadlineExceededError.code == "DEADLINE_EXCEEDED"
+    finally:
+        release.set()
+        b.close()
+
+
 def test_close_drains_queue_then_refuses(recorder):
     cfg = BatchingConfig(SIZES, max_queue_delay_us=1_000_000)
     b = DynamicBatcher(recorder.rowwise, cfg, ["x", "z"])
