@@ -2,11 +2,13 @@
 """`make conformance`: export the suite models, start a real bridge, run the Python, Go and Java
 runners over every case, stop the bridge by PID; exit 1 if any runner or case failed.
 
-    .venv/bin/python tests/conformance/run.py [--only python,go,java] [--pjrt python,go] [--keep]
+    .venv/bin/python tests/conformance/run.py [--only python,go,java] [--pjrt python,go]
+                                              [--secured python,go,java] [--keep]
 
 The Python and Go runners then run again against a second bridge started with `--engine pjrt`
 (the raw `model.mlirbc` bound from the manifest, like the C++ runtime): both engines must give
-every answer the cases expect.
+every answer the cases expect. Finally all three runners run over TLS (a CA made for the run)
+with a bearer token, against a bridge that requires both.
 
 Go and Java toolchains are required: when one is missing this says which and fails (it never
 skips a language silently). The Go step also runs `go vet` and the Go client's unit tests, the
@@ -70,7 +72,8 @@ def export_models(repository: Path) -> None:
                checks=list(m.checks) or None)
 
 
-def run_step(label: str, cmd: list[str], cwd: Path, log: list[str]) -> int:
+def run_step(label: str, cmd: list[str], cwd: Path, log: list[str],
+             env: dict[str, str] | None = None) -> int:
     """Run one command, echoing its output live and keeping it for the summary.
 
     The step runs in its own process group, which is killed (by that group's id) if it
@@ -81,7 +84,8 @@ def run_step(label: str, cmd: list[str], cwd: Path, log: list[str]) -> int:
     proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, start_new_session=True,
                             env={**os.environ,
-                                 "MAVEN_OPTS": os.environ.get("MAVEN_OPTS", "-Xmx1g")})
+                                 "MAVEN_OPTS": os.environ.get("MAVEN_OPTS", "-Xmx1g"),
+                                 **(env or {})})
     timed_out = threading.Event()
 
     def kill_group() -> None:
@@ -136,34 +140,62 @@ def language_steps(lang: str, url: str, full: bool) -> list[tuple[str, list[str]
               f"-Dexample.url={url}", "-Dexample.model=cf_multi"], JAVA_DIR)]
 
 
-def run_engine(engine: str, repository: Path, work: Path, languages: list[str], full: bool,
-               results: dict[str, tuple[int, int]], failed_steps: list[str]) -> None:
-    """Serve `repository` with one bridge engine and run each language against it."""
+def wait_ready_tls(address: str, ca_pem: Path, timeout: float = 120.0) -> None:
+    """Wait until the standard health service answers SERVING over TLS."""
+    import grpc
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    deadline = time.monotonic() + timeout
+    creds = grpc.ssl_channel_credentials(root_certificates=ca_pem.read_bytes())
+    with grpc.secure_channel(address, creds) as channel:
+        stub = health_pb2_grpc.HealthStub(channel)
+        while time.monotonic() < deadline:
+            with contextlib.suppress(grpc.RpcError):
+                request = health_pb2.HealthCheckRequest(service="")
+                if stub.Check(request, timeout=2).status == health_pb2.HealthCheckResponse.SERVING:
+                    return
+            time.sleep(0.1)
+    raise TimeoutError(f"bridge on {address} not SERVING over TLS after {timeout:.0f} s")
+
+
+def run_against_bridge(name: str, bridge_args: list[str], repository: Path, work: Path,
+                       languages: list[str], full: bool, results: dict[str, tuple[int, int]],
+                       failed_steps: list[str], env: dict[str, str] | None = None,
+                       ca_pem: Path | None = None) -> None:
+    """Serve `repository` with one bridge configuration and run each language against it."""
     from tests.support.bridge import BridgeProcess
 
-    bridge = BridgeProcess(repository, "--engine", engine, workdir=work / f"bridge-{engine}")
+    bridge = BridgeProcess(repository, *bridge_args, workdir=work / f"bridge-{name}")
     try:
-        bridge.start()
-        print(f"\nconformance: bridge (engine {engine}) pid {bridge.pid} serving on "
+        try:
+            # BridgeProcess waits over plaintext; a TLS bridge is awaited here instead.
+            bridge.start(wait_ready=ca_pem is None)
+            if ca_pem is not None:
+                wait_ready_tls(bridge.address, ca_pem)
+        except Exception as exc:  # reported as a failed step, the other bridges still run
+            print(f"conformance: bridge ({name}) did not start: {exc}", flush=True)
+            failed_steps.append(f"bridge ({name}) did not start")
+            return
+        print(f"\nconformance: bridge ({name}) pid {bridge.pid} serving on "
               f"{bridge.address}", flush=True)
         for lang in languages:
-            key = lang if engine == "exported" else f"{lang} (engine {engine})"
+            key = lang if name == "engine exported" else f"{lang} ({name})"
             for label, cmd, cwd in language_steps(lang, bridge.address, full):
                 log: list[str] = []
-                rc = run_step(label, cmd, cwd, log)
+                rc = run_step(f"{label} ({name})", cmd, cwd, log, env)
                 found = SUMMARY.findall("".join(log))
                 if found:
                     results[key] = (int(found[-1][1]), int(found[-1][2]))
                 if rc != 0:
-                    failed_steps.append(f"{label} (engine {engine})")
+                    failed_steps.append(f"{label} ({name})")
                     break
             if key not in results:
                 failed_steps.append(f"{key}: runner produced no summary")
         if not bridge.alive():
-            failed_steps.append(f"bridge (engine {engine}) died during the run")
+            failed_steps.append(f"bridge ({name}) died during the run")
     finally:
         rc = bridge.stop()
-        print(f"conformance: bridge (engine {engine}) stopped by pid (exit {rc})", flush=True)
+        print(f"conformance: bridge ({name}) stopped by pid (exit {rc})", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -174,10 +206,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pjrt", default="python,go",
                         help="languages to run again against a bridge with --engine pjrt "
                              "(default: python,go; '' for none)")
+    parser.add_argument("--secured", default="python,go,java",
+                        help="languages to run again over TLS with a bearer token against a "
+                             "bridge that requires both (default: all; '' for none)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary repository")
     args = parser.parse_args(argv)
     languages = [x.strip() for x in args.only.split(",") if x.strip()]
     pjrt = [x.strip() for x in args.pjrt.split(",") if x.strip() and x.strip() in languages]
+    secured = [x.strip() for x in args.secured.split(",")
+               if x.strip() and x.strip() in languages]
     unknown = sorted(set(languages) - set(LANGUAGES))
     if unknown:
         parser.error(f"unknown language(s) {unknown}; choose from {', '.join(LANGUAGES)}")
@@ -198,9 +235,25 @@ def main(argv: list[str] | None = None) -> int:
         export_models(repository)
         print(f"conformance: exported {len(list(repository.iterdir()))} suite models in "
               f"{time.perf_counter() - start:.1f} s to {repository}", flush=True)
-        run_engine("exported", repository, work, languages, True, results, failed_steps)
+        run_against_bridge("engine exported", ["--engine", "exported"], repository, work,
+                           languages, True, results, failed_steps)
         if pjrt:
-            run_engine("pjrt", repository, work, pjrt, False, results, failed_steps)
+            run_against_bridge("engine pjrt", ["--engine", "pjrt"], repository, work, pjrt,
+                               False, results, failed_steps)
+        if secured:
+            from tests.support.certs import make_pki
+
+            pki = make_pki(work / "pki")
+            token_file = work / "token"
+            token_file.write_text("conformance-secret\n", encoding="utf-8")
+            run_against_bridge(
+                "tls + token",
+                ["--tls-cert", str(pki.server_cert), "--tls-key", str(pki.server_key),
+                 "--auth-token-file", str(token_file)],
+                repository, work, secured, False, results, failed_steps,
+                env={"JAXPORT_CONFORMANCE_CA": str(pki.ca_cert),
+                     "JAXPORT_CONFORMANCE_TOKEN": "conformance-secret"},
+                ca_pem=pki.ca_cert)
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)

@@ -2,6 +2,7 @@
 """Python runner of the conformance suite: every case file against one live OIP server.
 
     python tests/conformance/runner.py --url 127.0.0.1:8001 [--cases DIR] [--protocol-only]
+                                       [--ca CA.pem] [--token TOKEN]
 
 (`JAXPORT_CONFORMANCE_URL` may stand in for --url.) Well-formed requests go through
 `jaxport.client.InferenceClient`, the client a Python service would use; requests that a client
@@ -149,6 +150,7 @@ class Runner:
 
     client: InferenceClient
     stub: pb_grpc.GRPCInferenceServiceStub
+    metadata: tuple[tuple[str, str], ...] = ()
 
     def run(self, case: dict[str, Any]) -> None:
         """Raise CaseFailure (or any error) unless the server answers as the case expects."""
@@ -244,7 +246,7 @@ class Runner:
         for name in req.get("outputs", []):
             msg.outputs.add(name=name)
         try:
-            resp = self.stub.ModelInfer(msg, timeout=CALL_TIMEOUT_S)
+            resp = self.stub.ModelInfer(msg, timeout=CALL_TIMEOUT_S, metadata=self.metadata)
         except grpc.RpcError as exc:
             raise InferenceServerError.from_rpc_error(exc) from exc
         raise CaseFailure(f"malformed request was accepted (response outputs "
@@ -299,6 +301,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--protocol-only", action="store_true",
                         help="skip cases that need jaxport's own suite models")
     parser.add_argument("--run", default="", help="only cases whose name contains this")
+    parser.add_argument("--ca", type=Path, default=os.environ.get("JAXPORT_CONFORMANCE_CA"),
+                        help="PEM CA certificate: use TLS (default $JAXPORT_CONFORMANCE_CA)")
+    parser.add_argument("--token", default=os.environ.get("JAXPORT_CONFORMANCE_TOKEN"),
+                        help="bearer token sent on every call ($JAXPORT_CONFORMANCE_TOKEN)")
     args = parser.parse_args(argv)
     if not args.url:
         parser.error("--url (or JAXPORT_CONFORMANCE_URL) is required")
@@ -308,11 +314,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"conformance python: error: {exc}", file=sys.stderr)
         return 2
     passed = failed = skipped = 0
-    channel = grpc.insecure_channel(args.url, options=[
-        ("grpc.max_send_message_length", DEFAULT_MAX_MESSAGE_BYTES),
-        ("grpc.max_receive_message_length", DEFAULT_MAX_MESSAGE_BYTES)])
-    with InferenceClient(args.url) as client, channel:
-        runner = Runner(client, pb_grpc.GRPCInferenceServiceStub(channel))
+    options = [("grpc.max_send_message_length", DEFAULT_MAX_MESSAGE_BYTES),
+               ("grpc.max_receive_message_length", DEFAULT_MAX_MESSAGE_BYTES)]
+    if args.ca:
+        credentials = grpc.ssl_channel_credentials(root_certificates=Path(args.ca).read_bytes())
+        channel = grpc.secure_channel(args.url, credentials, options=options)
+    else:
+        channel = grpc.insecure_channel(args.url, options=options)
+    metadata = (("authorization", f"Bearer {args.token}"),) if args.token else ()
+    with InferenceClient(args.url, root_certificates=args.ca, token=args.token) as client, \
+            channel:
+        runner = Runner(client, pb_grpc.GRPCInferenceServiceStub(channel), metadata)
         for case in cases:
             if args.run and args.run not in case["name"]:
                 continue

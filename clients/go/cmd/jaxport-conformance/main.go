@@ -17,6 +17,7 @@ import (
 
 	jaxport "github.com/jaxport/jaxport/clients/go"
 	"github.com/jaxport/jaxport/clients/go/conformance"
+	"google.golang.org/grpc/credentials"
 )
 
 func main() {
@@ -29,6 +30,8 @@ func run() int {
 	protocolOnly := flag.Bool("protocol-only", false, "skip cases that need jaxport's own suite models")
 	only := flag.String("run", "", "only cases whose name contains this")
 	timeout := flag.Duration("timeout", 60*time.Second, "deadline of each case")
+	ca := flag.String("ca", os.Getenv("JAXPORT_CONFORMANCE_CA"), "PEM CA certificate: use TLS (default $JAXPORT_CONFORMANCE_CA)")
+	token := flag.String("token", os.Getenv("JAXPORT_CONFORMANCE_TOKEN"), "bearer token sent on every call (default $JAXPORT_CONFORMANCE_TOKEN)")
 	flag.Parse()
 	if *url == "" {
 		fmt.Fprintln(os.Stderr, "jaxport-conformance: error: --url (or JAXPORT_CONFORMANCE_URL) is required")
@@ -39,7 +42,19 @@ func run() int {
 		fmt.Fprintf(os.Stderr, "jaxport-conformance: error: %v\n", err)
 		return 2
 	}
-	client, err := jaxport.Dial(context.Background(), *url)
+	var opts []jaxport.Option
+	if *ca != "" {
+		creds, err := credentials.NewClientTLSFromFile(*ca, "")
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "jaxport-conformance: error: --ca: %v\n", err)
+			return 2
+		}
+		opts = append(opts, jaxport.WithTransportCredentials(creds))
+	}
+	if *token != "" {
+		opts = append(opts, jaxport.WithBearerToken(*token))
+	}
+	client, err := jaxport.Dial(context.Background(), *url, opts...)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "jaxport-conformance: error: %v\n", err)
 		return 2

@@ -6,8 +6,13 @@ import io.grpc.ClientCall;
 import io.grpc.ClientInterceptor;
 import io.grpc.ClientInterceptors;
 import io.grpc.ForwardingClientCall;
+import io.grpc.ChannelCredentials;
+import io.grpc.Grpc;
+import io.grpc.InsecureChannelCredentials;
 import io.grpc.ManagedChannel;
-import io.grpc.ManagedChannelBuilder;
+import io.grpc.TlsChannelCredentials;
+import java.io.IOException;
+import java.nio.file.Path;
 import io.grpc.Metadata;
 import io.grpc.MethodDescriptor;
 import java.time.Duration;
@@ -52,6 +57,7 @@ public final class ManagedInferenceClient extends InferenceClient implements Aut
   public static final class Builder {
     private final String target;
     private boolean tls;
+    private Path caPem;
     private String token;
     private int maxMessageBytes = DEFAULT_MAX_MESSAGE_BYTES;
     private Duration deadline;
@@ -63,6 +69,13 @@ public final class ManagedInferenceClient extends InferenceClient implements Aut
     /** Use TLS with the JVM's trust store. */
     public Builder useTransportSecurity() {
       this.tls = true;
+      return this;
+    }
+
+    /** Use TLS trusting only the CA certificate(s) in this PEM file (private PKI). */
+    public Builder trustCertificates(Path caPem) {
+      this.tls = true;
+      this.caPem = caPem;
       return this;
     }
 
@@ -83,15 +96,22 @@ public final class ManagedInferenceClient extends InferenceClient implements Aut
       return this;
     }
 
+    /** Build; IllegalArgumentException if the CA file cannot be read. */
     public ManagedInferenceClient build() {
-      ManagedChannelBuilder<?> b =
-          ManagedChannelBuilder.forTarget(target).maxInboundMessageSize(maxMessageBytes);
-      if (tls) {
-        b.useTransportSecurity();
+      ChannelCredentials creds;
+      if (caPem != null) {
+        try {
+          creds = TlsChannelCredentials.newBuilder().trustManager(caPem.toFile()).build();
+        } catch (IOException e) {
+          throw new IllegalArgumentException("cannot read CA certificate " + caPem + ": " + e.getMessage(), e);
+        }
+      } else if (tls) {
+        creds = TlsChannelCredentials.create();
       } else {
-        b.usePlaintext();
+        creds = InsecureChannelCredentials.create();
       }
-      ManagedChannel managed = b.build();
+      ManagedChannel managed =
+          Grpc.newChannelBuilder(target, creds).maxInboundMessageSize(maxMessageBytes).build();
       Channel channel = token == null ? managed : ClientInterceptors.intercept(managed, bearer(token));
       return new ManagedInferenceClient(managed, channel, deadline, maxMessageBytes);
     }

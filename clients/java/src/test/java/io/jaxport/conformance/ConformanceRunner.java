@@ -421,6 +421,8 @@ public final class ConformanceRunner {
 
   public static void main(String[] args) throws Exception {
     String url = System.getenv("JAXPORT_CONFORMANCE_URL");
+    String ca = System.getenv("JAXPORT_CONFORMANCE_CA");
+    String token = System.getenv("JAXPORT_CONFORMANCE_TOKEN");
     Path cases = Path.of("../../tests/conformance/cases");
     boolean protocolOnly = false;
     String only = "";
@@ -431,8 +433,11 @@ public final class ConformanceRunner {
         case "--cases" -> cases = Path.of(args[++i]);
         case "--protocol-only", "protocol-only" -> protocolOnly = true;
         case "--run" -> only = args[++i];
+        case "--ca" -> ca = args[++i];
+        case "--token" -> token = args[++i];
         default -> throw new IllegalArgumentException("unknown argument " + args[i]
-            + " (use --url HOST:PORT --cases DIR [--protocol-only] [--run SUBSTRING])");
+            + " (use --url HOST:PORT --cases DIR [--protocol-only] [--run SUBSTRING] [--ca PEM]"
+            + " [--token TOKEN])");
       }
     }
     if (url == null || url.isEmpty()) {
@@ -442,8 +447,15 @@ public final class ConformanceRunner {
     int passed = 0;
     int failed = 0;
     int skipped = 0;
-    try (ManagedInferenceClient client =
-        ManagedInferenceClient.forTarget(url).deadline(Duration.ofSeconds(60)).build()) {
+    ManagedInferenceClient.Builder builder =
+        ManagedInferenceClient.forTarget(url).deadline(Duration.ofSeconds(60));
+    if (ca != null && !ca.isEmpty()) {
+      builder.trustCertificates(Path.of(ca));
+    }
+    if (token != null && !token.isEmpty()) {
+      builder.bearerToken(token);
+    }
+    try (ManagedInferenceClient client = builder.build()) {
       ConformanceRunner runner = new ConformanceRunner(client);
       for (Case c : all) {
         if (!only.isEmpty() && !c.name().contains(only)) {
