@@ -161,6 +161,8 @@ class BatchTiming:
     queue_ns: int
     execute_ns: int
     batch_size: int
+    rows: int = 1  # rows of this request
+    first: bool = True  # first request of its batch (accounts for the one execution)
 
 
 @dataclass(eq=False)
@@ -429,9 +431,10 @@ class DynamicBatcher:
         t0 = time.monotonic_ns()
         outputs = execute(size, inputs)
         t1 = time.monotonic_ns()
-        for p in batch:
+        for i, p in enumerate(batch):
             # Read by callers for queue/compute metrics (Future allows plain attributes).
-            p.future.batch_timing = BatchTiming(t0 - p.enqueued_ns, t1 - t0, size)  # type: ignore[attr-defined]
+            p.future.batch_timing = BatchTiming(  # type: ignore[attr-defined]
+                t0 - p.enqueued_ns, t1 - t0, size, p.rows, i == 0)
         names = self._output_names if self._output_names is not None else tuple(outputs)
         for name in names:
             out = outputs[name]

@@ -443,7 +443,8 @@ class Model:
             outputs = future.result()
             t = future.batch_timing
             return ({n: outputs[n] for n in names},
-                    Timings(queue_ns=t.queue_ns, infer_ns=t.execute_ns))
+                    Timings(queue_ns=t.queue_ns, infer_ns=t.execute_ns, inferences=t.rows,
+                            executions=1 if t.first else 0))
         program = self._program_for(arrays)
         t1 = time.perf_counter_ns()
         # Host arrays go to the engine as they are: jit's C++ path does the one transfer with no
@@ -462,7 +463,8 @@ class Model:
             value = np.asarray(results[program.output_results[self._outputs_by_name[name]]])
             out[name] = value.astype(sig.dtype.numpy, copy=False)
         t4 = time.perf_counter_ns()
-        return out, Timings(input_ns=t2 - t1, infer_ns=t3 - t2, output_ns=t4 - t3)
+        return out, Timings(input_ns=t2 - t1, infer_ns=t3 - t2, output_ns=t4 - t3,
+                            inferences=max(1, program.batch_size))
 
     def execute(self, batch_size: int, arrays: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Run the program exported for `batch_size` on full inputs; every output by name.

@@ -19,6 +19,10 @@ class Timings:
     input_ns: int = 0
     infer_ns: int = 0
     output_ns: int = 0
+    # Inferences (batch rows) the request carried, and program executions it accounts for:
+    # with dynamic batching only the first request of each batch counts the execution.
+    inferences: int = 1
+    executions: int = 1
 
 
 @dataclass
@@ -55,12 +59,13 @@ class ModelStatistics:
         self._lock = threading.Lock()
         self._s = StatisticsSnapshot()
 
-    def record_success(self, total_ns: int, timings: Timings, batch: int = 1) -> None:
-        """Count one successful request of `batch` inferences executed once."""
+    def record_success(self, total_ns: int, timings: Timings, batch: int | None = None) -> None:
+        """Count one successful request: `batch` inferences (default `timings.inferences`) and
+        `timings.executions` program executions (Triton's inference vs execution count)."""
         with self._lock:
             s = self._s
-            s.inference_count += batch
-            s.execution_count += 1
+            s.inference_count += timings.inferences if batch is None else batch
+            s.execution_count += timings.executions
             s.last_inference_ms = int(time.time() * 1000)
             s.success.add(total_ns)
             s.queue.add(timings.queue_ns)

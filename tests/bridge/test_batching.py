@@ -438,3 +438,10 @@ def test_live_concurrent_mixed_sizes_and_bad_requests(batched_bridge):
     # Sizes with no exported program (2, 3, 5, 6, 7) were answered: the batcher padded them.
     answered = {x.shape[0] for i, (x, _) in enumerate(reqs) if i % bad_every}
     assert answered - set(LIVE_SIZES)
+    # Triton's statistics: inferences = rows answered, executions = batches run (fewer).
+    with InferenceClient(batched_bridge.address, timeout=30) as client:
+        (stats,) = client.model_statistics("rows").model_stats
+    good_rows = sum(x.shape[0] for i, (x, _) in enumerate(reqs) if i % bad_every)
+    good = sum(1 for i in range(len(reqs)) if i % bad_every)
+    assert stats.inference_count == good_rows
+    assert 0 < stats.execution_count < good
