@@ -24,7 +24,9 @@ def markdown(results: dict[str, Any]) -> str:
         f"Machine: {m['cpu']}, {m['cores']} cores (affinity {m['affinity']}), "
         f"{m['memory_gib']} GiB, Linux {m['kernel']}, Python {m['python']}, jax {m['jax']}, "
         f"grpcio {m['grpcio']}. Duration per level {results['settings']['duration_s']} s "
-        f"(+{results['settings']['warmup_s']} s warm-up); client: "
+        f"(+{results['settings']['warmup_s']} s warm-up), best of "
+        f"{results['settings'].get('rounds', 1)} round(s) per cell (all rounds in the JSON); "
+        "client: "
         f"{results['settings']['client']}. Load average (1/5/15 min) at start "
         f"{_load(results.get('loadavg_start'))}, at end {_load(results.get('loadavg_end'))}: "
         "anything above ~0.5 means other processes shared the 2 cores during the run.",
