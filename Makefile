@@ -65,7 +65,7 @@ check-generate: setup
 conformance: setup
 	$(PY) tests/conformance/run.py
 
-# One run (~10 min on 2 cores): floors, bridge exported/pjrt/batching, large tensors, cold start,
+# One run (~7 min on 2 cores): floors, bridge exported/pjrt/batching, large tensors, cold start,
 # exporter. Writes bench-results/<UTC timestamp>.{json,md,png} and latest.*; BENCH_ARGS=--quick.
 bench: setup
 	$(PY) -m tests.bench.run $(BENCH_ARGS)
