@@ -34,6 +34,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 GO_DIR = REPO / "clients" / "go"
 JAVA_DIR = REPO / "clients" / "java"
+PY_EXAMPLE = REPO / "clients" / "python" / "examples" / "basic.py"
 CASES = HERE / "cases"
 LANGUAGES = ("python", "go", "java")
 #: Longest one step may take: the first Maven run on a fresh machine downloads its plugins.
@@ -115,8 +116,12 @@ def language_steps(lang: str, url: str, full: bool) -> list[tuple[str, list[str]
     """The commands of one language: with `full`, unit checks and the example as well as its
     conformance runner (whose summary line ends the step's output)."""
     if lang == "python":
-        return [("python runner", [sys.executable, str(HERE / "runner.py"), "--url", url,
-                                   "--cases", str(CASES)], REPO)]
+        runner = ("python runner", [sys.executable, str(HERE / "runner.py"), "--url", url,
+                                    "--cases", str(CASES)], REPO)
+        if not full:
+            return [runner]
+        return [runner, ("python example", [sys.executable, str(PY_EXAMPLE), url, "cf_multi"],
+                         REPO)]
     if lang == "go":
         runner = ("go runner", ["go", "run", "./cmd/jaxport-conformance", "--url", url,
                                 "--cases", str(CASES)], GO_DIR)
