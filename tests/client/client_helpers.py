@@ -1,47 +1,67 @@
-"""Start/stop the protocol test server (oip_test_server.py) as a real process on port 0.
-
-A uniquely named module (not conftest) so test files can import it whatever other
-conftest.py files are loaded in the same pytest run.
-"""
+"""Helpers shared by the client test files (a uniquely named module, not conftest, so test
+files can import it whatever other conftest.py files the same pytest run loads)."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
+from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
+from typing import Any
 
-SERVER = Path(__file__).with_name("oip_test_server.py")
+import ml_dtypes
+import numpy as np
+import pytest
+from jaxport.client import InferenceServerError
+from support.bridge import BridgeProcess
+from support.certs import Pki
+
+TOKEN = "s3cret"
 
 
-@dataclass
+@dataclass(frozen=True)
 class Server:
+    """What the `server` fixture gives: the session bridge and its `HOST:PORT` (the shape
+    test_client_install.py was written against)."""
+
     url: str
-    process: subprocess.Popen[str]
+    bridge: BridgeProcess
+
+#: (rtol, atol) per dtype for outputs the bridge computes, against JAX run in this process.
+#: Same XLA CPU backend on both sides, so differences are rounding at most. BF16 keeps 8
+#: significant bits (relative step 2**-7), so it gets a tolerance of one such step.
+TOLERANCES: dict[np.dtype, tuple[float, float]] = {
+    np.dtype(np.float32): (1e-6, 1e-6),
+    np.dtype(np.float64): (1e-12, 1e-12),
+    np.dtype(np.float16): (1e-3, 1e-3),
+    np.dtype(ml_dtypes.bfloat16): (2.0**-7, 2.0**-7),
+}
 
 
-def start_server(*args: str) -> Server:
-    """Start oip_test_server.py and read the port it bound from its first stdout line."""
-    process = subprocess.Popen(
-        [sys.executable, str(SERVER), *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert process.stdout is not None
-    line = process.stdout.readline()
-    if not line.startswith("PORT "):
-        process.kill()
-        _, err = process.communicate(timeout=10)
-        raise RuntimeError(f"test server did not start: {line!r} {err}")
-    return Server(f"127.0.0.1:{int(line.split()[1])}", process)
+def mtls(pki: Pki) -> dict[str, bytes]:
+    """InferenceClient keyword arguments for mutual TLS with the test PKI's client identity."""
+    return {"root_certificates": pki.read("ca_cert"),
+            "client_certificate": pki.read("client_cert"),
+            "client_key": pki.read("client_key")}
 
 
-def stop_server(server: Server) -> None:
-    """Stop by PID (our own Popen), never by name."""
-    server.process.terminate()
-    try:
-        server.process.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        server.process.kill()
-        server.process.wait(timeout=10)
+def same(got: np.ndarray, want: np.ndarray) -> bool:
+    """Same dtype, shape and bytes (NaN payloads and signed zeros included)."""
+    return got.dtype == want.dtype and got.shape == want.shape and got.tobytes() == want.tobytes()
+
+
+def assert_matches_jax(got: np.ndarray, want: np.ndarray, what: str) -> None:
+    """`got` (from the bridge) equals JAX's `want`: exactly for integers/BOOL, within
+    TOLERANCES for floating point."""
+    assert got.dtype == want.dtype and got.shape == want.shape, (what, got.dtype, got.shape)
+    if want.dtype in TOLERANCES:
+        rtol, atol = TOLERANCES[want.dtype]
+        np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64),
+                                   rtol=rtol, atol=atol, equal_nan=True, err_msg=what)
+    else:
+        np.testing.assert_array_equal(got, want, err_msg=what)
+
+
+def server_error(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> InferenceServerError:
+    """The InferenceServerError that `fn(*args, **kwargs)` raises (fails if none)."""
+    with pytest.raises(InferenceServerError) as info:
+        fn(*args, **kwargs)
+    return info.value

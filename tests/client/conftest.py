@@ -1,4 +1,10 @@
-"""Fixtures for the Python client tests: a real protocol server process on a loopback port."""
+"""Fixtures of the Python client tests: artifacts exported once, REAL bridges on port 0.
+
+`bridge` is one `jaxport serve` over the session repository (tests/client/client_models.py);
+`server` is the same bridge as `Server(url, bridge)`; `secure_bridge` serves the same
+repository with mutual TLS and a bearer token at once (the only second server). Both are
+started, and stopped by PID, through `tests/support/bridge.py`.
+"""
 
 from __future__ import annotations
 
@@ -8,26 +14,34 @@ from pathlib import Path
 
 import pytest
 
-_TESTS = Path(__file__).resolve().parents[1]
-if str(_TESTS) not in sys.path:
-    sys.path.insert(0, str(_TESTS))
+for _p in (Path(__file__).resolve().parents[1], Path(__file__).resolve().parent):
+    if str(_p) not in sys.path:
+        sys.path.insert(0, str(_p))
 
-from client_helpers import Server, start_server, stop_server  # noqa: E402
+from client_helpers import TOKEN, Server, mtls  # noqa: E402
+from client_models import export_repository  # noqa: E402
+from jaxport.client import InferenceClient  # noqa: E402
+from support.bridge import BridgeProcess  # noqa: E402
 from support.certs import Pki, make_pki  # noqa: E402
 
 
 @pytest.fixture(scope="session")
-def server() -> Iterator[Server]:
-    s = start_server()
-    yield s
-    stop_server(s)
+def repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Every client test model exported as version 1 into one repository."""
+    return export_repository(tmp_path_factory.mktemp("client-repo"))
 
 
 @pytest.fixture(scope="session")
-def token_server() -> Iterator[Server]:
-    s = start_server("--token", "s3cret")
-    yield s
-    stop_server(s)
+def bridge(repository: Path) -> Iterator[BridgeProcess]:
+    """A real bridge (`--engine exported`) serving the session repository."""
+    with BridgeProcess(repository) as b:
+        yield b
+
+
+@pytest.fixture(scope="session")
+def server(bridge: BridgeProcess) -> Server:
+    """The session bridge as a `Server` (url + process), for test_client_install.py."""
+    return Server(bridge.address, bridge)
 
 
 @pytest.fixture(scope="session")
@@ -36,10 +50,28 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
 
 
 @pytest.fixture(scope="session")
-def tls_server(pki: Pki) -> Iterator[Server]:
-    s = start_server(
-        "--tls-ca", str(pki.ca_cert), "--tls-cert", str(pki.server_cert),
-        "--tls-key", str(pki.server_key),
+def token_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("token") / "token"
+    path.write_text(TOKEN + "\n")
+    path.chmod(0o600)
+    return path
+
+
+@pytest.fixture(scope="session")
+def secure_bridge(repository: Path, pki: Pki, token_file: Path) -> Iterator[BridgeProcess]:
+    """A real bridge requiring a client certificate from our CA AND the bearer token.
+
+    BridgeProcess's own readiness probe speaks plaintext, so readiness is awaited here through
+    the client itself, over mTLS with the token."""
+    b = BridgeProcess(
+        repository, "--tls-cert", str(pki.server_cert), "--tls-key", str(pki.server_key),
+        "--tls-client-ca", str(pki.ca_cert), "--auth-token-file", str(token_file),
     )
-    yield s
-    stop_server(s)
+    try:
+        b.start(wait_ready=False)
+        with InferenceClient(b.address, timeout=10, token=TOKEN, **mtls(pki)) as client:
+            client.wait_ready(timeout=120)
+        yield b
+    finally:
+        b.stop()
+
