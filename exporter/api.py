@@ -316,6 +316,23 @@ def _shape_type(shape: Sequence[int], dtype: np.dtype) -> str:
     return "tensor<" + "".join(f"{d}x" for d in shape) + mlir + ">"
 
 
+def _platform_index_dtype(info: module_mod.ModuleInfo) -> np.dtype:
+    """The element type of `@main`'s platform index argument, as the module declares it.
+
+    jax types the platform index like a dimension variable, i.e. as its default integer:
+    int64 when jax_enable_x64 was on during lowering (a 64-bit leaf, or the caller's own
+    setting), int32 otherwise. The module is the authority, so read it from there.
+    """
+    types = info.main_argument_types
+    elem = module_mod.scalar_element_type(types[0]) if types else None
+    if elem not in ("i32", "i64"):
+        raise ExportError(
+            f"internal: @main's first argument is {types[:1]}; with several platforms it must "
+            "be the platform index, an i32 or i64 scalar"
+        )
+    return dtypes.by_mlir(elem).numpy
+
+
 def build_program(
     exported: jax_export.Exported,
     export_fn: ExportFunction,
@@ -340,12 +357,13 @@ def build_program(
     )
     expected_types: list[str] = []
     if len(exported.platforms) > 1:
+        index_dtype = _platform_index_dtype(info)
         program.arguments.add(
             index=len(program.arguments), role=_ARG.ARGUMENT_ROLE_PLATFORM_INDEX,
             name="platform_index", leaf_index=-1, shape=[],
-            dtype=manifest_mod.dtype_message(np.int32), byte_size=4,
+            dtype=manifest_mod.dtype_message(index_dtype), byte_size=index_dtype.itemsize,
         )
-        expected_types.append("tensor<i32>")
+        expected_types.append(_shape_type((), index_dtype))
     for n, _ in enumerate(exported.ordered_effects):
         program.arguments.add(index=len(program.arguments), role=_ARG.ARGUMENT_ROLE_TOKEN,
                               name=f"token_{n}", leaf_index=-1)

@@ -199,8 +199,15 @@ def validate(manifest: manifest_pb2.Manifest, source: str = MANIFEST_FILE) -> No
             if arg.role == _ROLE.ARGUMENT_ROLE_PARAMETER:
                 if not arg.tensorstore_spec_json or len(arg.sha256) != 64:
                     raise ArtifactError(f"{source}: {what} lacks its tensorstore spec or sha256")
-            if arg.role == _ROLE.ARGUMENT_ROLE_PLATFORM_INDEX and i != 0:
-                raise ArtifactError(f"{source}: {what}: the platform index must be argument 0")
+            if arg.role == _ROLE.ARGUMENT_ROLE_PLATFORM_INDEX:
+                if i != 0:
+                    raise ArtifactError(f"{source}: {what}: the platform index must be argument 0")
+                # jax types it as its default int: int64 when lowered under jax_enable_x64.
+                if arg.shape or arg.dtype.numpy not in ("int32", "int64"):
+                    raise ArtifactError(
+                        f"{source}: {what}: the platform index must be an int32 or int64 scalar, "
+                        f"got {arg.dtype.numpy}{list(arg.shape)}"
+                    )
         if multi_platform and (
             not program.arguments
             or program.arguments[0].role != _ROLE.ARGUMENT_ROLE_PLATFORM_INDEX

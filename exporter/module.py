@@ -15,7 +15,13 @@ from dataclasses import dataclass, field
 from jaxport.exporter.errors import ExportError
 from jaxport.protocol import dtypes
 
-__all__ = ["DEFAULT_MAX_CONSTANT_BYTES", "ModuleInfo", "inspect_module", "main_signature"]
+__all__ = [
+    "DEFAULT_MAX_CONSTANT_BYTES",
+    "ModuleInfo",
+    "inspect_module",
+    "main_signature",
+    "scalar_element_type",
+]
 
 # Dense (non-splat) constants larger than this are treated as baked-in weights. Small tables
 # (a few KiB) are legitimate program constants; a 128x128 f32 matrix (64 KiB) is not.
@@ -27,6 +33,7 @@ _CUSTOM_CALL = re.compile(r"stablehlo\.custom_call\s+@([\w$.\-]+)")
 _CUSTOM_CALL_GENERIC = re.compile(r'call_target_name\s*=\s*"([^"]+)"')
 _MAIN = re.compile(r"func\.func public @main\((.*?)\)\s*->", re.S)
 _ARG_TYPE = re.compile(r"%arg\d+:\s*(tensor<[^<>]*>|!stablehlo\.token)")
+_SCALAR = re.compile(r"tensor<([a-z]+[0-9]*)>")
 
 
 @dataclass
@@ -43,6 +50,12 @@ def main_signature(text: str) -> list[str]:
     if not m:
         raise ExportError("internal: the lowered module has no public @main function")
     return _ARG_TYPE.findall(m.group(1))
+
+
+def scalar_element_type(mlir_type: str) -> str | None:
+    """The element type of a 0-d tensor type (`i64` for `tensor<i64>`); None for others."""
+    m = _SCALAR.fullmatch(mlir_type)
+    return m.group(1) if m else None
 
 
 def _tensor_bytes(type_body: str) -> tuple[int, str]:

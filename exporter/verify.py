@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 from jaxport.exporter import goldens as goldens_mod
 from jaxport.exporter import manifest as manifest_mod
+from jaxport.exporter import module as module_mod
 from jaxport.exporter.errors import ArtifactError, ExportError
 from jaxport.protocol.gen.jaxport.v1 import manifest_pb2
 
@@ -232,7 +233,9 @@ def _argument_values(root: Path, m: manifest_pb2.Manifest, program: manifest_pb2
         elif arg.role == _ARG.ARGUMENT_ROLE_INPUT:
             values.append(_golden_input(root, m, case, arg.name))
         elif arg.role == _ARG.ARGUMENT_ROLE_PLATFORM_INDEX:
-            values.append(np.int32(list(m.platforms).index("cpu")))
+            # The manifest's dtype (int32, or int64 when lowered under jax_enable_x64).
+            values.append(np.asarray(list(m.platforms).index("cpu"),
+                                     manifest_mod.numpy_dtype(arg.dtype)))
         else:
             raise ArtifactError(
                 f"argument {arg.name!r}: tokens (ordered effects) are not supported"
@@ -309,6 +312,15 @@ def _check_manifest_matches(exp: Any, m: manifest_pb2.Manifest,
         raise ArtifactError(
             f"manifest argument order (leaves {kept}) does not match the program's "
             f"(leaves {list(exp.module_kept_var_idx)}): the manifest was edited or is stale"
+        )
+    declared = module_mod.main_signature(exp.mlir_module())
+    described = ["!stablehlo.token" if a.role == _ARG.ARGUMENT_ROLE_TOKEN else
+                 "tensor<" + "".join(f"{d}x" for d in a.shape) + a.dtype.mlir + ">"
+                 for a in program.arguments]
+    if declared != described:
+        raise ArtifactError(
+            f"{program.mlirbc_file}: @main takes {declared}, the manifest describes "
+            f"{described}: the manifest was edited or is stale"
         )
     inputs = [i.name for i in m.inputs]
     for arg in leaf_args:
