@@ -94,3 +94,21 @@ def test_doc_tolerances_match_verify() -> None:
         m = re.search(rf"{dtype}\s+([0-9.e-]+) \+ ([0-9.e-]+)", text)
         assert m, dtype
         assert (float(m.group(1)), float(m.group(2))) == (atol, rtol), dtype
+
+
+def test_error_code_rows_describe_the_template_as_implemented() -> None:
+    """`ErrorCode` rows say what checks.format_failure does: `str.format` over payload LEAVES."""
+    rows: dict[str, str] = {}
+    current = None
+    for line in DOC.read_text(encoding="utf-8").splitlines():
+        heading = re.match(r"^### `(\w+)`", line)
+        if heading:
+            current = heading.group(1)
+        row = re.match(r"^\| `(\w+)` \| [^|]+ \| (.*) \|$", line)
+        if current == "ErrorCode" and row:
+            rows[row.group(1)] = row.group(2)
+    template, size = rows["messageTemplate"], rows["payloadSize"]
+    for needle in ("str.format", "payload leaf N", "`{N}`", "`{N[i]}`", "`{{`"):
+        assert needle in template, needle
+    assert "payload leaves" in size
+    assert not any("payload element" in text for text in rows.values())
