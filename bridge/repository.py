@@ -8,11 +8,16 @@ reload that fails leaves the version that was serving in place.
 
 Names come from callers, so they are checked before they touch the file system: a model name
 is one path component, and nothing (`..`, symlinks) may resolve outside the repository.
+
+Reasons callers see (RepositoryIndex, UNAVAILABLE, load errors) name files relative to the
+repository (`mlp/1/weights/params.w1/c/0/0`): which file of which model version, not the
+server's file system layout. The log keeps the full paths for the operator.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -69,6 +74,14 @@ class Repository:
             raise ValueError(f"version policy must be one of {POLICIES}, got {version_policy!r}")
         self.root = Path(root)
         self._real_root = self.root.resolve()
+        # The repository directory as it can appear in messages (as given, absolute, resolved;
+        # longest first, optionally as a file:// URL): wire-visible reasons drop it.
+        forms = sorted({str(self.root), str(self.root.absolute()), str(self._real_root)},
+                       key=len, reverse=True)
+        self._root_prefix = re.compile(
+            r"(?<![\w.~-])(?:file://)?(?:" + "|".join(re.escape(f.rstrip("/")) for f in forms)
+            + ")/"
+        )
         self._loader = loader
         self._policy = version_policy
         self._on_change = on_change
@@ -81,8 +94,14 @@ class Repository:
     def _inside(self, path: Path, what: str) -> Path:
         real = path.resolve()
         if not real.is_relative_to(self._real_root):
-            raise LoadError(f"{what} resolves outside the repository ({real}); refused")
+            log.warning("path outside the repository",
+                        extra={"fields": {"path": str(path), "target": str(real)}})
+            raise LoadError(f"{what} resolves outside the repository; refused")
         return path
+
+    def public_text(self, message: str) -> str:
+        """`message` as a caller may see it: paths inside the repository made relative to it."""
+        return self._root_prefix.sub("", message)
 
     def discover(self) -> dict[str, list[int]]:
         """Models on disk and their version numbers (ascending), without loading anything."""
@@ -182,6 +201,7 @@ class Repository:
             log.info("model ready", extra={"fields": {**fields, "seconds": model.load_seconds}})
             return status
         log.warning("model failed to load", extra={"fields": {**fields, "reason": reason}})
+        reason = self.public_text(reason)
         if serving is not None:
             status = VersionStatus(name, version, READY, f"reload failed, previous load still "
                                    f"serving: {reason}", serving)
