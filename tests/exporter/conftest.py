@@ -1,44 +1,14 @@
-"""Session fixtures: each test model is exported once per session (via the Python API)."""
+"""Session fixtures of the exporter tests: each test model is exported once."""
 
 from __future__ import annotations
 
-import importlib
-import os
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
-import jax
-import numpy as np
 import pytest
-from jaxport.exporter import api, manifest
+from exporter_helpers import export_model
+from jaxport.exporter import manifest
 from jaxport.protocol.gen.jaxport.v1 import manifest_pb2
-
-REPO = Path(__file__).resolve().parents[2]
-MODELS_DIR = REPO / "tests" / "models"
-JAXPORT = REPO / ".venv" / "bin" / "jaxport"
-if str(MODELS_DIR) not in sys.path:
-    sys.path.insert(0, str(MODELS_DIR))
-
-
-def model_module(name: str):
-    """Import a test model from tests/models."""
-    return importlib.import_module(name)
-
-
-def input_specs(mod) -> dict[str, jax.ShapeDtypeStruct]:
-    """The model's INPUTS table as ShapeDtypeStructs."""
-    return {k: jax.ShapeDtypeStruct(shape, np.dtype(dt) if dt != "bfloat16" else jax.numpy.bfloat16)
-            for k, (dt, shape) in mod.INPUTS.items()}
-
-
-def export_model(name: str, out_dir: Path, **kwargs) -> manifest_pb2.Manifest:
-    """Export tests/models/<name>.py (init(key(0)) + predict) to out_dir."""
-    mod = model_module(name)
-    params = mod.init(jax.random.key(0))
-    return api.export(mod.predict, params, input_specs(mod), out_dir, quiet=True,
-                      source_function=f"{name}:predict", **kwargs)
 
 
 @pytest.fixture(scope="session")
@@ -60,23 +30,3 @@ def artifacts(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]
 @pytest.fixture
 def loaded() -> Callable[[Path], manifest_pb2.Manifest]:
     return manifest.load
-
-
-def run_cli(args: list[str], cwd: Path, *, pythonpath: tuple[Path, ...] = (MODELS_DIR,),
-            timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    """Run the real `jaxport` console script with the test models importable."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(str(p) for p in pythonpath)
-    env["JAX_PLATFORMS"] = "cpu"
-    return subprocess.run([str(JAXPORT), *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=timeout)
-
-
-def model_cli_args(name: str, out: Path, *extra: str) -> list[str]:
-    """`jaxport export` arguments for tests/models/<name>.py with MODULE:init params."""
-    mod = model_module(name)
-    inputs = []
-    for k, (dt, shape) in mod.INPUTS.items():
-        inputs += ["--input", f"{k}:{dt}[{','.join(map(str, shape))}]"]
-    return ["export", f"{name}:predict", "--params", f"{name}:init", *inputs, "--out", str(out),
-            "--quiet", *extra]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import re
 
-from conftest import REPO
+from exporter_helpers import REPO
 from jaxport.exporter import manifest
 from jaxport.protocol.gen.jaxport.v1 import manifest_pb2
 

@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import model_module
+from exporter_helpers import model_module
 from jax import export
 from jaxport.exporter import api, goldens, manifest, weights
 from jaxport.exporter import module as module_mod

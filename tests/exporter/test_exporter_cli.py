@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import orbax.checkpoint as ocp
 import pytest
-from conftest import MODELS_DIR, model_cli_args, model_module, run_cli
+from exporter_helpers import MODELS_DIR, model_cli_args, model_module, run_cli
 from jaxport.exporter import goldens, manifest, weights
 
 

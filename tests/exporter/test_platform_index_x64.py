@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import run_cli
+from exporter_helpers import run_cli
 from jaxport.exporter import api, manifest, module
 from jaxport.exporter.cli import verify_main
 from jaxport.exporter.errors import ArtifactError

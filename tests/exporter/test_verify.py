@@ -11,7 +11,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import REPO, export_model, run_cli
+from exporter_helpers import REPO, export_model, run_cli
 from jaxport.exporter import manifest, verify
 from jaxport.exporter.cli import verify_main
 from jaxport.protocol.gen.jaxport.v1 import manifest_pb2
