@@ -47,7 +47,8 @@ const (
 	ArgumentRole_ARGUMENT_ROLE_PARAMETER ArgumentRole = 1
 	// A model input supplied per request.
 	ArgumentRole_ARGUMENT_ROLE_INPUT ArgumentRole = 2
-	// int32 scalar: index into Manifest.platforms of the platform running the program.
+	// Integer scalar (int32, or int64 under x64; see Argument.dtype): index into
+	// Manifest.platforms of the platform running the program.
 	ArgumentRole_ARGUMENT_ROLE_PLATFORM_INDEX ArgumentRole = 3
 	// A token for ordered effects (pass an empty token).
 	ArgumentRole_ARGUMENT_ROLE_TOKEN ArgumentRole = 4
@@ -165,7 +166,8 @@ type Manifest struct {
 	// Versions of the tools and formats involved.
 	Versions *Versions `protobuf:"bytes,4,opt,name=versions,proto3" json:"versions,omitempty"`
 	// Lowering platforms in `@main` order ("cpu", "cuda", "rocm", "tpu"). When there is more
-	// than one, every program's first argument has role PLATFORM_INDEX: an int32 scalar whose
+	// than one, every program's first argument has role PLATFORM_INDEX: an integer scalar
+	// (int32, or int64 when exported with jax_enable_x64; its Argument.dtype says which) whose
 	// value is the index of the running platform in this list.
 	Platforms []string `protobuf:"bytes,5,rep,name=platforms,proto3" json:"platforms,omitempty"`
 	// Number of devices the program was exported for (jaxport exports single-device programs: 1).
