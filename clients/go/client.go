@@ -9,8 +9,11 @@ package jaxport
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
+	"os"
 
 	pb "github.com/jaxport/jaxport/clients/go/gen/inference"
 	"google.golang.org/grpc"
@@ -26,6 +29,7 @@ const DefaultMaxMessageSize = 256 << 20
 
 type config struct {
 	creds       credentials.TransportCredentials
+	tlsFiles    *tlsFiles
 	token       string
 	maxMsg      int
 	waitReady   bool
@@ -38,6 +42,16 @@ type Option func(*config)
 // WithTransportCredentials uses TLS (or any transport credentials) instead of plaintext.
 func WithTransportCredentials(c credentials.TransportCredentials) Option {
 	return func(cfg *config) { cfg.creds = c }
+}
+
+type tlsFiles struct{ ca, cert, key string }
+
+// WithTLSFiles uses TLS from PEM files, read when Dial runs (a bad file is Dial's error, naming
+// it): caPEM is the CA to trust ("" for the system roots); certPEM and keyPEM are the client
+// certificate and its private key for mutual TLS (both "" for none). It replaces
+// WithTransportCredentials, which stays available for anything else.
+func WithTLSFiles(caPEM, certPEM, keyPEM string) Option {
+	return func(cfg *config) { cfg.tlsFiles = &tlsFiles{caPEM, certPEM, keyPEM} }
 }
 
 // WithBearerToken sends `authorization: Bearer <token>` metadata on every call.
@@ -61,6 +75,32 @@ func WithDialOptions(opts ...grpc.DialOption) Option {
 	return func(cfg *config) { cfg.dialOptions = append(cfg.dialOptions, opts...) }
 }
 
+func (f *tlsFiles) credentials() (credentials.TransportCredentials, error) {
+	conf := &tls.Config{MinVersion: tls.VersionTLS12}
+	if f.ca != "" {
+		pem, err := os.ReadFile(f.ca)
+		if err != nil {
+			return nil, fmt.Errorf("CA certificate: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("CA certificate %s: no PEM certificate in it", f.ca)
+		}
+		conf.RootCAs = pool
+	}
+	if (f.cert == "") != (f.key == "") {
+		return nil, fmt.Errorf("client certificate and key go together: got certificate %q, key %q", f.cert, f.key)
+	}
+	if f.cert != "" {
+		pair, err := tls.LoadX509KeyPair(f.cert, f.key)
+		if err != nil {
+			return nil, fmt.Errorf("client certificate %s / key %s: %w", f.cert, f.key, err)
+		}
+		conf.Certificates = []tls.Certificate{pair}
+	}
+	return credentials.NewTLS(conf), nil
+}
+
 // Client is a connection to one inference server. It is safe for concurrent use.
 type Client struct {
 	conn *grpc.ClientConn
@@ -68,11 +108,18 @@ type Client struct {
 }
 
 // Dial creates a client for target ("host:port" or any gRPC target string). Plaintext unless
-// WithTransportCredentials is given. The connection is lazy unless WithWaitReady is given.
+// WithTransportCredentials or WithTLSFiles is given. The connection is lazy unless WithWaitReady is given.
 func Dial(ctx context.Context, target string, opts ...Option) (*Client, error) {
 	cfg := config{creds: insecure.NewCredentials(), maxMsg: DefaultMaxMessageSize}
 	for _, o := range opts {
 		o(&cfg)
+	}
+	if cfg.tlsFiles != nil {
+		creds, err := cfg.tlsFiles.credentials()
+		if err != nil {
+			return nil, fmt.Errorf("jaxport: dial %s: %w", target, err)
+		}
+		cfg.creds = creds
 	}
 	dial := []grpc.DialOption{
 		grpc.WithTransportCredentials(cfg.creds),

@@ -7,8 +7,10 @@ runners over every case, stop the bridge by PID; exit 1 if any runner or case fa
 
 The Python and Go runners then run again against a second bridge started with `--engine pjrt`
 (the raw `model.mlirbc` bound from the manifest, like the C++ runtime): both engines must give
-every answer the cases expect. Finally all three runners run over TLS (a CA made for the run)
-with a bearer token, against a bridge that requires both.
+every answer the cases expect. Finally all three runners run over mutual TLS (a CA, server and
+client certificates made for the run) with a bearer token, against a bridge that requires a
+client certificate and the token; then each runner runs once more WITHOUT a client certificate
+and must be refused (its one case fails with UNAVAILABLE).
 
 Go and Java toolchains are required: when one is missing this says which and fails (it never
 skips a language silently). The Go step also runs `go vet` and the Go client's unit tests, the
@@ -41,6 +43,11 @@ LANGUAGES = ("python", "go", "java")
 STEP_TIMEOUT_S = 900.0
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 SUMMARY = re.compile(r"^conformance (\w+): (\d+) passed, (\d+) failed", re.MULTILINE)
+#: The case each runner runs without a client certificate, and how its refusal must read
+#: (Python/Java print the status name, Go the grpc-go error text "code = Unavailable").
+REFUSAL_CASE = "health_server_live"
+REFUSED = re.compile(rf"^FAIL {REFUSAL_CASE}: .*\b(UNAVAILABLE|code = Unavailable)\b",
+                     re.MULTILINE)
 
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(REPO))
@@ -74,19 +81,19 @@ def export_models(repository: Path) -> None:
 
 
 def run_step(label: str, cmd: list[str], cwd: Path, log: list[str],
-             env: dict[str, str] | None = None) -> int:
-    """Run one command, echoing its output live and keeping it for the summary.
+             env: dict[str, str | None] | None = None) -> int:
+    """Run one command, echoing its output live and keeping it for the summary. `env` overrides
+    the inherited environment; a None value removes that variable.
 
     The step runs in its own process group, which is killed (by that group's id) if it
     outlives STEP_TIMEOUT_S, so a hung runner cannot hold `make test` forever.
     """
     print(f"\n=== {label}: {' '.join(cmd)}", flush=True)
     start = time.perf_counter()
+    merged = {**os.environ, "MAVEN_OPTS": os.environ.get("MAVEN_OPTS", "-Xmx1g"), **(env or {})}
     proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, start_new_session=True,
-                            env={**os.environ,
-                                 "MAVEN_OPTS": os.environ.get("MAVEN_OPTS", "-Xmx1g"),
-                                 **(env or {})})
+                            env={k: v for k, v in merged.items() if v is not None})
     timed_out = threading.Event()
 
     def kill_group() -> None:
@@ -145,13 +152,44 @@ def language_steps(lang: str, url: str, full: bool) -> list[tuple[str, list[str]
               f"-Dexample.url={url}", "-Dexample.model=cf_multi"], JAVA_DIR)]
 
 
-def wait_ready_tls(address: str, ca_pem: Path, timeout: float = 120.0) -> None:
-    """Wait until the standard health service answers SERVING over TLS."""
+def refusal_step(lang: str, url: str) -> tuple[str, list[str], Path]:
+    """The runner of one language over REFUSAL_CASE only (run without a client certificate)."""
+    if lang == "python":
+        return ("python runner", [sys.executable, str(HERE / "runner.py"), "--url", url,
+                                  "--cases", str(CASES), "--run", REFUSAL_CASE], REPO)
+    if lang == "go":
+        return ("go runner", ["go", "run", "./cmd/jaxport-conformance", "--url", url,
+                              "--cases", str(CASES), "--run", REFUSAL_CASE], GO_DIR)
+    return ("java runner", ["mvn", "-B", "-q", "-Dstyle.color=never", "test-compile",
+                            "exec:exec@conformance", f"-Dconformance.url={url}",
+                            f"-Dconformance.cases={CASES}",
+                            f"-Dconformance.option=--run={REFUSAL_CASE}"], JAVA_DIR)
+
+
+def check_refused(lang: str, rc: int, output: str) -> str | None:
+    """None if the runner was refused as it must be, else what went wrong. It cannot pass
+    vacuously: exactly one case must have run and failed, with the status UNAVAILABLE."""
+    found = SUMMARY.findall(output)
+    if rc == 0:
+        return f"{lang} without a client certificate: runner exited 0 (mTLS not enforced?)"
+    if not found or (found[-1][1], found[-1][2]) != ("0", "1"):
+        return f"{lang} without a client certificate: expected '0 passed, 1 failed', got {found}"
+    if not REFUSED.search(output):
+        return f"{lang} without a client certificate: {REFUSAL_CASE} did not fail UNAVAILABLE"
+    return None
+
+
+def wait_ready_tls(address: str, ca_pem: Path, timeout: float = 120.0,
+                   cert_pem: Path | None = None, key_pem: Path | None = None) -> None:
+    """Wait until the standard health service answers SERVING over (mutual) TLS."""
     import grpc
     from grpc_health.v1 import health_pb2, health_pb2_grpc
 
     deadline = time.monotonic() + timeout
-    creds = grpc.ssl_channel_credentials(root_certificates=ca_pem.read_bytes())
+    creds = grpc.ssl_channel_credentials(
+        root_certificates=ca_pem.read_bytes(),
+        private_key=key_pem.read_bytes() if key_pem else None,
+        certificate_chain=cert_pem.read_bytes() if cert_pem else None)
     with grpc.secure_channel(address, creds) as channel:
         stub = health_pb2_grpc.HealthStub(channel)
         while time.monotonic() < deadline:
@@ -165,9 +203,12 @@ def wait_ready_tls(address: str, ca_pem: Path, timeout: float = 120.0) -> None:
 
 def run_against_bridge(name: str, bridge_args: list[str], repository: Path, work: Path,
                        languages: list[str], full: bool, results: dict[str, tuple[int, int]],
-                       failed_steps: list[str], env: dict[str, str] | None = None,
-                       ca_pem: Path | None = None) -> None:
-    """Serve `repository` with one bridge configuration and run each language against it."""
+                       failed_steps: list[str], env: dict[str, str | None] | None = None,
+                       ca_pem: Path | None = None,
+                       client_pair: tuple[Path, Path] | None = None) -> None:
+    """Serve `repository` with one bridge configuration and run each language against it.
+    With `client_pair` (mutual TLS), each language then runs once without it and must be
+    refused."""
     from tests.support.bridge import BridgeProcess
 
     bridge = BridgeProcess(repository, *bridge_args, workdir=work / f"bridge-{name}")
@@ -176,7 +217,8 @@ def run_against_bridge(name: str, bridge_args: list[str], repository: Path, work
             # BridgeProcess waits over plaintext; a TLS bridge is awaited here instead.
             bridge.start(wait_ready=ca_pem is None)
             if ca_pem is not None:
-                wait_ready_tls(bridge.address, ca_pem)
+                cert, key = client_pair or (None, None)
+                wait_ready_tls(bridge.address, ca_pem, cert_pem=cert, key_pem=key)
         except Exception as exc:  # reported as a failed step, the other bridges still run
             print(f"conformance: bridge ({name}) did not start: {exc}", flush=True)
             failed_steps.append(f"bridge ({name}) did not start")
@@ -196,6 +238,19 @@ def run_against_bridge(name: str, bridge_args: list[str], repository: Path, work
                     break
             if key not in results:
                 failed_steps.append(f"{key}: runner produced no summary")
+        if client_pair is not None:
+            no_cert = {**(env or {}), "JAXPORT_CONFORMANCE_CERT": None,
+                       "JAXPORT_CONFORMANCE_KEY": None}
+            for lang in languages:
+                label, cmd, cwd = refusal_step(lang, bridge.address)
+                log = []
+                rc = run_step(f"{label} ({name}, no client certificate: must be refused)",
+                              cmd, cwd, log, no_cert)
+                problem = check_refused(lang, rc, "".join(log))
+                results[f"{lang} ({name}, no client certificate refused)"] = (
+                    (0, 1) if problem else (1, 0))
+                if problem:
+                    failed_steps.append(problem)
         if not bridge.alive():
             failed_steps.append(f"bridge ({name}) died during the run")
     finally:
@@ -212,8 +267,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="languages to run again against a bridge with --engine pjrt "
                              "(default: python,go; '' for none)")
     parser.add_argument("--secured", default="python,go,java",
-                        help="languages to run again over TLS with a bearer token against a "
-                             "bridge that requires both (default: all; '' for none)")
+                        help="languages to run again over mutual TLS with a bearer token against "
+                             "a bridge that requires both, and once without a client "
+                             "certificate, which must be refused (default: all; '' for none)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary repository")
     args = parser.parse_args(argv)
     languages = [x.strip() for x in args.only.split(",") if x.strip()]
@@ -252,13 +308,15 @@ def main(argv: list[str] | None = None) -> int:
             token_file = work / "token"
             token_file.write_text("conformance-secret\n", encoding="utf-8")
             run_against_bridge(
-                "tls + token",
+                "mtls + token",
                 ["--tls-cert", str(pki.server_cert), "--tls-key", str(pki.server_key),
-                 "--auth-token-file", str(token_file)],
+                 "--tls-client-ca", str(pki.ca_cert), "--auth-token-file", str(token_file)],
                 repository, work, secured, False, results, failed_steps,
                 env={"JAXPORT_CONFORMANCE_CA": str(pki.ca_cert),
+                     "JAXPORT_CONFORMANCE_CERT": str(pki.client_cert),
+                     "JAXPORT_CONFORMANCE_KEY": str(pki.client_key),
                      "JAXPORT_CONFORMANCE_TOKEN": "conformance-secret"},
-                ca_pem=pki.ca_cert)
+                ca_pem=pki.ca_cert, client_pair=(pki.client_cert, pki.client_key))
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)

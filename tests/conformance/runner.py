@@ -2,7 +2,7 @@
 """Python runner of the conformance suite: every case file against one live OIP server.
 
     python tests/conformance/runner.py --url 127.0.0.1:8001 [--cases DIR] [--protocol-only]
-                                       [--ca CA.pem] [--token TOKEN]
+                                       [--ca CA.pem] [--cert C.pem --key K.pem] [--token TOKEN]
 
 (`JAXPORT_CONFORMANCE_URL` may stand in for --url.) Well-formed requests go through
 `jaxport.client.InferenceClient`, the client a Python service would use; requests that a client
@@ -303,11 +303,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--run", default="", help="only cases whose name contains this")
     parser.add_argument("--ca", type=Path, default=os.environ.get("JAXPORT_CONFORMANCE_CA"),
                         help="PEM CA certificate: use TLS (default $JAXPORT_CONFORMANCE_CA)")
+    parser.add_argument("--cert", type=Path, default=os.environ.get("JAXPORT_CONFORMANCE_CERT"),
+                        help="PEM client certificate for mutual TLS, with --key "
+                             "(default $JAXPORT_CONFORMANCE_CERT)")
+    parser.add_argument("--key", type=Path, default=os.environ.get("JAXPORT_CONFORMANCE_KEY"),
+                        help="PEM private key of --cert (default $JAXPORT_CONFORMANCE_KEY)")
     parser.add_argument("--token", default=os.environ.get("JAXPORT_CONFORMANCE_TOKEN"),
                         help="bearer token sent on every call ($JAXPORT_CONFORMANCE_TOKEN)")
     args = parser.parse_args(argv)
     if not args.url:
         parser.error("--url (or JAXPORT_CONFORMANCE_URL) is required")
+    if bool(args.cert) != bool(args.key):
+        parser.error("--cert and --key (JAXPORT_CONFORMANCE_CERT/KEY) go together")
     try:
         cases = load_cases(args.cases)
     except (OSError, ValueError) as exc:
@@ -316,13 +323,17 @@ def main(argv: list[str] | None = None) -> int:
     passed = failed = skipped = 0
     options = [("grpc.max_send_message_length", DEFAULT_MAX_MESSAGE_BYTES),
                ("grpc.max_receive_message_length", DEFAULT_MAX_MESSAGE_BYTES)]
-    if args.ca:
-        credentials = grpc.ssl_channel_credentials(root_certificates=Path(args.ca).read_bytes())
+    if args.ca or args.cert:
+        credentials = grpc.ssl_channel_credentials(
+            root_certificates=Path(args.ca).read_bytes() if args.ca else None,
+            private_key=Path(args.key).read_bytes() if args.key else None,
+            certificate_chain=Path(args.cert).read_bytes() if args.cert else None)
         channel = grpc.secure_channel(args.url, credentials, options=options)
     else:
         channel = grpc.insecure_channel(args.url, options=options)
     metadata = (("authorization", f"Bearer {args.token}"),) if args.token else ()
-    with InferenceClient(args.url, root_certificates=args.ca, token=args.token) as client, \
+    with InferenceClient(args.url, root_certificates=args.ca, client_certificate=args.cert,
+                         client_key=args.key, token=args.token) as client, \
             channel:
         runner = Runner(client, pb_grpc.GRPCInferenceServiceStub(channel), metadata)
         for case in cases:

@@ -17,7 +17,6 @@ import (
 
 	jaxport "github.com/jaxport/jaxport/clients/go"
 	"github.com/jaxport/jaxport/clients/go/conformance"
-	"google.golang.org/grpc/credentials"
 )
 
 func main() {
@@ -31,6 +30,8 @@ func run() int {
 	only := flag.String("run", "", "only cases whose name contains this")
 	timeout := flag.Duration("timeout", 60*time.Second, "deadline of each case")
 	ca := flag.String("ca", os.Getenv("JAXPORT_CONFORMANCE_CA"), "PEM CA certificate: use TLS (default $JAXPORT_CONFORMANCE_CA)")
+	cert := flag.String("cert", os.Getenv("JAXPORT_CONFORMANCE_CERT"), "PEM client certificate for mutual TLS, with --key (default $JAXPORT_CONFORMANCE_CERT)")
+	key := flag.String("key", os.Getenv("JAXPORT_CONFORMANCE_KEY"), "PEM private key of --cert (default $JAXPORT_CONFORMANCE_KEY)")
 	token := flag.String("token", os.Getenv("JAXPORT_CONFORMANCE_TOKEN"), "bearer token sent on every call (default $JAXPORT_CONFORMANCE_TOKEN)")
 	flag.Parse()
 	if *url == "" {
@@ -43,13 +44,8 @@ func run() int {
 		return 2
 	}
 	var opts []jaxport.Option
-	if *ca != "" {
-		creds, err := credentials.NewClientTLSFromFile(*ca, "")
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "jaxport-conformance: error: --ca: %v\n", err)
-			return 2
-		}
-		opts = append(opts, jaxport.WithTransportCredentials(creds))
+	if *ca != "" || *cert != "" || *key != "" {
+		opts = append(opts, jaxport.WithTLSFiles(*ca, *cert, *key))
 	}
 	if *token != "" {
 		opts = append(opts, jaxport.WithBearerToken(*token))

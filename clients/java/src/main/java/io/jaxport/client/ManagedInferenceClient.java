@@ -53,11 +53,13 @@ public final class ManagedInferenceClient extends InferenceClient implements Aut
     }
   }
 
-  /** Builder: plaintext by default; TLS, bearer token, limits and deadline optional. */
+  /** Builder: plaintext by default; TLS, client certificate, bearer token, limits and deadline optional. */
   public static final class Builder {
     private final String target;
     private boolean tls;
     private Path caPem;
+    private Path certPem;
+    private Path keyPem;
     private String token;
     private int maxMessageBytes = DEFAULT_MAX_MESSAGE_BYTES;
     private Duration deadline;
@@ -79,6 +81,18 @@ public final class ManagedInferenceClient extends InferenceClient implements Aut
       return this;
     }
 
+    /**
+     * Use TLS and present this client certificate (mutual TLS). {@code keyPem} must be an
+     * unencrypted PKCS#8 PEM key ({@code -----BEGIN PRIVATE KEY-----}); convert another format
+     * with {@code openssl pkcs8 -topk8 -nocrypt -in key.pem -out key.pk8.pem}.
+     */
+    public Builder clientCertificate(Path certPem, Path keyPem) {
+      this.tls = true;
+      this.certPem = certPem;
+      this.keyPem = keyPem;
+      return this;
+    }
+
     /** Send {@code authorization: Bearer <token>} on every call. */
     public Builder bearerToken(String value) {
       this.token = value;
@@ -96,15 +110,27 @@ public final class ManagedInferenceClient extends InferenceClient implements Aut
       return this;
     }
 
-    /** Build; IllegalArgumentException if the CA file cannot be read. */
+    /** Build; IllegalArgumentException naming the file if a CA, certificate or key cannot be read. */
     public ManagedInferenceClient build() {
       ChannelCredentials creds;
-      if (caPem != null) {
-        try {
-          creds = TlsChannelCredentials.newBuilder().trustManager(caPem.toFile()).build();
-        } catch (IOException e) {
-          throw new IllegalArgumentException("cannot read CA certificate " + caPem + ": " + e.getMessage(), e);
+      if (caPem != null || certPem != null) {
+        TlsChannelCredentials.Builder b = TlsChannelCredentials.newBuilder();
+        if (caPem != null) {
+          try {
+            b.trustManager(caPem.toFile());
+          } catch (IOException | RuntimeException e) {
+            throw new IllegalArgumentException("cannot read CA certificate " + caPem + ": " + e.getMessage(), e);
+          }
         }
+        if (certPem != null) {
+          try {
+            b.keyManager(certPem.toFile(), keyPem.toFile());
+          } catch (IOException | RuntimeException e) {
+            throw new IllegalArgumentException("cannot read client certificate " + certPem + " / key " + keyPem
+                + " (the key must be unencrypted PKCS#8 PEM): " + e.getMessage(), e);
+          }
+        }
+        creds = b.build();
       } else if (tls) {
         creds = TlsChannelCredentials.create();
       } else {

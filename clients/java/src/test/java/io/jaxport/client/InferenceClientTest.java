@@ -159,4 +159,14 @@ class InferenceClientTest {
       assertEquals(false, without.serverLive());
     }
   }
+
+  @Test
+  void clientCertificateFileErrorsNameTheFile() throws Exception {
+    java.nio.file.Path dir = java.nio.file.Files.createTempDirectory("jaxport-tls");
+    java.nio.file.Path missingCert = dir.resolve("absent-client.pem");
+    IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+        () -> ManagedInferenceClient.forTarget("127.0.0.1:1")
+            .clientCertificate(missingCert, dir.resolve("absent-client.key")).build());
+    assertTrue(e.getMessage().contains("absent-client.pem"), e.getMessage());
+  }
 }

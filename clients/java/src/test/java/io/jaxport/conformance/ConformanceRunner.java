@@ -423,6 +423,8 @@ public final class ConformanceRunner {
     String url = System.getenv("JAXPORT_CONFORMANCE_URL");
     String ca = System.getenv("JAXPORT_CONFORMANCE_CA");
     String token = System.getenv("JAXPORT_CONFORMANCE_TOKEN");
+    String cert = System.getenv("JAXPORT_CONFORMANCE_CERT");
+    String key = System.getenv("JAXPORT_CONFORMANCE_KEY");
     Path cases = Path.of("../../tests/conformance/cases");
     boolean protocolOnly = false;
     String only = "";
@@ -435,9 +437,17 @@ public final class ConformanceRunner {
         case "--run" -> only = args[++i];
         case "--ca" -> ca = args[++i];
         case "--token" -> token = args[++i];
-        default -> throw new IllegalArgumentException("unknown argument " + args[i]
+        case "--cert" -> cert = args[++i];
+        case "--key" -> key = args[++i];
+        default -> {
+          if (args[i].startsWith("--run=")) { // one argument, for -Dconformance.option
+            only = args[i].substring("--run=".length());
+            continue;
+          }
+          throw new IllegalArgumentException("unknown argument " + args[i]
             + " (use --url HOST:PORT --cases DIR [--protocol-only] [--run SUBSTRING] [--ca PEM]"
-            + " [--token TOKEN])");
+            + " [--cert PEM --key PKCS8_PEM] [--token TOKEN])");
+        }
       }
     }
     if (url == null || url.isEmpty()) {
@@ -451,6 +461,13 @@ public final class ConformanceRunner {
         ManagedInferenceClient.forTarget(url).deadline(Duration.ofSeconds(60));
     if (ca != null && !ca.isEmpty()) {
       builder.trustCertificates(Path.of(ca));
+    }
+    boolean hasCert = cert != null && !cert.isEmpty();
+    if (hasCert != (key != null && !key.isEmpty())) {
+      throw new IllegalArgumentException("--cert and --key (JAXPORT_CONFORMANCE_CERT/KEY) go together");
+    }
+    if (hasCert) {
+      builder.clientCertificate(Path.of(cert), Path.of(key));
     }
     if (token != null && !token.isEmpty()) {
       builder.bearerToken(token);
