@@ -12,15 +12,15 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import grpc
 import pytest
 
 for _p in (Path(__file__).resolve().parents[1], Path(__file__).resolve().parent):
     if str(_p) not in sys.path:
         sys.path.insert(0, str(_p))
 
-from client_helpers import TOKEN, Server, mtls  # noqa: E402
+from client_helpers import TOKEN, Server  # noqa: E402
 from client_models import export_repository  # noqa: E402
-from jaxport.client import InferenceClient  # noqa: E402
 from support.bridge import BridgeProcess  # noqa: E402
 from support.certs import Pki, make_pki  # noqa: E402
 
@@ -59,18 +59,16 @@ def token_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def secure_bridge(repository: Path, pki: Pki, token_file: Path) -> Iterator[BridgeProcess]:
-    """A real bridge requiring a client certificate from our CA AND the bearer token.
-
-    BridgeProcess's own readiness probe speaks plaintext, so readiness is awaited here through
-    the client itself, over mTLS with the token."""
+    """A real bridge requiring a client certificate from our CA AND the bearer token."""
     b = BridgeProcess(
         repository, "--tls-cert", str(pki.server_cert), "--tls-key", str(pki.server_key),
         "--tls-client-ca", str(pki.ca_cert), "--auth-token-file", str(token_file),
     )
     try:
-        b.start(wait_ready=False)
-        with InferenceClient(b.address, timeout=10, token=TOKEN, **mtls(pki)) as client:
-            client.wait_ready(timeout=120)
+        b.start(credentials=grpc.ssl_channel_credentials(
+            root_certificates=pki.ca_cert.read_bytes(),
+            private_key=pki.client_key.read_bytes(),
+            certificate_chain=pki.client_cert.read_bytes()))
         yield b
     finally:
         b.stop()

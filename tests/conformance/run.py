@@ -179,28 +179,6 @@ def check_refused(lang: str, rc: int, output: str) -> str | None:
     return None
 
 
-def wait_ready_tls(address: str, ca_pem: Path, timeout: float = 120.0,
-                   cert_pem: Path | None = None, key_pem: Path | None = None) -> None:
-    """Wait until the standard health service answers SERVING over (mutual) TLS."""
-    import grpc
-    from grpc_health.v1 import health_pb2, health_pb2_grpc
-
-    deadline = time.monotonic() + timeout
-    creds = grpc.ssl_channel_credentials(
-        root_certificates=ca_pem.read_bytes(),
-        private_key=key_pem.read_bytes() if key_pem else None,
-        certificate_chain=cert_pem.read_bytes() if cert_pem else None)
-    with grpc.secure_channel(address, creds) as channel:
-        stub = health_pb2_grpc.HealthStub(channel)
-        while time.monotonic() < deadline:
-            with contextlib.suppress(grpc.RpcError):
-                request = health_pb2.HealthCheckRequest(service="")
-                if stub.Check(request, timeout=2).status == health_pb2.HealthCheckResponse.SERVING:
-                    return
-            time.sleep(0.1)
-    raise TimeoutError(f"bridge on {address} not SERVING over TLS after {timeout:.0f} s")
-
-
 def run_against_bridge(name: str, bridge_args: list[str], repository: Path, work: Path,
                        languages: list[str], full: bool, results: dict[str, tuple[int, int]],
                        failed_steps: list[str], env: dict[str, str | None] | None = None,
@@ -214,11 +192,16 @@ def run_against_bridge(name: str, bridge_args: list[str], repository: Path, work
     bridge = BridgeProcess(repository, *bridge_args, workdir=work / f"bridge-{name}")
     try:
         try:
-            # BridgeProcess waits over plaintext; a TLS bridge is awaited here instead.
-            bridge.start(wait_ready=ca_pem is None)
+            credentials = None
             if ca_pem is not None:
+                import grpc
+
                 cert, key = client_pair or (None, None)
-                wait_ready_tls(bridge.address, ca_pem, cert_pem=cert, key_pem=key)
+                credentials = grpc.ssl_channel_credentials(
+                    root_certificates=ca_pem.read_bytes(),
+                    private_key=key.read_bytes() if key else None,
+                    certificate_chain=cert.read_bytes() if cert else None)
+            bridge.start(credentials=credentials)
         except Exception as exc:  # reported as a failed step, the other bridges still run
             print(f"conformance: bridge ({name}) did not start: {exc}", flush=True)
             failed_steps.append(f"bridge ({name}) did not start")

@@ -73,8 +73,10 @@ class BridgeProcess:
 
     # -- lifecycle ---------------------------------------------------------------------------
 
-    def start(self, wait_ready: bool = True) -> BridgeProcess:
-        """Launch, wait for the reported ports and (by default) for health SERVING."""
+    def start(self, wait_ready: bool = True,
+              credentials: grpc.ChannelCredentials | None = None) -> BridgeProcess:
+        """Launch, wait for the reported ports and (by default) for health SERVING, probed over
+        `credentials` (TLS/mTLS) when given, else plaintext."""
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.port_file.unlink(missing_ok=True)
         cmd = [
@@ -102,13 +104,17 @@ class BridgeProcess:
         self.port = int(ports["grpc_port"])
         self.metrics_port = int(ports.get("metrics_port", -1))
         if wait_ready:
-            self.wait_ready(max(1.0, deadline - time.monotonic()))
+            self.wait_ready(max(1.0, deadline - time.monotonic()), credentials)
         return self
 
-    def wait_ready(self, timeout: float = START_TIMEOUT_S) -> None:
-        """Block until `grpc.health.v1.Health/Check` says SERVING (repository loaded)."""
+    def wait_ready(self, timeout: float = START_TIMEOUT_S,
+                   credentials: grpc.ChannelCredentials | None = None) -> None:
+        """Block until `grpc.health.v1.Health/Check` says SERVING (repository loaded); health is
+        open to callers without a token, so only the transport `credentials` matter."""
         deadline = time.monotonic() + timeout
-        with grpc.insecure_channel(self.address) as channel:
+        channel = (grpc.insecure_channel(self.address) if credentials is None
+                   else grpc.secure_channel(self.address, credentials))
+        with channel:
             stub = health_pb2_grpc.HealthStub(channel)
             while True:
                 self._check_alive("while loading models")
