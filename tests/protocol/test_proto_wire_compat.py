@@ -122,6 +122,14 @@ def test_core_messages_are_complete(ours, triton) -> None:
         ".inference.RepositoryIndexResponse.ModelIndex",
         ".inference.ModelStatistics",
         ".inference.InferStatistics",
+        ".inference.SystemSharedMemoryStatusRequest",
+        ".inference.SystemSharedMemoryStatusResponse",
+        ".inference.SystemSharedMemoryStatusResponse.RegionStatus",
+        ".inference.SystemSharedMemoryStatusResponse.RegionsEntry",
+        ".inference.SystemSharedMemoryRegisterRequest",
+        ".inference.SystemSharedMemoryRegisterResponse",
+        ".inference.SystemSharedMemoryUnregisterRequest",
+        ".inference.SystemSharedMemoryUnregisterResponse",
     ]
     for msg in complete:
         assert ours[0][msg] == triton[0][msg], msg
@@ -139,6 +147,7 @@ def test_rpcs_match_triton(ours, triton) -> None:
         "ServerLive", "ServerReady", "ModelReady", "ServerMetadata", "ModelMetadata",
         "ModelInfer", "ModelStreamInfer", "ModelConfig", "ModelStatistics", "RepositoryIndex",
         "RepositoryModelLoad", "RepositoryModelUnload",
+        "SystemSharedMemoryStatus", "SystemSharedMemoryRegister", "SystemSharedMemoryUnregister",
     }
     assert {k.split(".", 1)[1] for k in ours[2]} == required
     for rpc, spec in ours[2].items():
