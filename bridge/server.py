@@ -37,6 +37,7 @@ from jaxport.bridge.metrics import Metrics
 from jaxport.bridge.repository import Repository, VersionStatus
 from jaxport.bridge.servicer import InferenceServicer, ServerState
 from jaxport.bridge.settings import Settings
+from jaxport.bridge.shared_memory import SharedMemoryRegistry
 from jaxport.protocol.gen.inference import grpc_service_pb2 as pb
 from jaxport.protocol.gen.inference import grpc_service_pb2_grpc as pb_grpc
 
@@ -90,7 +91,9 @@ class Bridge:
             maximum_concurrent_rpcs=settings.worker_threads,
         )
         pb_grpc.add_GRPCInferenceServiceServicer_to_server(
-            InferenceServicer(self.repository, self.core, self.state), self.server
+            InferenceServicer(self.repository, self.core, self.state,
+                              SharedMemoryRegistry() if settings.system_shared_memory else None),
+            self.server,
         )
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         reflection.enable_server_reflection(

@@ -17,6 +17,8 @@ from jaxport.bridge.interceptor import status_of
 from jaxport.bridge.limits import deadline_from_remaining
 from jaxport.bridge.repository import Repository
 from jaxport.bridge.runtime import Model, TensorSig
+from jaxport.bridge.shared_memory import EXTENSION as SHARED_MEMORY_EXTENSION
+from jaxport.bridge.shared_memory import SharedMemoryRegistry, disabled_error
 from jaxport.bridge.statistics import Duration
 from jaxport.protocol import codecs
 from jaxport.protocol.errors import InvalidArgumentError, NotFoundError
@@ -26,7 +28,8 @@ from jaxport.protocol.gen.inference import model_config_pb2 as mc
 
 SERVER_NAME = "jaxport"
 PLATFORM = "jax"
-# Only what this server really implements (Triton extension names).
+# Only what this server really implements (Triton extension names); "system_shared_memory"
+# is added when the server runs with --system-shared-memory.
 EXTENSIONS = ("model_repository", "model_configuration", "statistics")
 
 
@@ -69,13 +72,20 @@ def _tensor_metadata(sig: TensorSig) -> pb.ModelMetadataResponse.TensorMetadata:
 
 
 class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
-    """`inference.GRPCInferenceService` over a Repository and an InferenceCore."""
+    """`inference.GRPCInferenceService` over a Repository and an InferenceCore.
 
-    def __init__(self, repository: Repository, core: InferenceCore, state: ServerState) -> None:
+    `shared_memory`: the registry of system shared-memory regions, or None when the extension
+    is disabled (every use then fails FAILED_PRECONDITION naming the flag).
+    """
+
+    def __init__(self, repository: Repository, core: InferenceCore, state: ServerState,
+                 shared_memory: SharedMemoryRegistry | None = None) -> None:
         self._repo = repository
         self._core = core
         self._state = state
         self._version = _server_version()
+        self._shm = shared_memory
+        self._extensions = [*EXTENSIONS, *([SHARED_MEMORY_EXTENSION] if shared_memory else [])]
 
     # -- health and metadata ---------------------------------------------------------------
 
@@ -94,7 +104,7 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
     def ServerMetadata(self, request: pb.ServerMetadataRequest, context: grpc.ServicerContext
                        ) -> pb.ServerMetadataResponse:
         return pb.ServerMetadataResponse(
-            name=SERVER_NAME, version=self._version, extensions=list(EXTENSIONS)
+            name=SERVER_NAME, version=self._version, extensions=self._extensions
         )
 
     def ModelMetadata(self, request: pb.ModelMetadataRequest, context: grpc.ServicerContext
@@ -204,14 +214,48 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
         self._repo.unload(request.model_name)
         return pb.RepositoryModelUnloadResponse()
 
+    # -- system shared memory ----------------------------------------------------------------
+
+    def _registry(self, what: str) -> SharedMemoryRegistry:
+        if self._shm is None:
+            raise disabled_error(what)
+        return self._shm
+
+    def _resolve(self, kind: str, tensor: str, ref: codecs.SharedMemoryRef) -> memoryview:
+        """The codecs' SharedMemoryResolver: the registry's bytes, or the disabled error."""
+        return self._registry(f"{kind} '{tensor}' uses shared memory").resolve(kind, tensor, ref)
+
+    def SystemSharedMemoryStatus(self, request: pb.SystemSharedMemoryStatusRequest,
+                                 context: grpc.ServicerContext
+                                 ) -> pb.SystemSharedMemoryStatusResponse:
+        response = pb.SystemSharedMemoryStatusResponse()
+        for r in self._registry("SystemSharedMemoryStatus").status(request.name):
+            response.regions[r.name].CopyFrom(pb.SystemSharedMemoryStatusResponse.RegionStatus(
+                name=r.name, key=r.key, offset=r.offset, byte_size=r.byte_size))
+        return response
+
+    def SystemSharedMemoryRegister(self, request: pb.SystemSharedMemoryRegisterRequest,
+                                   context: grpc.ServicerContext
+                                   ) -> pb.SystemSharedMemoryRegisterResponse:
+        self._registry("SystemSharedMemoryRegister").register(
+            request.name, request.key, request.offset, request.byte_size)
+        return pb.SystemSharedMemoryRegisterResponse()
+
+    def SystemSharedMemoryUnregister(self, request: pb.SystemSharedMemoryUnregisterRequest,
+                                     context: grpc.ServicerContext
+                                     ) -> pb.SystemSharedMemoryUnregisterResponse:
+        self._registry("SystemSharedMemoryUnregister").unregister(request.name)
+        return pb.SystemSharedMemoryUnregisterResponse()
+
     # -- inference -------------------------------------------------------------------------
 
     def _infer(self, request: pb.ModelInferRequest, context: grpc.ServicerContext
                ) -> pb.ModelInferResponse:
         model = self._repo.get(request.model_name, request.model_version)
+        placed: dict[str, codecs.SharedMemoryOutput] = {}
 
         def prepare() -> Prepared:
-            return _decode(model, request)
+            return _decode(model, request, self._resolve, placed)
 
         outputs = self._core.run(
             model, prepare,
@@ -220,7 +264,7 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
         )
         return codecs.encode_infer_response(
             outputs, model_name=model.name, model_version=str(model.version),
-            request_id=request.id,
+            request_id=request.id, shared_memory=placed,
         )
 
     def ModelInfer(self, request: pb.ModelInferRequest, context: grpc.ServicerContext
@@ -246,11 +290,20 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
                 yield pb.ModelStreamInferResponse(infer_response=response)
 
 
-def _decode(model: Model, request: pb.ModelInferRequest) -> Prepared:
-    """Check each input's header against the model, then decode (codecs check the bytes)."""
+def _decode(model: Model, request: pb.ModelInferRequest, resolve: codecs.SharedMemoryResolver,
+            placed: dict[str, codecs.SharedMemoryOutput]) -> Prepared:
+    """Check each input's header against the model, then decode (codecs check the bytes).
+
+    Requested outputs bound for shared memory are resolved into `placed` here, before any
+    work, and checked against the model's output size when it is fixed.
+    """
     for tensor in request.inputs:
         model.check_input(tensor.name, tensor.datatype, tensor.shape)
-    arrays = codecs.decode_request_inputs(request)
+    arrays = codecs.decode_request_inputs(request, resolve)
     requested = codecs.requested_output_names(request)
     model.check_outputs(requested)
+    placed.update(codecs.requested_shared_memory_outputs(request, resolve))
+    for sig in model.outputs:
+        if sig.name in placed and all(d >= 0 for d in sig.shape):
+            codecs.check_output_fits(sig.name, sig.datatype, sig.shape, placed[sig.name].ref)
     return arrays, requested

@@ -131,6 +131,13 @@ class Settings:
     batch_queue_size: int = field(
         default=1024, metadata=_opt("batching: queued requests per model beyond which new "
                                     "ones get UNAVAILABLE"))
+    system_shared_memory: bool = field(
+        default=False,
+        metadata=_opt("Triton's system shared memory extension: same-host clients register "
+                      "/dev/shm regions and pass tensors through them instead of the message. "
+                      "Lets any caller read/write any /dev/shm object this server's user can; "
+                      "off unless given (see docs/security.md)", flag_const=True),
+    )
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
@@ -232,7 +239,7 @@ def build_parser() -> argparse.ArgumentParser:
         }
         if "choices" in f.metadata:
             kwargs["choices"] = f.metadata["choices"]
-        if f.metadata.get("flag_const"):  # `--batching` alone means true
+        if f.metadata.get("flag_const"):  # `--batching` / `--system-shared-memory` alone: true
             kwargs.update(nargs="?", const=True)
         parser.add_argument(f"--{_flag(f.name)}", **kwargs)
     return parser

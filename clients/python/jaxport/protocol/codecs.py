@@ -17,12 +17,22 @@ unit-tested without a server. Protocol rules are enforced here, at the boundary,
 
 Raw bytes are little-endian, row-major (`<` dtypes from the table). Server responses are
 always raw (`raw_output_contents`): tritonclient reads nothing else.
+
+Shared memory (Triton's system-shared-memory extension): a tensor whose parameters carry
+`shared_memory_region` / `shared_memory_byte_size` [/ `shared_memory_offset`] has its bytes
+in a registered region, not in the message. The codecs stay pure: they parse and check those
+parameters (`SharedMemoryRef`) and call a caller-supplied `SharedMemoryResolver` that returns
+the region's bytes as a memoryview (the bridge's registry, or a client's own mapping); they
+never open anything themselves. Such an input has no `raw_input_contents` entry; such an
+output gets an empty `raw_output_contents` entry (Triton's layout, which keeps tritonclient's
+per-index lookup aligned) and its reference in the output's parameters.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -32,8 +42,15 @@ from jaxport.protocol.gen.inference import grpc_service_pb2 as pb
 
 __all__ = [
     "MAX_RANK",
+    "SHM_BYTE_SIZE",
+    "SHM_OFFSET",
+    "SHM_REGION",
     "ParameterValue",
+    "SharedMemoryOutput",
+    "SharedMemoryRef",
+    "SharedMemoryResolver",
     "build_infer_request",
+    "check_output_fits",
     "decode_infer_response",
     "decode_request_inputs",
     "decode_tensor",
@@ -41,6 +58,8 @@ __all__ = [
     "encode_input",
     "from_parameters",
     "requested_output_names",
+    "requested_shared_memory_outputs",
+    "shared_memory_ref",
     "to_parameters",
     "to_wire_bytes",
 ]
@@ -118,7 +137,7 @@ def decode_tensor(
     datatype: str,
     shape: Sequence[int],
     *,
-    raw: bytes | None,
+    raw: bytes | memoryview | None,
     contents: pb.InferTensorContents | None,
 ) -> np.ndarray:
     """One tensor from raw little-endian bytes (zero-copy view) or typed contents.
@@ -223,34 +242,186 @@ def from_parameters(params: Mapping[str, pb.InferParameter]) -> dict[str, Parame
     return out
 
 
+# --- shared memory -------------------------------------------------------------------------
+
+SHM_REGION = "shared_memory_region"
+SHM_BYTE_SIZE = "shared_memory_byte_size"
+SHM_OFFSET = "shared_memory_offset"
+
+
+@dataclass(frozen=True)
+class SharedMemoryRef:
+    """Where a tensor's bytes live: `byte_size` bytes at `offset` within registered `region`."""
+
+    region: str
+    byte_size: int
+    offset: int = 0
+
+    def parameters(self) -> dict[str, ParameterValue]:
+        """The tensor parameters that carry this reference (what tritonclient sends)."""
+        params: dict[str, ParameterValue] = {SHM_REGION: self.region,
+                                             SHM_BYTE_SIZE: self.byte_size}
+        if self.offset:
+            params[SHM_OFFSET] = self.offset
+        return params
+
+
+SharedMemoryResolver = Callable[[str, str, SharedMemoryRef], memoryview]
+"""`resolve(kind, tensor_name, ref)`: exactly `ref.byte_size` bytes of the region, writable;
+raises a ProtocolError naming the tensor and region when it cannot."""
+
+
+@dataclass(frozen=True)
+class SharedMemoryOutput:
+    """A requested output to be written into shared memory: its reference and its bytes."""
+
+    ref: SharedMemoryRef
+    buffer: memoryview
+
+
+def _size_param(kind: str, name: str, key: str, param: pb.InferParameter) -> int:
+    which = param.WhichOneof("parameter_choice")
+    if which not in ("int64_param", "uint64_param"):
+        raise InvalidArgumentError(
+            f"{kind} '{_show(name)}': parameter '{key}' must be an int64_param, got "
+            f"{which or 'no value'}"
+        )
+    value = getattr(param, which)
+    if value < 0:
+        raise InvalidArgumentError(f"{kind} '{_show(name)}': parameter '{key}' is {value}; "
+                                   "expected >= 0")
+    return int(value)
+
+
+def shared_memory_ref(
+    kind: str, name: str, parameters: Mapping[str, pb.InferParameter]
+) -> SharedMemoryRef | None:
+    """The tensor's shared-memory reference from its parameters, or None if it has none.
+
+    `shared_memory_region` (string) needs `shared_memory_byte_size` (int64);
+    `shared_memory_offset` (int64) is optional; size/offset without a region is an error.
+    """
+    if SHM_REGION not in parameters:
+        stray = [k for k in (SHM_BYTE_SIZE, SHM_OFFSET) if k in parameters]
+        if stray:
+            raise InvalidArgumentError(
+                f"{kind} '{_show(name)}': parameter '{stray[0]}' given without "
+                f"'{SHM_REGION}'; name the shared memory region too"
+            )
+        return None
+    region = parameters[SHM_REGION]
+    if region.WhichOneof("parameter_choice") != "string_param" or not region.string_param:
+        raise InvalidArgumentError(
+            f"{kind} '{_show(name)}': parameter '{SHM_REGION}' must be a non-empty "
+            "string_param naming a registered region"
+        )
+    if SHM_BYTE_SIZE not in parameters:
+        raise InvalidArgumentError(
+            f"{kind} '{_show(name)}': shared memory region '{_show(region.string_param)}' "
+            f"given without '{SHM_BYTE_SIZE}'"
+        )
+    byte_size = _size_param(kind, name, SHM_BYTE_SIZE, parameters[SHM_BYTE_SIZE])
+    offset = (_size_param(kind, name, SHM_OFFSET, parameters[SHM_OFFSET])
+              if SHM_OFFSET in parameters else 0)
+    return SharedMemoryRef(region.string_param, byte_size, offset)
+
+
+def _no_resolver(kind: str, name: str, ref: SharedMemoryRef) -> memoryview:
+    raise InvalidArgumentError(
+        f"{kind} '{_show(name)}': refers to shared memory region '{_show(ref.region)}' but "
+        "no shared memory is available here"
+    )
+
+
+def _decode_shared(tensor: pb.ModelInferRequest.InferInputTensor, ref: SharedMemoryRef,
+                   resolve: SharedMemoryResolver) -> np.ndarray:
+    name = tensor.name
+    if _used_contents_fields(tensor.contents):
+        raise InvalidArgumentError(
+            f"input '{_show(name)}': has typed contents and shared memory parameters; send "
+            "its data one way, not both"
+        )
+    row = _row("input", name, tensor.datatype)
+    expected = _element_count("input", name, tensor.shape) * row.itemsize
+    if ref.byte_size != expected:
+        raise InvalidArgumentError(
+            f"input '{_show(name)}': {SHM_BYTE_SIZE} is {ref.byte_size}; expected {expected} "
+            f"(shape {list(tensor.shape)} x {row.itemsize} bytes per {tensor.datatype} element)"
+        )
+    array = decode_tensor("input", name, tensor.datatype, tensor.shape,
+                          raw=resolve("input", name, ref), contents=None)
+    array.flags.writeable = False  # the region is the client's: never write it from here
+    return array
+
+
+def check_output_fits(name: str, datatype: str, shape: Sequence[int],
+                      ref: SharedMemoryRef) -> None:
+    """INVALID_ARGUMENT naming the output when its bytes exceed the shared memory it was given."""
+    row = _row("output", name, datatype)
+    needed = math.prod(shape) * row.itemsize
+    if needed > ref.byte_size:
+        raise InvalidArgumentError(
+            f"output '{_show(name)}': needs {needed} bytes (shape {list(shape)} x "
+            f"{row.itemsize} bytes per {datatype} element) but {SHM_BYTE_SIZE} for shared "
+            f"memory region '{_show(ref.region)}' is {ref.byte_size}"
+        )
+
+
+def requested_shared_memory_outputs(
+    request: pb.ModelInferRequest, resolve: SharedMemoryResolver
+) -> dict[str, SharedMemoryOutput]:
+    """The requested outputs to be written into shared memory, resolved before execution so
+    an unknown region or a range beyond it fails the request before any work is done."""
+    placed: dict[str, SharedMemoryOutput] = {}
+    for output in request.outputs:
+        ref = shared_memory_ref("output", output.name, output.parameters)
+        if ref is not None:
+            placed[output.name] = SharedMemoryOutput(ref, resolve("output", output.name, ref))
+    return placed
+
+
 # --- server side ---------------------------------------------------------------------------
 
 
-def decode_request_inputs(request: pb.ModelInferRequest) -> dict[str, np.ndarray]:
-    """The request's input tensors by name, in request order, all protocol rules enforced."""
+def decode_request_inputs(
+    request: pb.ModelInferRequest, shared_memory: SharedMemoryResolver | None = None
+) -> dict[str, np.ndarray]:
+    """The request's input tensors by name, in request order, all protocol rules enforced.
+
+    Inputs with shared-memory parameters are read through `shared_memory` (zero-copy,
+    read-only views); the others from `raw_input_contents` (one entry per such input, in
+    order) or typed contents.
+    """
     inputs = request.inputs
     _check_unique("input", (t.name for t in inputs))
+    refs = [shared_memory_ref("input", t.name, t.parameters) for t in inputs]
+    resolve = shared_memory or _no_resolver
     raw = request.raw_input_contents
     if raw:
-        if len(raw) != len(inputs):
+        in_message = sum(ref is None for ref in refs)
+        if len(raw) != in_message:
             raise InvalidArgumentError(
-                f"raw_input_contents has {len(raw)} entries; expected {len(inputs)} "
-                f"(one per input, in the order of `inputs`)"
+                f"raw_input_contents has {len(raw)} entries; expected {in_message} "
+                "(one per input not in shared memory, in the order of `inputs`)"
             )
-        for tensor in inputs:
-            if _used_contents_fields(tensor.contents):
+        for tensor, ref in zip(inputs, refs, strict=True):
+            if ref is None and _used_contents_fields(tensor.contents):
                 raise InvalidArgumentError(
                     f"input '{_show(tensor.name)}': has typed contents but the request uses "
                     "raw_input_contents; send every input one way, not both"
                 )
-        return {
-            t.name: decode_tensor("input", t.name, t.datatype, t.shape, raw=data, contents=None)
-            for t, data in zip(inputs, raw, strict=True)
-        }
-    return {
-        t.name: decode_tensor("input", t.name, t.datatype, t.shape, raw=None, contents=t.contents)
-        for t in inputs
-    }
+    arrays: dict[str, np.ndarray] = {}
+    next_raw = iter(raw)
+    for t, ref in zip(inputs, refs, strict=True):
+        if ref is not None:
+            arrays[t.name] = _decode_shared(t, ref, resolve)
+        elif raw:
+            arrays[t.name] = decode_tensor("input", t.name, t.datatype, t.shape,
+                                           raw=next(next_raw), contents=None)
+        else:
+            arrays[t.name] = decode_tensor("input", t.name, t.datatype, t.shape, raw=None,
+                                           contents=t.contents)
+    return arrays
 
 
 def requested_output_names(request: pb.ModelInferRequest) -> list[str] | None:
@@ -269,18 +440,33 @@ def encode_infer_response(
     model_version: str = "",
     request_id: str = "",
     parameters: Mapping[str, ParameterValue] | None = None,
+    shared_memory: Mapping[str, SharedMemoryOutput] | None = None,
 ) -> pb.ModelInferResponse:
-    """A response carrying every output as raw little-endian bytes, in mapping order."""
+    """A response carrying every output as raw little-endian bytes, in mapping order.
+
+    Outputs named in `shared_memory` are written into their buffer instead (size checked
+    first); the response then carries their metadata with the shared-memory parameters and
+    an empty raw entry, as Triton does.
+    """
     response = pb.ModelInferResponse(
         model_name=model_name, model_version=model_version, id=request_id
     )
     if parameters:
         to_parameters(parameters, response.parameters)
+    placed = shared_memory or {}
     for name, value in outputs.items():
         array = np.asarray(value)
         row = dtypes.by_numpy(array.dtype)
-        response.outputs.add(name=name, datatype=row.datatype, shape=array.shape)
-        response.raw_output_contents.append(to_wire_bytes(array))
+        tensor = response.outputs.add(name=name, datatype=row.datatype, shape=array.shape)
+        target = placed.get(name)
+        if target is None:
+            response.raw_output_contents.append(to_wire_bytes(array))
+            continue
+        check_output_fits(name, row.datatype, array.shape, target.ref)
+        destination = np.frombuffer(target.buffer, dtype=row.numpy, count=array.size)
+        np.copyto(destination.reshape(array.shape), array, casting="equiv")
+        to_parameters(target.ref.parameters(), tensor.parameters)
+        response.raw_output_contents.append(b"")
     return response
 
 
@@ -337,22 +523,37 @@ def build_infer_request(
     return request
 
 
-def decode_infer_response(response: pb.ModelInferResponse) -> dict[str, np.ndarray]:
-    """The response's output tensors by name, in response order (raw or typed contents)."""
+def decode_infer_response(
+    response: pb.ModelInferResponse, shared_memory: SharedMemoryResolver | None = None
+) -> dict[str, np.ndarray]:
+    """The response's output tensors by name, in response order (raw or typed contents).
+
+    Outputs the server wrote into shared memory are read through `shared_memory` (a copy,
+    since the caller will reuse its region); without a resolver they are an error naming them.
+    """
     outputs = response.outputs
     _check_unique("output", (t.name for t in outputs))
     raw = response.raw_output_contents
-    if raw:
-        if len(raw) != len(outputs):
-            raise InvalidArgumentError(
-                f"raw_output_contents has {len(raw)} entries; expected {len(outputs)} "
-                "(one per output)"
-            )
-        return {
-            t.name: decode_tensor("output", t.name, t.datatype, t.shape, raw=data, contents=None)
-            for t, data in zip(outputs, raw, strict=True)
-        }
-    return {
-        t.name: decode_tensor("output", t.name, t.datatype, t.shape, raw=None, contents=t.contents)
-        for t in outputs
-    }
+    if raw and len(raw) != len(outputs):
+        raise InvalidArgumentError(
+            f"raw_output_contents has {len(raw)} entries; expected {len(outputs)} "
+            "(one per output)"
+        )
+    arrays: dict[str, np.ndarray] = {}
+    for index, t in enumerate(outputs):
+        ref = shared_memory_ref("output", t.name, t.parameters)
+        if ref is not None:
+            row = _row("output", t.name, t.datatype)
+            size = _element_count("output", t.name, t.shape) * row.itemsize
+            check_output_fits(t.name, t.datatype, t.shape, ref)
+            view = (shared_memory or _no_resolver)(
+                "output", t.name, SharedMemoryRef(ref.region, size, ref.offset))
+            arrays[t.name] = decode_tensor("output", t.name, t.datatype, t.shape,
+                                           raw=view, contents=None).copy()
+        elif raw:
+            arrays[t.name] = decode_tensor("output", t.name, t.datatype, t.shape,
+                                           raw=raw[index], contents=None)
+        else:
+            arrays[t.name] = decode_tensor("output", t.name, t.datatype, t.shape, raw=None,
+                                           contents=t.contents)
+    return arrays

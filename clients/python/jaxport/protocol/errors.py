@@ -9,6 +9,7 @@ as details. Anything that is not a ProtocolError is a bug and becomes INTERNAL t
 from __future__ import annotations
 
 __all__ = [
+    "AlreadyExistsError",
     "DeadlineExceededError",
     "FailedPreconditionError",
     "InternalError",
@@ -75,6 +76,12 @@ class DeadlineExceededError(ProtocolError):
     code = "DEADLINE_EXCEEDED"
 
 
+class AlreadyExistsError(ProtocolError):
+    """Something with that name exists already (e.g. a registered shared-memory region)."""
+
+    code = "ALREADY_EXISTS"
+
+
 class UnauthenticatedError(ProtocolError):
     """Missing or invalid credentials."""
 
@@ -96,6 +103,7 @@ _BY_CODE: dict[str, type[ProtocolError]] = {
         ResourceExhaustedError,
         FailedPreconditionError,
         DeadlineExceededError,
+        AlreadyExistsError,
         UnauthenticatedError,
         InternalError,
     )
