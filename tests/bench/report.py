@@ -53,17 +53,24 @@ def markdown(results: dict[str, Any]) -> str:
             "## Large tensors (elementwise model, concurrency 1, request and response N MiB each)",
             "",
             "MB/s = request payload / median ModelInfer time (the response carries as much back).",
+            "Shared memory: the same model through Triton's system-shared-memory extension "
+            "(regions registered once); its time also counts the client's copy of the input "
+            "into and the output out of /dev/shm.",
             "",
             "| size | bridge MB/s | bridge p50 ms | transport floor MB/s | raw gRPC echo MB/s "
-            "| memcpy MB/s | bridge % of memcpy | errors |",
-            "|---:|---:|---:|---:|---:|---:|---:|---:|",
+            "| shared memory MB/s | shared memory p50 ms | memcpy MB/s | bridge % of memcpy "
+            "| shared memory % of memcpy | errors |",
+            "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
         ]
         for row in results["large"]:
+            shm_pct = row.get("shm_pct_memcpy")
             lines.append(
                 f"| {row['mib']} MiB | {_f(row.get('bridge_mb_s'), 0)} "
                 f"| {_f(row.get('bridge_p50_ms'), 1)} | {_f(row.get('floor_mb_s'), 0)} "
-                f"| {_f(row.get('grpc_echo_mb_s'), 0)} | {row['memcpy_mb_s']:.0f} "
-                f"| {row['pct_memcpy']:.1f}% | {row['errors']} |"
+                f"| {_f(row.get('grpc_echo_mb_s'), 0)} | {_f(row.get('shm_mb_s'), 0)} "
+                f"| {_f(row.get('shm_p50_ms'), 1)} | {row['memcpy_mb_s']:.0f} "
+                f"| {row['pct_memcpy']:.1f}% | {'-' if shm_pct is None else f'{shm_pct:.1f}%'} "
+                f"| {row['errors']} |"
             )
     if results.get("cold_start"):
         lines += ["", "## Cold start (process start to model ready)", "",
