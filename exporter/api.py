@@ -38,7 +38,10 @@ from jaxport.exporter.progress import Progress
 from jaxport.protocol import dtypes
 from jaxport.protocol.gen.jaxport.v1 import manifest_pb2
 
-__all__ = ["ExportFunction", "LeafInfo", "export", "leaf_infos", "prepare_function"]
+__all__ = [
+    "ExportFunction", "LeafInfo", "export", "fsync_tree", "leaf_infos", "params_on_device",
+    "prepare_function",
+]
 
 _ARG = manifest_pb2.ArgumentRole
 _RES = manifest_pb2.ResultRole
@@ -126,8 +129,13 @@ def _param_name(path: tuple[Any, ...]) -> str:
 
 
 def check_params(params: Any) -> Any:
-    """Params as a pytree of host numpy arrays; every leaf an array of a supported dtype."""
-    def convert(path: tuple[Any, ...], leaf: Any) -> np.ndarray:
+    """Params with every leaf an array of a supported dtype, never copied when avoidable.
+
+    A `jax.Array` leaf stays as it is (already on its device: goldens use it in place and its
+    bytes are written through a zero-copy host view on CPU); anything else becomes a numpy
+    array (a view when it already is one).
+    """
+    def convert(path: tuple[Any, ...], leaf: Any) -> np.ndarray | jax.Array:
         where = f"params leaf {jax.tree_util.keystr(path) or '(root)'}"
         if isinstance(leaf, jax.ShapeDtypeStruct) or not hasattr(leaf, "dtype"):
             raise ExportError(
@@ -137,9 +145,32 @@ def check_params(params: Any) -> Any:
         if jnp.issubdtype(leaf.dtype, jax.dtypes.prng_key):
             raise ExportError(f"{where} is a PRNG key array; pass jax.random.key_data(key)")
         row = _dtype_row(leaf.dtype, where)
+        if isinstance(leaf, jax.Array) and np.dtype(leaf.dtype) == np.dtype(row.numpy):
+            return leaf
         return np.asarray(leaf, dtype=row.numpy)
 
     return jax.tree_util.tree_map_with_path(convert, params)
+
+
+def params_on_device(params: Any) -> Any:
+    """The params as device arrays, for computing goldens: each leaf transferred at most once.
+
+    jax would otherwise copy every numpy leaf to the device on EVERY call of the jitted function
+    (a full extra copy of the parameters per golden case). `jax.Array` leaves are used as they
+    are; numpy leaves are put on the device once, zero-copy where the CPU client allows it
+    (64-byte aligned buffers) and copied otherwise. Leaves spread over several devices are all
+    moved to the default device, so one jitted call can take them.
+    """
+    leaves, treedef = jax.tree.flatten(params)
+    devices = {d for leaf in leaves if isinstance(leaf, jax.Array) for d in leaf.devices()}
+    if len(devices) > 1:
+        target = jax.devices()[0]
+        leaves = [jax.device_put(leaf, target) for leaf in leaves]
+    else:
+        target = next(iter(devices), None)
+        leaves = [leaf if isinstance(leaf, jax.Array) else
+                  jax.device_put(leaf, target, may_alias=True) for leaf in leaves]
+    return jax.tree.unflatten(treedef, leaves)
 
 
 def leaf_infos(params: Any, inputs: Mapping[str, jax.ShapeDtypeStruct]) -> list[LeafInfo]:
@@ -438,13 +469,40 @@ def _versions(exported: jax_export.Exported) -> manifest_pb2.Versions:
 # 5. writing
 
 
+def _fsync_path(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def fsync_tree(root: str | os.PathLike[str]) -> None:
+    """fsync every file, then every directory (deepest first), under and including `root`.
+
+    The exporter's one durability pass: weights are written without an fsync per chunk file
+    (cheaper), and this makes the whole staged artifact durable before it is renamed into
+    place, so after a crash the artifact is either complete or absent.
+    """
+    root = Path(root)
+    for dirpath, _, filenames in os.walk(root, topdown=False):
+        for filename in filenames:
+            _fsync_path(Path(dirpath) / filename)
+        _fsync_path(Path(dirpath))
+
+
 @contextlib.contextmanager
 def _staging_dir(out_dir: Path, force: bool) -> Iterator[Path]:
-    """A temporary sibling of `out_dir`, moved into place on success and deleted on failure."""
+    """A temporary sibling of `out_dir`, moved into place on success and deleted on failure.
+
+    Before the rename everything in it is fsync'd (`fsync_tree`), and after it the parent
+    directory, so the rename itself is durable.
+    """
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.partial-", dir=out_dir.parent))
     try:
         yield tmp
+        fsync_tree(tmp)
         if out_dir.exists():
             if not force:
                 raise ExportError(
@@ -454,9 +512,11 @@ def _staging_dir(out_dir: Path, force: bool) -> Iterator[Path]:
             os.rmdir(old)
             os.replace(out_dir, old)
             os.replace(tmp, out_dir)
+            _fsync_path(out_dir.parent)
             shutil.rmtree(old, ignore_errors=True)
         else:
             os.replace(tmp, out_dir)
+            _fsync_path(out_dir.parent)
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
@@ -583,11 +643,15 @@ def export(
             manifest.programs.append(
                 build_program(exported, export_fn, infos, info, weight_dirs)
             )
+            # Goldens run the function: params go to the device once, for every case.
+            device_params = params_on_device(host_params) if goldens or check_goldens \
+                else host_params
             if goldens:
-                _write_goldens(tmp, manifest, export_fn, host_params, input_specs, goldens, seed)
+                _write_goldens(tmp, manifest, export_fn, device_params, input_specs, goldens, seed)
             checks_mod.write_check_goldens(
-                tmp, manifest, export_fn, fn, host_params, input_specs, check_goldens
+                tmp, manifest, export_fn, fn, device_params, input_specs, check_goldens
             )
+            del device_params
             manifest.files.extend(_file_entries(tmp))
             manifest_mod.write(manifest, tmp)
     return manifest
@@ -604,7 +668,8 @@ def _write_weights(
     progress.start_bytes(f"writing {len(todo)} parameter(s)", total)
     out: dict[int, tuple[str, str]] = {}
     for leaf, stem in zip(todo, stems, strict=True):
-        array = leaves[leaf.leaf_index]
+        # Zero-copy for numpy leaves and for jax.Arrays on CPU (one leaf at a time elsewhere).
+        array = np.asarray(leaves[leaf.leaf_index])
         spec = weights_mod.write_parameter(
             root, f"{weights_mod.WEIGHTS_DIR}/{stem}", array, progress
         )
@@ -759,6 +824,8 @@ def _export_batched(
 
         with _staging_dir(out_dir, force) as tmp:
             weight_dirs = _write_weights(tmp, infos0, host_params, kept, progress)
+            device_params = params_on_device(host_params) if goldens or check_goldens \
+                else host_params
             for b, specs, infos, export_fn, exported, text, info, blob in lowered:
                 prefix = f"model.b{b}"
                 (tmp / f"{prefix}.mlirbc").write_bytes(exported.mlir_module_serialized)
@@ -769,10 +836,11 @@ def _export_batched(
                     batch_size=b))
                 if goldens:
                     progress.step(f"computing {goldens} golden case(s) for batch size {b}")
-                    _write_goldens(tmp, manifest, export_fn, host_params, specs, goldens, seed,
-                                   batch_size=b)
-                checks_mod.write_check_goldens(tmp, manifest, export_fn, fn, host_params, specs,
-                                               check_goldens, batch_size=b)
+                    _write_goldens(tmp, manifest, export_fn, device_params, specs, goldens,
+                                   seed, batch_size=b)
+                checks_mod.write_check_goldens(tmp, manifest, export_fn, fn, device_params,
+                                               specs, check_goldens, batch_size=b)
+            del device_params
             checks_mod.check_golden_coverage(manifest)
             manifest.files.extend(_file_entries(tmp))
             manifest_mod.write(manifest, tmp)

@@ -122,15 +122,19 @@ def test_all_dtypes_manifest_and_weights_round_trip(artifacts) -> None:
 
 
 def test_large_parameter_is_chunked_and_round_trips(tmp_path) -> None:
-    big = np.arange(1200 * 1024, dtype=np.float32).reshape(1200, 1024)  # 4.7 MiB > one chunk
+    # 16.4 MiB: one full 16 MiB chunk (4096 rows) and a partial edge chunk
+    big = np.arange(4200 * 1024, dtype=np.float32).reshape(4200, 1024)
     m = api.export(lambda p, x: x @ p["big"][:, :8], {"big": big},
-                   {"x": jax.ShapeDtypeStruct((2, 1200), np.float32)}, tmp_path / "big",
+                   {"x": jax.ShapeDtypeStruct((2, 4200), np.float32)}, tmp_path / "big",
                    quiet=True, goldens=1)
     arg = m.programs[0].arguments[0]
     chunks = sorted((tmp_path / "big" / "weights" / "params.big" / "c").rglob("*"))
     assert len([c for c in chunks if c.is_file()]) == 2
+    meta = json.loads((tmp_path / "big" / "weights" / "params.big" / "zarr.json").read_text())
+    assert meta["chunk_grid"]["configuration"]["chunk_shape"] == [4096, 1024]
     np.testing.assert_array_equal(weights.read_parameter(tmp_path / "big", arg), big)
-    assert weights.chunk_shape((1200, 1024), 4) == [1024, 1024]
+    assert weights.chunk_shape((4200, 1024), 4) == [4096, 1024]
+    assert weights.chunk_shape((1200, 1024), 4, target=4 << 20) == [1024, 1024]
     assert weights.chunk_shape((3, 5), 4) == [3, 5]
     assert weights.chunk_shape((), 4) == []
     assert weights.chunk_shape((0, 7), 1) == [1, 7]
