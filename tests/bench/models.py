@@ -5,8 +5,8 @@
   requests onto one program amortises that read (what dynamic batching is for).
 - `elementwise`: y = x * scale + shift over a flat f32 vector of 1, 16 or 64 MiB: compute is
   trivial, so requests/s x bytes measures the transport against memcpy.
-- `big_params`: 1 GiB of parameters in 16 arrays, for the exporter's write throughput and
-  peak RSS.
+- `big_params` / `big_params_jax`: 1 GiB of parameters in 16 arrays (numpy, or the same
+  values as `jax.Array`s on the device), for the exporter's write throughput and peak RSS.
 """
 
 from __future__ import annotations
@@ -66,6 +66,24 @@ def big_params(
         a = np.empty((rows, cols), dtype=np.float32)
         rng.random(out=a, dtype=np.float32)
         out[f"w{i:02d}"] = a
+    return out
+
+
+def big_params_jax(
+    total_bytes: int = 1 << 30, arrays: int = 16, seed: int = 0
+) -> dict[str, jax.Array]:
+    """`big_params`' values as `jax.Array`s on the default device, like params from training or
+    an Orbax restore; built one array at a time so at most one host array exists at once."""
+    per = total_bytes // arrays // 4
+    cols = 4096
+    rows = per // cols
+    rng = np.random.default_rng(seed)
+    out: dict[str, jax.Array] = {}
+    for i in range(arrays):
+        a = np.empty((rows, cols), dtype=np.float32)
+        rng.random(out=a, dtype=np.float32)
+        out[f"w{i:02d}"] = jax.block_until_ready(jax.device_put(a))
+        del a
     return out
 
 
