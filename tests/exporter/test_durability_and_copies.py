@@ -159,3 +159,32 @@ def test_jax_array_params_export_the_same_artifact_as_numpy_params(tmp_path):
                 goldens.load_npy(tmp_path / "jax" / case_jax.outputs[name], np.float32),
                 goldens.load_npy(tmp_path / "np" / rel, np.float32))
     manifest.verify_files(tmp_path / "jax", manifest.load(tmp_path / "jax"))
+
+
+_TWO_DEVICES = r"""
+import sys
+import jax, numpy as np
+from jaxport.exporter import api, weights, manifest
+assert len(jax.devices()) == 2
+d0, d1 = jax.devices()
+params = {"w": jax.device_put(np.arange(32, dtype=np.float32).reshape(8, 4), d0),
+          "b": jax.device_put(np.ones(4, np.float32), d1), "h": np.float32(2) * np.ones(4)}
+moved = api.params_on_device(params)
+assert {d for a in jax.tree.leaves(moved) for d in a.devices()} == {d0}, moved
+m = api.export(lambda p, x: x @ p["w"] + p["b"] * p["h"], params,
+               {"x": jax.ShapeDtypeStruct((2, 8), np.float32)}, sys.argv[1], quiet=True)
+manifest.verify_files(sys.argv[1], m)
+print("ok")
+"""
+
+
+def test_params_on_two_devices_are_gathered_on_one_for_goldens(tmp_path):
+    """Committed params on different devices cannot go into one jitted call as they are."""
+    import subprocess
+    import sys
+
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2",
+               JAX_PLATFORMS="cpu")
+    proc = subprocess.run([sys.executable, "-c", _TWO_DEVICES, str(tmp_path / "art")],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-2000:]
