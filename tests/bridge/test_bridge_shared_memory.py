@@ -72,8 +72,10 @@ def test_mlp_through_shared_memory_matches_jax(enabled) -> None:
     x = _inputs()["mlp_x"]
     expected = np.asarray(jax.jit(m.mlp)(m.mlp_params(), x))
     np.testing.assert_allclose(outputs["mlp_shm"], expected, rtol=F32_TOL, atol=F32_TOL)
-    # Same bytes as the same request over the wire.
+    # Same bytes as the same request over the wire, and through ModelStreamInfer.
     np.testing.assert_array_equal(outputs["mlp_shm"], outputs["mlp_wire"])
+    assert result["stream_error"] is None
+    np.testing.assert_array_equal(outputs["mlp_stream_shm"], outputs["mlp_wire"])
     # Triton's layout: metadata + shm parameters, an empty raw entry, no contents.
     meta = result["mlp_response_output"]
     assert meta["datatype"] == "FP32" and meta["shape"] == [2, 4]

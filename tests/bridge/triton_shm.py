@@ -15,6 +15,7 @@ import argparse
 import importlib.util
 import json
 import os
+import queue
 import sys
 import types
 from collections.abc import Callable
@@ -112,6 +113,19 @@ def run_enabled(client: grpcclient.InferenceServerClient, inputs: dict[str, np.n
                                                        offset=OUT_OFFSET).copy()
         wire = client.infer("mlp", [raw_input("x", x, "FP32")])
         outputs["mlp_wire"] = wire.as_numpy("output")
+
+        # The same through ModelStreamInfer, output at another offset of region "out".
+        answers: queue.Queue = queue.Queue()
+        client.start_stream(callback=lambda result, error: answers.put((result, error)))
+        try:
+            client.async_stream_infer("mlp", [shm_input("x", [2, 8], "FP32", "in", x.nbytes)],
+                                      outputs=[shm_output("output", "out", 32, offset=512)])
+            res, err = answers.get(timeout=60)
+        finally:
+            client.stop_stream()
+        result["stream_error"] = None if err is None else str(err)
+        outputs["mlp_stream_shm"] = shm.get_contents_as_numpy(
+            h_out, np.float32, [2, 4], offset=OUT_OFFSET + 512).copy()
 
         # mixed: a (BF16) and flag (BOOL) from shared memory at offsets, idx raw in the
         # message; h and m into shared memory at offsets, s over the wire.
