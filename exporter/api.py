@@ -20,6 +20,7 @@ import re
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -526,15 +527,15 @@ def _exists_message(out_dir: Path) -> str:
     return f"output directory {out_dir} already exists; pass --force (force=True) to replace it"
 
 
-def _file_entries(root: Path) -> list[manifest_pb2.FileEntry]:
-    entries = []
-    for path in sorted(p for p in root.rglob("*") if p.is_file()):
-        rel = path.relative_to(root).as_posix()
-        if rel == manifest_mod.MANIFEST_FILE:
-            continue
-        entries.append(manifest_pb2.FileEntry(
-            path=rel, size_bytes=path.stat().st_size, sha256=manifest_mod.sha256_file(path)))
-    return entries
+def _file_entries(root: Path, pool: ThreadPoolExecutor) -> list[manifest_pb2.FileEntry]:
+    """Size and sha256 of every file but the manifest, hashed on `pool`'s threads."""
+    paths = [p for p in sorted(root.rglob("*"))
+             if p.is_file() and p.relative_to(root).as_posix() != manifest_mod.MANIFEST_FILE]
+    return [
+        manifest_pb2.FileEntry(path=path.relative_to(root).as_posix(),
+                               size_bytes=path.stat().st_size, sha256=digest)
+        for path, digest in zip(paths, pool.map(manifest_mod.sha256_file, paths), strict=True)
+    ]
 
 
 def _check_platforms(platforms: Sequence[str]) -> tuple[str, ...]:
@@ -635,11 +636,13 @@ def export(
             manifest.outputs.add(name=out_name, shape=list(aval.shape),
                                  dtype=manifest_mod.dtype_message(aval.dtype))
 
-        with _staging_dir(out_dir, force) as tmp:
+        with _staging_dir(out_dir, force) as tmp, _background() as pool:
             (tmp / "model.mlirbc").write_bytes(exported.mlir_module_serialized)
             (tmp / "model.mlir").write_text(text, encoding="utf-8")
             (tmp / "model.jaxexport").write_bytes(blob)
-            weight_dirs = _write_weights(tmp, infos, host_params, kept, progress)
+            weight_dirs = _write_weights(tmp, infos, host_params, kept, progress, pool)
+            # The weights reach the disk while goldens are computed; the final pass is cheap.
+            weights_synced = pool.submit(fsync_tree, tmp / weights_mod.WEIGHTS_DIR)
             manifest.programs.append(
                 build_program(exported, export_fn, infos, info, weight_dirs)
             )
@@ -652,13 +655,26 @@ def export(
                 tmp, manifest, export_fn, fn, device_params, input_specs, check_goldens
             )
             del device_params
-            manifest.files.extend(_file_entries(tmp))
+            manifest.files.extend(_file_entries(tmp, pool))
             manifest_mod.write(manifest, tmp)
+            weights_synced.result()
     return manifest
 
 
+def _background() -> ThreadPoolExecutor:
+    """Threads for work that overlaps the export's own: checksums, early fsyncs (hashlib and
+    fsync release the GIL). Leaving its `with` waits for everything submitted."""
+    return ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 1),
+                              thread_name_prefix="jaxport-export")
+
+
 def _write_weights(
-    root: Path, infos: Sequence[LeafInfo], params: Any, kept: set[int], progress: Progress
+    root: Path,
+    infos: Sequence[LeafInfo],
+    params: Any,
+    kept: set[int],
+    progress: Progress,
+    pool: ThreadPoolExecutor,
 ) -> dict[int, tuple[str, str]]:
     """Write every kept parameter; returns leaf index -> (tensorstore spec JSON, sha256)."""
     leaves = jax.tree.leaves(params)
@@ -670,10 +686,11 @@ def _write_weights(
     for leaf, stem in zip(todo, stems, strict=True):
         # Zero-copy for numpy leaves and for jax.Arrays on CPU (one leaf at a time elsewhere).
         array = np.asarray(leaves[leaf.leaf_index])
+        digest = pool.submit(weights_mod.array_sha256, array)  # while TensorStore writes it
         spec = weights_mod.write_parameter(
             root, f"{weights_mod.WEIGHTS_DIR}/{stem}", array, progress
         )
-        out[leaf.leaf_index] = (json.dumps(spec, sort_keys=True), weights_mod.array_sha256(array))
+        out[leaf.leaf_index] = (json.dumps(spec, sort_keys=True), digest.result())
     progress.finish_bytes()
     return out
 
@@ -822,8 +839,9 @@ def _export_batched(
             batch_sizes=list(sizes), batched_inputs=list(input_specs),
             batched_outputs=list(fn0.output_names)))
 
-        with _staging_dir(out_dir, force) as tmp:
-            weight_dirs = _write_weights(tmp, infos0, host_params, kept, progress)
+        with _staging_dir(out_dir, force) as tmp, _background() as pool:
+            weight_dirs = _write_weights(tmp, infos0, host_params, kept, progress, pool)
+            weights_synced = pool.submit(fsync_tree, tmp / weights_mod.WEIGHTS_DIR)
             device_params = params_on_device(host_params) if goldens or check_goldens \
                 else host_params
             for b, specs, infos, export_fn, exported, text, info, blob in lowered:
@@ -842,6 +860,7 @@ def _export_batched(
                                                specs, check_goldens, batch_size=b)
             del device_params
             checks_mod.check_golden_coverage(manifest)
-            manifest.files.extend(_file_entries(tmp))
+            manifest.files.extend(_file_entries(tmp, pool))
             manifest_mod.write(manifest, tmp)
+            weights_synced.result()
     return manifest

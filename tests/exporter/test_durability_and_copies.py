@@ -79,6 +79,24 @@ def test_forced_replace_and_batched_export_fsync_before_the_rename(tmp_path, mon
     assert (out / "model.b2.mlirbc").exists()
 
 
+def test_a_failed_fsync_publishes_nothing_and_keeps_the_old_artifact(tmp_path, monkeypatch):
+    out = tmp_path / "m" / "1"
+    api.export(_fn, _params(), _INPUTS, out, quiet=True, goldens=1)
+    before = (out / "manifest.json").read_bytes()
+    real_fsync = os.fsync
+
+    def failing_fsync(fd: int) -> None:
+        if "/weights/" in os.readlink(f"/proc/self/fd/{fd}"):
+            raise OSError(5, "Input/output error")
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", failing_fsync)
+    with pytest.raises(OSError, match="Input/output error"):
+        api.export(_fn, _params(), _INPUTS, out, quiet=True, goldens=1, force=True)
+    assert sorted(p.name for p in (tmp_path / "m").iterdir()) == ["1"]  # no partial dirs
+    assert (out / "manifest.json").read_bytes() == before
+
+
 def test_fsync_tree_syncs_files_and_directories(tmp_path, monkeypatch):
     (tmp_path / "a" / "b").mkdir(parents=True)
     (tmp_path / "a" / "b" / "f").write_bytes(b"x")
