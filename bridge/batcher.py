@@ -163,6 +163,7 @@ class BatchTiming:
     batch_size: int
     rows: int = 1  # rows of this request
     first: bool = True  # first request of its batch (accounts for the one execution)
+    batch_rows: int = 1  # real rows of the whole batch (padding excluded)
 
 
 @dataclass(eq=False)
@@ -434,7 +435,7 @@ class DynamicBatcher:
         for i, p in enumerate(batch):
             # Read by callers for queue/compute metrics (Future allows plain attributes).
             p.future.batch_timing = BatchTiming(  # type: ignore[attr-defined]
-                t0 - p.enqueued_ns, t1 - t0, size, p.rows, i == 0)
+                t0 - p.enqueued_ns, t1 - t0, size, p.rows, i == 0, rows)
         names = self._output_names if self._output_names is not None else tuple(outputs)
         for name in names:
             out = outputs[name]

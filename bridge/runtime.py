@@ -444,7 +444,7 @@ class Model:
             t = future.batch_timing
             return ({n: outputs[n] for n in names},
                     Timings(queue_ns=t.queue_ns, infer_ns=t.execute_ns, inferences=t.rows,
-                            executions=1 if t.first else 0))
+                            executions=1 if t.first else 0, batch_rows=t.batch_rows))
         program = self._program_for(arrays)
         t1 = time.perf_counter_ns()
         # Host arrays go to the engine as they are: jit's C++ path does the one transfer with no

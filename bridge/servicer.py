@@ -175,6 +175,12 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
                     compute_input=dur(s.compute_input), compute_infer=dur(s.compute_infer),
                     compute_output=dur(s.compute_output),
                 ),
+                batch_stats=[
+                    pb.InferBatchStatistics(
+                        batch_size=b.batch_size, compute_input=dur(b.compute_input),
+                        compute_infer=dur(b.compute_infer), compute_output=dur(b.compute_output))
+                    for b in s.batches
+                ],
             )
         return response
 

@@ -23,6 +23,9 @@ class Timings:
     # with dynamic batching only the first request of each batch counts the execution.
     inferences: int = 1
     executions: int = 1
+    # Rows of the execution this request accounts for (when `executions` is 1): the key of
+    # Triton's per-batch-size statistics (`batch_stats`). 0 = same as `inferences`.
+    batch_rows: int = 0
 
 
 @dataclass
@@ -50,6 +53,19 @@ class StatisticsSnapshot:
     compute_input: Duration = field(default_factory=Duration)
     compute_infer: Duration = field(default_factory=Duration)
     compute_output: Duration = field(default_factory=Duration)
+    # Per executed batch size (real rows, padding excluded), ascending: Triton's batch_stats.
+    batches: tuple[BatchSizeStatistics, ...] = ()
+
+
+@dataclass
+class BatchSizeStatistics:
+    """Program executions of one batch size and their compute split (Triton's
+    InferBatchStatistics): shows how full dynamic batches are."""
+
+    batch_size: int
+    compute_input: Duration = field(default_factory=Duration)
+    compute_infer: Duration = field(default_factory=Duration)
+    compute_output: Duration = field(default_factory=Duration)
 
 
 class ModelStatistics:
@@ -58,6 +74,7 @@ class ModelStatistics:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._s = StatisticsSnapshot()
+        self._batches: dict[int, BatchSizeStatistics] = {}
 
     def record_success(self, total_ns: int, timings: Timings, batch: int | None = None) -> None:
         """Count one successful request: `batch` inferences (default `timings.inferences`) and
@@ -72,6 +89,14 @@ class ModelStatistics:
             s.compute_input.add(timings.input_ns)
             s.compute_infer.add(timings.infer_ns)
             s.compute_output.add(timings.output_ns)
+            if timings.executions:
+                rows = timings.batch_rows or (timings.inferences if batch is None else batch)
+                b = self._batches.get(rows)
+                if b is None:
+                    b = self._batches[rows] = BatchSizeStatistics(rows)
+                b.compute_input.add(timings.input_ns)
+                b.compute_infer.add(timings.infer_ns)
+                b.compute_output.add(timings.output_ns)
 
     def record_failure(self, total_ns: int) -> None:
         """Count one failed request."""
@@ -90,4 +115,11 @@ class ModelStatistics:
                 Duration(s.compute_input.count, s.compute_input.ns),
                 Duration(s.compute_infer.count, s.compute_infer.ns),
                 Duration(s.compute_output.count, s.compute_output.ns),
+                tuple(
+                    BatchSizeStatistics(
+                        b.batch_size, Duration(b.compute_input.count, b.compute_input.ns),
+                        Duration(b.compute_infer.count, b.compute_infer.ns),
+                        Duration(b.compute_output.count, b.compute_output.ns))
+                    for _, b in sorted(self._batches.items())
+                ),
             )

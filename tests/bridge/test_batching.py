@@ -445,3 +445,9 @@ def test_live_concurrent_mixed_sizes_and_bad_requests(batched_bridge):
     good = sum(1 for i in range(len(reqs)) if i % bad_every)
     assert stats.inference_count == good_rows
     assert 0 < stats.execution_count < good
+    # batch_stats: one entry per executed batch size (real rows): executions and rows add up.
+    sizes = [b.batch_size for b in stats.batch_stats]
+    assert sizes == sorted(set(sizes)) and max(sizes) > 1
+    assert sum(b.compute_infer.count for b in stats.batch_stats) == stats.execution_count
+    assert sum(b.batch_size * b.compute_infer.count
+               for b in stats.batch_stats) == stats.inference_count

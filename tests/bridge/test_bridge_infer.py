@@ -190,6 +190,12 @@ def test_model_statistics_count_requests(stub_pjrt):
     assert after.inference_stats.fail.count == before.inference_stats.fail.count + 1
     assert after.inference_stats.compute_infer.ns > before.inference_stats.compute_infer.ns
     assert after.last_inference >= before.last_inference
+    # Triton's per-batch-size split: an unbatched model executes batch size 1, once per request.
+    assert [b.batch_size for b in after.batch_stats] == [1]
+    (b_before,) = before.batch_stats or [pb.InferBatchStatistics()]
+    (b_after,) = after.batch_stats
+    assert b_after.compute_infer.count == b_before.compute_infer.count + 3
+    assert b_after.compute_infer.ns > b_before.compute_infer.ns
     every = stub_pjrt.ModelStatistics(pb.ModelStatisticsRequest())
     assert {(s.name, s.version) for s in every.model_stats} == {
         ("mlp", "1"), ("mixed", "1"), ("slow", "1"), ("mlp2p", "1"), ("ignores", "1")}
