@@ -69,21 +69,34 @@ class Metrics:
                                   (*mv, "phase"), registry=r)
         self._server: Any = None
         self._thread: threading.Thread | None = None
+        # Labelled children per (model, version): `labels()` is a locked dict lookup with
+        # string checks, five of them per request otherwise.
+        self._per_model: dict[tuple[str, int], tuple[Any, ...]] = {}
+
+    def _children(self, model: str, version: int) -> tuple[Any, ...]:
+        children = self._per_model.get((model, version))
+        if children is None:
+            v = str(version)
+            children = (self.requests.labels(model, v), self.success.labels(model, v),
+                        self.request_seconds.labels(model, v),
+                        self.queue_seconds.labels(model, v),
+                        self.compute_seconds.labels(model, v))
+            self._per_model[(model, version)] = children
+        return children
 
     def record_request(self, model: str, version: int, code: str, seconds: float,
                        timings: Timings | None) -> None:
         """One finished inference request (code "OK" on success)."""
-        v = str(version)
-        self.requests.labels(model, v).inc()
+        requests, success, request_s, queue_s, compute_s = self._children(model, version)
+        requests.inc()
         if code == "OK":
-            self.success.labels(model, v).inc()
+            success.inc()
         else:
-            self.failure.labels(model, v, code).inc()
-        self.request_seconds.labels(model, v).observe(seconds)
+            self.failure.labels(model, str(version), code).inc()
+        request_s.observe(seconds)
         if timings is not None:
-            self.queue_seconds.labels(model, v).observe(timings.queue_ns / 1e9)
-            compute = timings.input_ns + timings.infer_ns + timings.output_ns
-            self.compute_seconds.labels(model, v).observe(compute / 1e9)
+            queue_s.observe(timings.queue_ns / 1e9)
+            compute_s.observe((timings.input_ns + timings.infer_ns + timings.output_ns) / 1e9)
 
     def record_admission(self, model_key: str, outcome: str) -> None:
         """Hook for `AdmissionController(on_outcome=...)`; `model_key` is `name/version`."""
