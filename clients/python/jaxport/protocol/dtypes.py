@@ -91,6 +91,9 @@ DTYPES: tuple[DType, ...] = (
 _BY_NUMPY = MappingProxyType({d.numpy_name: d for d in DTYPES})
 _BY_DATATYPE = MappingProxyType({d.datatype: d for d in DTYPES})
 _BY_MLIR = MappingProxyType({d.mlir: d for d in DTYPES})
+# Exact dtype objects (native = little-endian here, and `<`): the per-request fast path.
+_BY_DTYPE = MappingProxyType(
+    {dt: d for d in DTYPES for dt in (d.numpy, d.numpy.newbyteorder("="))})
 
 
 def supported_datatypes() -> tuple[str, ...]:
@@ -100,6 +103,10 @@ def supported_datatypes() -> tuple[str, ...]:
 
 def by_numpy(dtype: np.dtype | type | str) -> DType:
     """Row for a numpy dtype (any byte order in, the canonical little-endian row out)."""
+    if isinstance(dtype, np.dtype):
+        row = _BY_DTYPE.get(dtype)
+        if row is not None:
+            return row
     try:
         name = np.dtype(dtype).name
     except TypeError as exc:
