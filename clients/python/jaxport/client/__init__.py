@@ -8,8 +8,10 @@ from jaxport.client.inference import (
     ModelIndex,
     ModelMetadata,
     ServerMetadata,
+    SharedMemoryStatus,
     TensorMetadata,
 )
+from jaxport.client.shared_memory import SharedMemoryRegion
 
 __all__ = [
     "DEFAULT_MAX_MESSAGE_BYTES",
@@ -19,5 +21,7 @@ __all__ = [
     "ModelIndex",
     "ModelMetadata",
     "ServerMetadata",
+    "SharedMemoryRegion",
+    "SharedMemoryStatus",
     "TensorMetadata",
 ]

@@ -18,8 +18,9 @@ from typing import Any, TypeVar
 
 import grpc
 import numpy as np
+from jaxport.client.shared_memory import SharedMemoryRegion
 from jaxport.protocol import codecs, dtypes
-from jaxport.protocol.errors import ProtocolError
+from jaxport.protocol.errors import InvalidArgumentError, ProtocolError
 from jaxport.protocol.gen.inference import grpc_service_pb2 as pb
 from jaxport.protocol.gen.inference import grpc_service_pb2_grpc as pb_grpc
 from jaxport.protocol.gen.inference import model_config_pb2
@@ -32,6 +33,7 @@ __all__ = [
     "ModelIndex",
     "ModelMetadata",
     "ServerMetadata",
+    "SharedMemoryStatus",
     "TensorMetadata",
 ]
 
@@ -135,14 +137,34 @@ class InferResult:
         return self.outputs[name]
 
     @classmethod
-    def from_response(cls, response: pb.ModelInferResponse) -> InferResult:
+    def from_response(cls, response: pb.ModelInferResponse,
+                      shared_memory: codecs.SharedMemoryResolver | None = None) -> InferResult:
+        """Outputs the server put in shared memory are read (copied) through `shared_memory`."""
         return cls(
             model_name=response.model_name,
             model_version=response.model_version,
             id=response.id,
-            outputs=codecs.decode_infer_response(response),
+            outputs=codecs.decode_infer_response(response, shared_memory),
             parameters=codecs.from_parameters(response.parameters),
         )
+
+
+@dataclass(frozen=True)
+class SharedMemoryStatus:
+    """One registered system shared-memory region, as the server reports it."""
+
+    name: str
+    key: str
+    offset: int
+    byte_size: int
+
+
+Placement = SharedMemoryRegion | tuple[SharedMemoryRegion, int]
+"""Where a tensor goes in shared memory: a region (offset 0) or (region, offset)."""
+
+
+def _placed(where: Placement) -> tuple[SharedMemoryRegion, int]:
+    return where if isinstance(where, tuple) else (where, 0)
 
 
 def _read_pem(value: bytes | str | Path | None) -> bytes | None:
@@ -307,14 +329,67 @@ class InferenceClient:
         raw: bool = True,
         parameters: Mapping[str, codecs.ParameterValue] | None = None,
         timeout: float | None = None,
+        shared_memory_inputs: Mapping[str, Placement] | None = None,
+        shared_memory_outputs: Mapping[str, Placement] | None = None,
     ) -> InferResult:
         """Run one inference. outputs: names to return (None = all); raw=False sends typed
-        `contents` instead of raw bytes (not possible for FP16/BF16)."""
+        `contents` instead of raw bytes (not possible for FP16/BF16).
+
+        Shared memory (server on this host with the extension on, regions registered with
+        `register_system_shared_memory`): inputs named in `shared_memory_inputs` are written
+        into their region and sent by reference; outputs named in `shared_memory_outputs` are
+        requested into their region (from the offset to its end) and read back from it.
+        """
+        regions: dict[str, SharedMemoryRegion] = {}
+        in_refs: dict[str, codecs.SharedMemoryRef] = {}
+        for name, where in (shared_memory_inputs or {}).items():
+            if name not in inputs:
+                raise InvalidArgumentError(f"input '{name}': given a shared memory region but "
+                                           "no array")
+            region, offset = _placed(where)
+            regions[region.name] = region
+            in_refs[name] = region.write(inputs[name], offset)
+        out_refs: dict[str, codecs.SharedMemoryRef] = {}
+        for name, where in (shared_memory_outputs or {}).items():
+            region, offset = _placed(where)
+            regions[region.name] = region
+            out_refs[name] = codecs.SharedMemoryRef(region.name, region.byte_size - offset,
+                                                    offset)
         request = codecs.build_infer_request(
             model, inputs, outputs=outputs, version=version, request_id=request_id, raw=raw,
-            parameters=parameters,
+            parameters=parameters, input_shared_memory=in_refs, output_shared_memory=out_refs,
         )
-        return InferResult.from_response(self._call(self._stub.ModelInfer, request, timeout))
+
+        def resolve(kind: str, tensor: str, ref: codecs.SharedMemoryRef) -> memoryview:
+            if ref.region not in regions:
+                raise InvalidArgumentError(f"{kind} '{tensor}': the server put it in shared "
+                                           f"memory region '{ref.region}', not mapped here")
+            return regions[ref.region].resolve(kind, tensor, ref)
+
+        return InferResult.from_response(self._call(self._stub.ModelInfer, request, timeout),
+                                         resolve)
+
+    # --- system shared memory ----------------------------------------------------------------
+
+    def register_system_shared_memory(self, region: SharedMemoryRegion, *,
+                                      timeout: float | None = None) -> None:
+        """Tell the server about `region` (same host; `jaxport serve --system-shared-memory`)."""
+        self._call(self._stub.SystemSharedMemoryRegister, pb.SystemSharedMemoryRegisterRequest(
+            name=region.name, key=region.key, offset=0, byte_size=region.byte_size), timeout)
+
+    def unregister_system_shared_memory(self, name: str = "", *,
+                                        timeout: float | None = None) -> None:
+        """Forget one region on the server, or all of them (empty name)."""
+        self._call(self._stub.SystemSharedMemoryUnregister,
+                   pb.SystemSharedMemoryUnregisterRequest(name=name), timeout)
+
+    def system_shared_memory_status(self, name: str = "", *, timeout: float | None = None
+                                    ) -> dict[str, SharedMemoryStatus]:
+        """Registered regions by name (one, or all when `name` is empty)."""
+        response = self._call(self._stub.SystemSharedMemoryStatus,
+                              pb.SystemSharedMemoryStatusRequest(name=name), timeout)
+        return {k: SharedMemoryStatus(v.name, v.key, v.offset, v.byte_size)
+                for k, v in sorted(response.regions.items())}
 
     def stream_infer(
         self,

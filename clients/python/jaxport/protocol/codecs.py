@@ -508,18 +508,42 @@ def build_infer_request(
     request_id: str = "",
     raw: bool = True,
     parameters: Mapping[str, ParameterValue] | None = None,
+    input_shared_memory: Mapping[str, SharedMemoryRef] | None = None,
+    output_shared_memory: Mapping[str, SharedMemoryRef] | None = None,
 ) -> pb.ModelInferRequest:
-    """A ModelInferRequest from named arrays (raw bytes by default, typed contents if raw=False)."""
+    """A ModelInferRequest from named arrays (raw bytes by default, typed contents if raw=False).
+
+    Inputs named in `input_shared_memory` carry only their reference (the caller has put their
+    bytes in the region); outputs named in `output_shared_memory` are requested into their
+    region (and are requested even when `outputs` does not list them).
+    """
     request = pb.ModelInferRequest(model_name=model, model_version=version, id=request_id)
     if parameters:
         to_parameters(parameters, request.parameters)
+    in_shm = input_shared_memory or {}
+    out_shm = output_shared_memory or {}
+    for name in in_shm:
+        if name not in inputs:
+            raise InvalidArgumentError(f"input '{_show(name)}': given a shared memory region "
+                                       "but not an array (its shape and datatype)")
     for name, value in inputs.items():
+        if name in in_shm:
+            array = np.asarray(value)
+            try:
+                row = dtypes.by_numpy(array.dtype)
+            except dtypes.UnsupportedDtypeError as exc:
+                raise InvalidArgumentError(f"input '{_show(name)}': {exc}") from None
+            tensor = request.inputs.add(name=name, datatype=row.datatype, shape=array.shape)
+            to_parameters(in_shm[name].parameters(), tensor.parameters)
+            continue
         tensor, data = encode_input(name, value, raw=raw)
         request.inputs.append(tensor)
         if data is not None:
             request.raw_input_contents.append(data)
-    for name in outputs or ():
-        request.outputs.add(name=name)
+    for name in [*(outputs or ()), *(n for n in out_shm if n not in (outputs or ()))]:
+        requested = request.outputs.add(name=name)
+        if name in out_shm:
+            to_parameters(out_shm[name].parameters(), requested.parameters)
     return request
 
 
