@@ -22,6 +22,34 @@ def process_cpu_s(pid: int) -> float:
     return (utime + stime) / _TICKS
 
 
+def thread_cpu_s(pid: int) -> dict[int, tuple[str, float]]:
+    """Per live thread of `pid`: tid -> (thread name, user + system CPU seconds).
+
+    Threads that exited are missing, so sums can fall short of `process_cpu_s`.
+    """
+    out: dict[int, tuple[str, float]] = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            text = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
+        except OSError:  # the thread exited meanwhile
+            continue
+        name = text[text.index("(") + 1 : text.rindex(")")]
+        fields = text[text.rindex(")") + 2 :].split()
+        out[int(tid)] = (name, (int(fields[11]) + int(fields[12])) / _TICKS)
+    return out
+
+
+def cpu_by_thread_kind(before: dict[int, tuple[str, float]],
+                       after: dict[int, tuple[str, float]]) -> dict[str, float]:
+    """CPU seconds between two `thread_cpu_s` samples, split into XLA's threads (names
+    starting `tf_`: execution and its intra-op pool) and everything else (gRPC, Python)."""
+    split = {"xla": 0.0, "other": 0.0}
+    for tid, (name, cpu) in after.items():
+        spent = cpu - before.get(tid, (name, 0.0))[1]
+        split["xla" if name.startswith("tf_") else "other"] += spent
+    return split
+
+
 def process_rss_bytes(pid: int) -> tuple[int, int]:
     """(current RSS, peak RSS) of `pid` in bytes from /proc/<pid>/status."""
     cur = peak = 0
