@@ -229,7 +229,8 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
 
     def _resolve(self, kind: str, tensor: str, ref: codecs.SharedMemoryRef) -> memoryview:
         """The codecs' SharedMemoryResolver: the registry's bytes, or the disabled error."""
-        return self._registry(f"{kind} '{tensor}' uses shared memory").resolve(kind, tensor, ref)
+        return self._registry(f"{kind} '{tensor[:64]}' uses shared memory").resolve(
+            kind, tensor, ref)
 
     def SystemSharedMemoryStatus(self, request: pb.SystemSharedMemoryStatusRequest,
                                  context: grpc.ServicerContext

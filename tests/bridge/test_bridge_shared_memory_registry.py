@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from jaxport.bridge.settings import Settings
-from jaxport.bridge.shared_memory import SharedMemoryRegistry, key_file_name
+from jaxport.bridge.shared_memory import SharedMemoryRegistry, disabled_error, key_file_name
 from jaxport.protocol import codecs
 from jaxport.protocol.errors import (
     AlreadyExistsError,
@@ -206,3 +206,11 @@ def test_setting_flag_env_and_default(tmp_path: Path) -> None:
                               {}).system_shared_memory is True
     assert Settings.from_argv(["--repository", str(tmp_path)],
                               {"JAXPORT_SYSTEM_SHARED_MEMORY": "1"}).system_shared_memory is True
+
+
+def test_disabled_error_names_the_flag_and_stays_short() -> None:
+    err = disabled_error("input '" + "x" * 100_000 + "' uses shared memory")
+    assert err.code == "FAILED_PRECONDITION"
+    assert "--system-shared-memory" in err.message
+    assert "JAXPORT_SYSTEM_SHARED_MEMORY=1" in err.message
+    assert len(err.message) < 600
