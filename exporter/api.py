@@ -13,6 +13,7 @@ Pipeline (each step its own function so later features wrap one step, not the wh
 from __future__ import annotations
 
 import contextlib
+import errno
 import importlib.metadata
 import json
 import os
@@ -474,6 +475,10 @@ def _fsync_path(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
+    except OSError as exc:
+        # Some file systems cannot fsync a directory; they give what guarantee they can.
+        if not (exc.errno in (errno.EINVAL, errno.ENOTSUP) and path.is_dir()):
+            raise
     finally:
         os.close(fd)
 
@@ -664,7 +669,7 @@ def export(
 def _background() -> ThreadPoolExecutor:
     """Threads for work that overlaps the export's own: checksums, early fsyncs (hashlib and
     fsync release the GIL). Leaving its `with` waits for everything submitted."""
-    return ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 1),
+    return ThreadPoolExecutor(max_workers=min(8, max(2, os.cpu_count() or 1)),
                               thread_name_prefix="jaxport-export")
 
 

@@ -206,3 +206,27 @@ def test_params_on_two_devices_are_gathered_on_one_for_goldens(tmp_path):
     proc = subprocess.run([sys.executable, "-c", _TWO_DEVICES, str(tmp_path / "art")],
                           capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-2000:]
+
+
+def test_a_directory_fsync_the_file_system_refuses_is_tolerated_a_file_fsync_is_not(
+        tmp_path, monkeypatch):
+    import errno
+
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "f").write_bytes(b"x")
+    real_fsync = os.fsync
+
+    def no_dir_fsync(fd: int) -> None:
+        if os.path.isdir(os.readlink(f"/proc/self/fd/{fd}")):
+            raise OSError(errno.EINVAL, "Invalid argument")
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", no_dir_fsync)
+    api.fsync_tree(tmp_path)  # directories refused: tolerated
+
+    def no_file_fsync(fd: int) -> None:
+        raise OSError(errno.EINVAL, "Invalid argument")
+
+    monkeypatch.setattr(os, "fsync", no_file_fsync)
+    with pytest.raises(OSError, match="Invalid argument"):
+        api.fsync_tree(tmp_path)  # a file that cannot be made durable fails the export
