@@ -230,3 +230,23 @@ def test_a_directory_fsync_the_file_system_refuses_is_tolerated_a_file_fsync_is_
     monkeypatch.setattr(os, "fsync", no_file_fsync)
     with pytest.raises(OSError, match="Invalid argument"):
         api.fsync_tree(tmp_path)  # a file that cannot be made durable fails the export
+
+
+def test_slab_writes_of_a_big_array_round_trip_and_report_progress(tmp_path, monkeypatch):
+    """Arrays above the slab size go to TensorStore in chunk-aligned slabs, edge chunk too."""
+    import json
+
+    from jaxport.exporter.progress import Progress
+
+    monkeypatch.setattr(weights, "_SLAB_BYTES", 1 << 20)
+    big = np.arange(10_000 * 1024, dtype=np.float32).reshape(10_000, 1024)  # 39 MiB: 3 chunks
+    progress = Progress(quiet=True)
+    progress.start_bytes("w", big.nbytes)
+    spec = weights.write_parameter(tmp_path, "weights/big", big, progress)
+    assert progress._done == big.nbytes
+    files = [p for p in (tmp_path / "weights" / "big" / "c").rglob("*") if p.is_file()]
+    assert len(files) == 3
+    arg = manifest_pb2.Argument(name="big", shape=list(big.shape),
+                                dtype=manifest.dtype_message(np.float32),
+                                tensorstore_spec_json=json.dumps(spec))
+    np.testing.assert_array_equal(weights.read_parameter(tmp_path, arg), big)
