@@ -579,6 +579,11 @@ def export(
     `inputs` maps each input name to a `jax.ShapeDtypeStruct` with a fixed shape, in the
     order `fn` takes them. Raises ExportError (one line) for every user mistake.
 
+    Memory: `jax.Array` params (from training or an Orbax restore) are used in place, for the
+    weights and the goldens alike; numpy params are copied to the device once for the goldens
+    (about one more copy of the parameters) unless their buffers are 64-byte aligned. The
+    artifact is fsync'd before it is renamed into `out_dir`: whole or absent after a crash.
+
     `batch_sizes` (e.g. (1, 8, 32)) exports one fixed-shape program per size: dimension 0 of
     EVERY input is the batch dimension (its value in `inputs` is replaced by each size) and
     every output must have it too. Programs are `model.b<N>.{mlirbc,mlir,jaxexport}`, share
