@@ -33,19 +33,27 @@ def markdown(results: dict[str, Any]) -> str:
         "",
         "## Closed loop, MLP 512-2048-2048-512 f32, batch-1 requests",
         "",
+        "Server CPU is split by thread: XLA's (`tf_*`: execution and its intra-op pool) and the "
+        "rest (gRPC, Python); threads that exit during a level are in the total only. Rows/exec "
+        "= real rows per program execution (ModelStatistics), i.e. how full dynamic batches are.",
+        "",
         "| configuration | conc. | req/s | p50 ms | p90 ms | p99 ms | errors | server CPU ms/req "
-        "| client CPU ms/req |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| of which XLA / other | client CPU ms/req | rows/exec |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
+
+    def ms(v: float | None) -> str:
+        return _f(None if v is None else v * 1e3, 3)
+
     for cfg in results["configs"]:
         for lv in cfg["levels"]:
-            cpu = lv.get("server_cpu_s_per_req")
-            ccpu = lv.get("client_cpu_s_per_req")
+            xla, other = lv.get("server_xla_cpu_s_per_req"), lv.get("server_other_cpu_s_per_req")
+            split = "-" if xla is None or other is None else f"{ms(xla)} / {ms(other)}"
             lines.append(
                 f"| {cfg['name']} | {lv['concurrency']} | {lv['rps']:.0f} | {_f(lv['p50_ms'])} "
                 f"| {_f(lv['p90_ms'])} | {_f(lv['p99_ms'])} | {lv['errors'] + lv['mismatches']} "
-                f"| {_f(None if cpu is None else cpu * 1e3, 3)} "
-                f"| {_f(None if ccpu is None else ccpu * 1e3, 3)} |"
+                f"| {ms(lv.get('server_cpu_s_per_req'))} | {split} "
+                f"| {ms(lv.get('client_cpu_s_per_req'))} | {_f(lv.get('rows_per_execution'), 1)} |"
             )
     if results.get("large"):
         lines += [

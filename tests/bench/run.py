@@ -187,16 +187,27 @@ def bridge_cmd(repo: Path, *extra: str) -> list[str]:
 def grpc_levels(pool: ProcessPoolExecutor, srv: Server, requests: list[bytes],
                 expected: list[dict], levels: Sequence[int], duration: float, warmup: float,
                 tol: dict[str, float]) -> list[dict[str, Any]]:
-    """Each concurrency level: closed loop from the load process, server CPU from /proc."""
+    """Each concurrency level: closed loop from the load process, server CPU from /proc (also
+    split by thread: XLA's vs the rest), and rows per program execution (ModelStatistics)."""
     rows = []
+    model = _model_of(requests[0])
     for conc in levels:
         spec = load_mod.LoadSpec(srv.target, requests, expected, conc, duration, warmup, **tol)
+        stats0 = _execution_counts(srv.target, model)
         cpu0 = sysinfo.process_cpu_s(srv.pid)
+        threads0 = sysinfo.thread_cpu_s(srv.pid)
         res: load_mod.LoadResult = pool.submit(load_mod.run_grpc_load, spec).result()
         cpu1 = sysinfo.process_cpu_s(srv.pid)
+        split = sysinfo.cpu_by_thread_kind(threads0, sysinfo.thread_cpu_s(srv.pid))
+        stats1 = _execution_counts(srv.target, model)
         row = res.summary()
-        row["server_cpu_s_per_req"] = (cpu1 - cpu0) / res.completed_total if (
-            res.completed_total) else None
+        n = res.completed_total
+        row["server_cpu_s_per_req"] = (cpu1 - cpu0) / n if n else None
+        row["server_xla_cpu_s_per_req"] = split["xla"] / n if n else None
+        # XLA's threads live as long as the process; other threads may exit mid-level.
+        row["server_other_cpu_s_per_req"] = (cpu1 - cpu0 - split["xla"]) / n if n else None
+        if stats0 and stats1 and stats1[1] > stats0[1]:
+            row["rows_per_execution"] = (stats1[0] - stats0[0]) / (stats1[1] - stats0[1])
         row["loadavg_1m"] = os.getloadavg()[0]
         rows.append(row)
         log(f"  c={conc}: {row['rps']:.0f} req/s p50 {row['p50_ms'] or 0:.2f} ms "
@@ -205,17 +216,49 @@ def grpc_levels(pool: ProcessPoolExecutor, srv: Server, requests: list[bytes],
     return rows
 
 
+def _model_of(serialized_request: bytes) -> str:
+    from jaxport.protocol.gen.inference import grpc_service_pb2 as pb
+
+    return pb.ModelInferRequest.FromString(serialized_request).model_name
+
+
+def _execution_counts(target: str, model: str) -> tuple[int, int] | None:
+    """(inference_count, execution_count) of `model` from ModelStatistics; None for a server
+    without statistics (the transport floor answers them from its cache-less base too)."""
+    import grpc
+    from jaxport.protocol.gen.inference import grpc_service_pb2 as pb
+    from jaxport.protocol.gen.inference import grpc_service_pb2_grpc as pb_grpc
+
+    with grpc.insecure_channel(target) as channel:
+        try:
+            stats = pb_grpc.GRPCInferenceServiceStub(channel).ModelStatistics(
+                pb.ModelStatisticsRequest(name=model), timeout=10)
+        except grpc.RpcError:
+            return None
+    total = [(s.inference_count, s.execution_count) for s in stats.model_stats]
+    return (sum(i for i, _ in total), sum(e for _, e in total)) if total else None
+
+
 def _compute_floor_worker(artifact: str, xs: list[np.ndarray], expected: list[dict],
                           levels: Sequence[int], duration: float, warmup: float,
-                          tol: dict[str, float]) -> list[dict[str, Any]]:
+                          tol: dict[str, float], dispatch: str = "async"
+                          ) -> list[dict[str, Any]]:
     """In a fresh process: deserialize the artifact's Exported, params resident, jit once,
-    then a closed loop of threads calling it directly (no gRPC)."""
+    then a closed loop of threads calling it directly (no gRPC).
+
+    `dispatch`: "async" (JAX's default: XLA's execute threads run the program) or "sync" (the
+    calling thread runs it, as in the bridge). Neither wins everywhere: sync is faster alone,
+    async when many threads call at once with no admission control.
+    """
     import jax
     from jax import export as jax_export
+    from jaxport.bridge import runtime
     from jaxport.exporter import manifest as manifest_io
     from jaxport.exporter import weights as weights_io
     from jaxport.protocol.gen.jaxport.v1 import manifest_pb2
 
+    runtime.configure_jax()  # the bridge's settings, then the dispatch mode under test
+    jax.config.update("jax_cpu_enable_async_dispatch", dispatch == "async")
     path = Path(artifact)
     manifest = manifest_io.load(path)
     program = manifest.programs[0]
@@ -245,10 +288,16 @@ def _compute_floor_worker(artifact: str, xs: list[np.ndarray], expected: list[di
     rows = []
     for conc in levels:
         cpu0 = time.process_time()
+        threads0 = sysinfo.thread_cpu_s(os.getpid())
         res = load_mod.run_inprocess_load(call, conc, duration, warmup)
         cpu = time.process_time() - cpu0
+        split = sysinfo.cpu_by_thread_kind(threads0, sysinfo.thread_cpu_s(os.getpid()))
         row = res.summary()
-        row["server_cpu_s_per_req"] = cpu / res.completed_total if res.completed_total else None
+        n = res.completed_total
+        row["server_cpu_s_per_req"] = cpu / n if n else None
+        row["server_xla_cpu_s_per_req"] = split["xla"] / n if n else None
+        row["server_other_cpu_s_per_req"] = (cpu - split["xla"]) / n if n else None
+        row["dispatch"] = dispatch
         row["client_cpu_s_per_req"] = None  # caller and callee are the same process
         rows.append(row)
     return rows
@@ -436,6 +485,20 @@ def _level(cfg: dict[str, Any], conc: int) -> dict[str, Any] | None:
     return next((lv for lv in cfg["levels"] if lv["concurrency"] == conc), None)
 
 
+def _two_core_ceiling(results: dict[str, Any], compute: dict[str, Any] | None,
+                      transport: dict[str, Any] | None) -> float | None:
+    """Requests/s no bridge can exceed here: the machine's cores divided by the CPU one request
+    needs at least, i.e. the computation (compute floor) plus the transport's server and
+    client side (transport floor), all sharing the same cores."""
+    if not (compute and transport):
+        return None
+    parts = (compute.get("server_cpu_s_per_req"), transport.get("server_cpu_s_per_req"),
+             transport.get("client_cpu_s_per_req"))
+    if not all(parts):
+        return None
+    return results["machine"]["affinity"] / sum(parts)
+
+
 def evaluate_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     """Issue 5's targets as ratios from this run."""
     by = {c["name"]: c for c in results["configs"]}
@@ -464,6 +527,15 @@ def evaluate_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
             if all(parts):
                 add(f"(diagnostic) c=16 {bridge} server CPU/req / (compute + transport "
                     "CPU/req)", parts[0] / (parts[1] + parts[2]), "-", None)
+            ceiling = _two_core_ceiling(results, lc, lt)
+            if ceiling:
+                add(f"(diagnostic) c=16 {bridge} rps / ceiling of any bridge on these cores",
+                    lb["rps"] / ceiling, "-", None)
+    lc, lt = _level(comp, 16) if comp else None, _level(tran, 16) if tran else None
+    ceiling = _two_core_ceiling(results, lc, lt) if lc and lt else None
+    if ceiling and lc and lt:
+        add("(diagnostic) c=16 ceiling of any bridge on these cores / min(transport, compute) "
+            "rps", ceiling / min(lc["rps"], lt["rps"]), "-", None)
     for row in results.get("large", []):
         if row["mib"] == 16:
             add("16 MiB ModelInfer MB/s / memcpy MB/s (over the wire)", row["pct_memcpy"] / 100,
@@ -479,6 +551,9 @@ def evaluate_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
         if lb["p99_ms"] and ln["p99_ms"]:
             r = lb["p99_ms"] / ln["p99_ms"]
             add("c=64 batching p99 / no-batching p99", r, "<= 2.00", r <= 2)
+        if lb.get("rows_per_execution"):
+            add(f"(diagnostic) c=64 batching: real rows per program execution (largest "
+                f"program {max(BATCH_SIZES)})", lb["rows_per_execution"], "-", None)
     e = results.get("exporter") or {}
     if "weights_vs_np_save" in e:
         add("exporter weight write / np.save throughput (neither fsyncs)",
@@ -560,14 +635,17 @@ def main(argv: Sequence[str] | None = None) -> int:
                     log("compute floor (in-process)")
                     xs = [np.frombuffer(_raw_input(r), "<f4").reshape(1, models.MLP_IN)
                           for r in reqs]
-                    with ProcessPoolExecutor(1, mp_context=ctx) as cpool:
-                        rows = cpool.submit(_compute_floor_worker, str(repo / "mlp" / "1"), xs,
-                                            expected, levels, args.duration, args.warmup,
-                                            MLP_TOL).result()
-                    for lv in rows:
-                        log(f"  c={lv['concurrency']}: {lv['rps']:.0f} req/s p50 "
-                            f"{lv['p50_ms'] or 0:.2f} ms errors {lv['errors']}")
-                    collect("compute floor", rows)
+                    # Both XLA CPU dispatch modes, each in a fresh process; every level keeps
+                    # the better one (best_of_rounds), so the floor is the best in-process call.
+                    for dispatch in ("async", "sync"):
+                        with ProcessPoolExecutor(1, mp_context=ctx) as cpool:
+                            rows = cpool.submit(_compute_floor_worker, str(repo / "mlp" / "1"),
+                                                xs, expected, levels, args.duration,
+                                                args.warmup, MLP_TOL, dispatch).result()
+                        for lv in rows:
+                            log(f"  {dispatch} dispatch c={lv['concurrency']}: {lv['rps']:.0f} "
+                                f"req/s p50 {lv['p50_ms'] or 0:.2f} ms errors {lv['errors']}")
+                        collect("compute floor", rows)
 
                 floor_cmd = [sys.executable, "-m", "tests.bench.floor_server", "--repository",
                              str(repo), "--port", "0", "--metrics-port", "-1",

@@ -42,7 +42,8 @@ def thread_cpu_s(pid: int) -> dict[int, tuple[str, float]]:
 def cpu_by_thread_kind(before: dict[int, tuple[str, float]],
                        after: dict[int, tuple[str, float]]) -> dict[str, float]:
     """CPU seconds between two `thread_cpu_s` samples, split into XLA's threads (names
-    starting `tf_`: execution and its intra-op pool) and everything else (gRPC, Python)."""
+    starting `tf_`: execution and its intra-op pool) and every other live thread (gRPC,
+    Python); for "other", prefer process total minus "xla" (threads that exited count too)."""
     split = {"xla": 0.0, "other": 0.0}
     for tid, (name, cpu) in after.items():
         spent = cpu - before.get(tid, (name, 0.0))[1]
