@@ -7,7 +7,11 @@ model's own cost per request. The bench's closed-loop client drives each at conc
 1, 16 and 64, alternating the two for `--rounds` rounds; the table reports req/s, p50 and
 server CPU per request.
 
-Run: `.venv/bin/python -m tests.bench.server_model [--seconds 3] [--rounds 2]`.
+`--sleep-ms 0,2` also makes the handler sleep (no CPU) before answering: what merely waiting
+as long as a computation costs gRPC and the machine (wake-ups on both sides, idle cores), which
+the floors never pay and the bridge always does.
+
+Run: `.venv/bin/python -m tests.bench.server_model [--seconds 3] [--rounds 2] [--sleep-ms 0]`.
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ def _response() -> Any:
     return response
 
 
-def _serve(kind: str, ports: Queue) -> None:
+def _serve(kind: str, ports: Queue, sleep_s: float = 0.0) -> None:
     """Child process: serve until terminated, report the bound port on `ports`."""
     import grpc
     from jaxport.protocol.gen.inference import grpc_service_pb2_grpc as pb_grpc
@@ -48,6 +52,8 @@ def _serve(kind: str, ports: Queue) -> None:
     if kind == "thread pool":
         class Sync(pb_grpc.GRPCInferenceServiceServicer):
             def ModelInfer(self, request: Any, context: Any) -> Any:
+                if sleep_s:
+                    time.sleep(sleep_s)
                 return response
 
         server = grpc.server(futures.ThreadPoolExecutor(128), maximum_concurrent_rpcs=128)
@@ -59,6 +65,8 @@ def _serve(kind: str, ports: Queue) -> None:
 
     class Async(pb_grpc.GRPCInferenceServiceServicer):
         async def ModelInfer(self, request: Any, context: Any) -> Any:
+            if sleep_s:
+                await asyncio.sleep(sleep_s)
             return response
 
     async def main() -> None:
@@ -80,6 +88,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--seconds", type=float, default=3.0, help="measured seconds per level")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--levels", default="1,16,64")
+    ap.add_argument("--sleep-ms", default="0",
+                    help="comma list of handler sleeps before answering, in ms")
     args = ap.parse_args(argv)
 
     request = pb.ModelInferRequest(model_name="mlp", id="r")
@@ -87,14 +97,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     request.raw_input_contents.append(np.zeros((1, models.MLP_IN), "<f4").tobytes())
     expected = [{"y": np.ones(SHAPE, np.float32)}]
     ctx = multiprocessing.get_context("spawn")
-    print("| round | server model | conc. | req/s | p50 ms | server CPU ms/req | "
-          "client CPU ms/req | errors |\n|---:|---|---:|---:|---:|---:|---:|---:|", flush=True)
+    print("| round | server model | handler sleep ms | conc. | req/s | p50 ms | "
+          "server CPU ms/req | client CPU ms/req | errors |\n"
+          "|---:|---|---:|---:|---:|---:|---:|---:|---:|", flush=True)
     with ProcessPoolExecutor(1, mp_context=ctx) as pool:
         pool.submit(time.sleep, 0).result()
         for rnd in range(1, args.rounds + 1):
-            for kind in ("thread pool", "asyncio"):
+            for kind, sleep_ms in ((k, float(s)) for s in args.sleep_ms.split(",")
+                                   for k in ("thread pool", "asyncio")):
                 ports: Queue = ctx.Queue()
-                proc = ctx.Process(target=_serve, args=(kind, ports), daemon=True)
+                proc = ctx.Process(target=_serve, args=(kind, ports, sleep_ms / 1e3),
+                                   daemon=True)
                 proc.start()
                 try:
                     target = f"127.0.0.1:{ports.get(timeout=60)}"
@@ -105,7 +118,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         res = pool.submit(load_mod.run_grpc_load, spec).result()
                         cpu = sysinfo.process_cpu_s(proc.pid) - cpu0
                         s, n = res.summary(), max(1, res.completed_total)
-                        print(f"| {rnd} | {kind} | {conc} | {s['rps']:.0f} | {s['p50_ms']:.3f} "
+                        print(f"| {rnd} | {kind} | {sleep_ms:g} | {conc} | {s['rps']:.0f} "
+                              f"| {s['p50_ms']:.3f} "
                               f"| {1e3 * cpu / n:.3f} | {1e3 * res.client_cpu_s / n:.3f} "
                               f"| {s['errors'] + s['mismatches']} |", flush=True)
                 finally:
