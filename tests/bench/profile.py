@@ -2,7 +2,7 @@
 while the bench's closed-loop client drives it, then prints the hottest functions.
 
 Usage: `.venv/bin/python -m tests.bench.profile [--model mlp|mlp_batched|ew16]
-[--concurrency 16] [--seconds 8] [-- extra jaxport serve flags]` (needs `pip install py-spy`).
+[--concurrency 16] [--seconds 8] [--gil] [-- extra jaxport serve flags]` (needs `pip install py-spy`).
 Self time = samples whose innermost frame is the function; total = samples where it is on the
 stack. Idle threads (waiting on a lock, condition or epoll) are excluded (py-spy default).
 """
@@ -84,6 +84,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--model", default="mlp")
     ap.add_argument("--concurrency", type=int, default=16)
     ap.add_argument("--seconds", type=float, default=8.0)
+    ap.add_argument("--gil", action="store_true",
+                    help="sample only the thread holding the GIL: what saturates the one core "
+                         "Python code can use")
     ap.add_argument("serve_flags", nargs="*")
     args = ap.parse_args(argv)
     pyspy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
@@ -102,7 +105,8 @@ def main(argv: list[str] | None = None) -> int:
             out = work / "profile.txt"
             subprocess.run([pyspy, "record", "--pid", str(srv.pid), "--duration",
                             str(int(args.seconds)), "--rate", "200", "--format", "raw",
-                            "--output", str(out), "--nonblocking"], check=True,
+                            "--output", str(out), "--nonblocking",
+                            *(["--gil"] if args.gil else [])], check=True,
                            capture_output=True)
             summary = load.result().summary()
         print(f"model {args.model}, concurrency {args.concurrency}: {summary['rps']:.0f} req/s, "
