@@ -2,7 +2,8 @@
 while the bench's closed-loop client drives it, then prints the hottest functions.
 
 Usage: `.venv/bin/python -m tests.bench.profile [--model mlp|mlp_batched|ew16]
-[--concurrency 16] [--seconds 8] [--gil] [-- extra jaxport serve flags]` (needs `pip install py-spy`).
+[--concurrency 16] [--seconds 8] [--gil] [-- extra jaxport serve flags]`
+(needs `pip install py-spy`).
 Self time = samples whose innermost frame is the function; total = samples where it is on the
 stack. Idle threads (waiting on a lock, condition or epoll) are excluded (py-spy default).
 """
