@@ -11,6 +11,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -53,20 +55,22 @@ def elementwise_params() -> dict[str, np.ndarray]:
     return {"scale": np.float32(2.0), "shift": np.float32(0.5)}
 
 
+def _big_arrays(total_bytes: int, arrays: int, seed: int) -> Iterator[tuple[str, np.ndarray]]:
+    """(name, array) pairs of `total_bytes` f32 in `arrays` square-ish random matrices, made
+    one at a time so a caller that converts and drops each holds one host array at most."""
+    rows = total_bytes // arrays // 4 // 4096
+    rng = np.random.default_rng(seed)
+    for i in range(arrays):
+        a = np.empty((rows, 4096), dtype=np.float32)
+        rng.random(out=a, dtype=np.float32)
+        yield f"w{i:02d}", a
+
+
 def big_params(
     total_bytes: int = 1 << 30, arrays: int = 16, seed: int = 0
 ) -> dict[str, np.ndarray]:
     """`total_bytes` of f32 parameters in `arrays` square-ish matrices (random, incompressible)."""
-    per = total_bytes // arrays // 4
-    cols = 4096
-    rows = per // cols
-    rng = np.random.default_rng(seed)
-    out: dict[str, np.ndarray] = {}
-    for i in range(arrays):
-        a = np.empty((rows, cols), dtype=np.float32)
-        rng.random(out=a, dtype=np.float32)
-        out[f"w{i:02d}"] = a
-    return out
+    return dict(_big_arrays(total_bytes, arrays, seed))
 
 
 def big_params_jax(
@@ -74,17 +78,8 @@ def big_params_jax(
 ) -> dict[str, jax.Array]:
     """`big_params`' values as `jax.Array`s on the default device, like params from training or
     an Orbax restore; built one array at a time so at most one host array exists at once."""
-    per = total_bytes // arrays // 4
-    cols = 4096
-    rows = per // cols
-    rng = np.random.default_rng(seed)
-    out: dict[str, jax.Array] = {}
-    for i in range(arrays):
-        a = np.empty((rows, cols), dtype=np.float32)
-        rng.random(out=a, dtype=np.float32)
-        out[f"w{i:02d}"] = jax.block_until_ready(jax.device_put(a))
-        del a
-    return out
+    return {name: jax.block_until_ready(jax.device_put(a))
+            for name, a in _big_arrays(total_bytes, arrays, seed)}
 
 
 def big_params_fn(params: dict[str, jax.Array], x: jax.Array) -> jax.Array:
