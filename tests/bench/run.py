@@ -602,7 +602,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "machine": sysinfo.machine(),
         "settings": {"duration_s": args.duration, "warmup_s": args.warmup, "levels": levels,
                      "client": "1 separate process, grpc.aio, raw-bytes ModelInfer",
-                     "batch_sizes": list(BATCH_SIZES), "rounds": args.rounds},
+                     "batch_sizes": list(BATCH_SIZES), "rounds": args.rounds,
+                     "quick": args.quick},
         "configs": [],
         "large": [],
         "cold_start": {},
@@ -718,11 +719,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     png = base.with_suffix(".png")
     if results["configs"] and report.plot(results, png):
         log(f"plot {png}")
-    # Stable names for the latest run, so docs can link them.
-    for suffix in (".json", ".md", ".png"):
-        src = base.with_suffix(suffix)
-        if src.exists():
-            shutil.copyfile(src, args.out / f"latest{suffix}")
+    # Stable names for the latest full run, so docs can link them; a quick or partial run
+    # (--quick, --only) keeps only its timestamped files and never replaces them.
+    if not args.quick and not only:
+        for suffix in (".json", ".md", ".png"):
+            src = base.with_suffix(suffix)
+            if src.exists():
+                shutil.copyfile(src, args.out / f"latest{suffix}")
     print(md)
     log(f"done in {results['wall_s']:.0f} s; results in {base}.{{json,md,png}}")
     return 0
