@@ -2,10 +2,10 @@
 """`make conformance`: export the suite models, start a real bridge, run the Python, Go and Java
 runners over every case, stop the bridge by PID; exit 1 if any runner or case failed.
 
-    .venv/bin/python tests/conformance/run.py [--only python,go,java] [--pjrt python,go]
+    .venv/bin/python tests/conformance/run.py [--only python,go,java] [--pjrt python,go,java]
                                               [--secured python,go,java] [--keep]
 
-The Python and Go runners then run again against a second bridge started with `--engine pjrt`
+All three runners then run again against a second bridge started with `--engine pjrt`
 (the raw `model.mlirbc` bound from the manifest, like the C++ runtime): both engines must give
 every answer the cases expect. Finally all three runners run over mutual TLS (a CA, server and
 client certificates made for the run) with a bearer token, against a bridge that requires a
@@ -246,9 +246,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", default=",".join(LANGUAGES),
                         help="comma-separated languages to run (default: all three)")
-    parser.add_argument("--pjrt", default="python,go",
+    parser.add_argument("--pjrt", default="python,go,java",
                         help="languages to run again against a bridge with --engine pjrt "
-                             "(default: python,go; '' for none)")
+                             "(default: all; '' for none)")
     parser.add_argument("--secured", default="python,go,java",
                         help="languages to run again over mutual TLS with a bearer token against "
                              "a bridge that requires both, and once without a client "
