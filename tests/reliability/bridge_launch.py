@@ -1,6 +1,7 @@
 """Start a real bridge for a reliability test: `support.bridge.BridgeProcess` (port 0, stopped
 by PID), plus what these tests need on top: TLS servers (whose readiness cannot be probed over
-plaintext) and the server's resident memory."""
+plaintext, so they are probed over the caller's credentials) and the server's resident
+memory."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
+import grpc
 from support.bridge import BridgeProcess
 
 
@@ -21,14 +23,13 @@ def rss_kib(pid: int) -> int:
 
 @contextlib.contextmanager
 def start_bridge(
-    repository: Path, *args: str, env: dict[str, str] | None = None, tls: bool = False
+    repository: Path, *args: str, env: dict[str, str] | None = None,
+    credentials: grpc.ChannelCredentials | None = None,
 ) -> Iterator[BridgeProcess]:
-    """Run `jaxport serve --repository REPOSITORY --port 0 ... ARGS` until the block exits.
-
-    With `tls=True` only the reported port is awaited; the caller checks readiness over TLS.
-    """
+    """Run `jaxport serve --repository REPOSITORY --port 0 ... ARGS` until the block exits,
+    ready (health SERVING, probed over `credentials` for a TLS/mTLS bridge)."""
     bridge = BridgeProcess(repository, *args, env=env)
-    bridge.start(wait_ready=not tls)
+    bridge.start(credentials=credentials)
     try:
         yield bridge
     finally:

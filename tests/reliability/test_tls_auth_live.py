@@ -10,7 +10,7 @@ from bridge_launch import start_bridge
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2
 from jaxport.client import InferenceClient, InferenceServerError
-from live import fuzzy_request, make_repository, stub, wait_ready
+from live import fuzzy_request, make_repository, stub
 from rel_models import FUZZ_MODEL, fuzzy_expected
 
 TOKEN = "rel-test-token-6f1c2a"
@@ -30,24 +30,22 @@ def tls_token_bridge(tmp_path_factory, artifacts, pki):
     token_file = base / "token"
     token_file.write_text(TOKEN + "\n")
     token_file.chmod(0o600)
+    creds = grpc.ssl_channel_credentials(pki.read("ca_cert"))
     with start_bridge(repo, "--tls-cert", str(pki.server_cert), "--tls-key",
-                      str(pki.server_key), "--auth-token-file", str(token_file), tls=True) as b:
-        creds = grpc.ssl_channel_credentials(pki.read("ca_cert"))
-        with grpc.secure_channel(f"localhost:{b.port}", creds) as ch:
-            wait_ready(stub(ch))
+                      str(pki.server_key), "--auth-token-file", str(token_file),
+                      credentials=creds) as b:
         yield b
 
 
 @pytest.fixture(scope="module")
 def mtls_bridge(tmp_path_factory, artifacts, pki):
     repo = make_repository(tmp_path_factory.mktemp("mtls"), artifacts, [FUZZ_MODEL])
+    creds = grpc.ssl_channel_credentials(
+        pki.read("ca_cert"), pki.read("client_key"), pki.read("client_cert")
+    )
     with start_bridge(repo, "--tls-cert", str(pki.server_cert), "--tls-key",
-                      str(pki.server_key), "--tls-client-ca", str(pki.ca_cert), tls=True) as b:
-        creds = grpc.ssl_channel_credentials(
-            pki.read("ca_cert"), pki.read("client_key"), pki.read("client_cert")
-        )
-        with grpc.secure_channel(f"localhost:{b.port}", creds) as ch:
-            wait_ready(stub(ch))
+                      str(pki.server_key), "--tls-client-ca", str(pki.ca_cert),
+                      credentials=creds) as b:
         yield b
 
 
