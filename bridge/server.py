@@ -155,12 +155,20 @@ class Bridge:
 
 def _load(name: str, version: int, path: Path, *, settings: Settings) -> runtime.Model:
     model = runtime.load_model(name, version, path, engine=settings.engine)
-    if settings.batching and model.batch_sizes:
+    batching = settings.batching_for(name)
+    listed = any(m.name == name for m in settings.batching_models)
+    # --batching alone skips models without batch sizes; a model named in --batching-models
+    # must batch, so enable_batching's LoadError (naming the model) fails its load.
+    if batching is not None and (model.batch_sizes or listed):
+        if not model.batch_sizes:
+            raise runtime.LoadError(
+                f"{model.label} is named in --batching-models but was exported without "
+                "--batch-sizes; export it with batch sizes or drop it from the list")
+        delay_us, preferred = batching
         model.enable_batching(BatchingConfig(
             model.batch_sizes,
-            preferred_batch_sizes=[b for b in settings.preferred_batch_sizes
-                                   if b <= max(model.batch_sizes)],
-            max_queue_delay_us=settings.max_queue_delay_us,
+            preferred_batch_sizes=[b for b in preferred if b <= max(model.batch_sizes)],
+            max_queue_delay_us=delay_us,
             max_queue_size=settings.batch_queue_size,
         ))
     return model

@@ -57,6 +57,49 @@ def _optional_path(text: str) -> Path | None:
 
 
 @dataclass(frozen=True)
+class ModelBatching:
+    """Dynamic batching of one model: `None` fields fall back to the global settings."""
+
+    name: str
+    max_queue_delay_us: int | None = None
+    preferred_batch_sizes: tuple[int, ...] | None = None
+
+
+def _parse_batching_models(text: str) -> tuple[ModelBatching, ...]:
+    """`mlp:2000:8+32,ranker` -> one ModelBatching per comma-separated entry."""
+    out: list[ModelBatching] = []
+    for entry in (e.strip() for e in text.split(",")):
+        if not entry:
+            continue
+        parts = entry.split(":")
+        if len(parts) > 3 or not parts[0]:
+            raise ValueError(f"entry {entry!r}: expected NAME[:MAX_QUEUE_DELAY_US"
+                             "[:SIZE+SIZE...]], e.g. mlp:2000:8+32")
+        delay: int | None = None
+        if len(parts) > 1 and parts[1]:
+            try:
+                delay = int(parts[1])
+            except ValueError:
+                raise ValueError(f"entry {entry!r}: queue delay {parts[1]!r} is not an "
+                                 "integer number of microseconds") from None
+            if delay < 0:
+                raise ValueError(f"entry {entry!r}: queue delay must be >= 0")
+        sizes: tuple[int, ...] | None = None
+        if len(parts) > 2 and parts[2]:
+            try:
+                sizes = tuple(int(v) for v in parts[2].split("+"))
+            except ValueError:
+                raise ValueError(f"entry {entry!r}: preferred sizes {parts[2]!r} must be "
+                                 "integers joined by '+', e.g. 8+32") from None
+            if any(b < 1 for b in sizes):
+                raise ValueError(f"entry {entry!r}: preferred sizes must be positive")
+        if any(m.name == parts[0] for m in out):
+            raise ValueError(f"model {parts[0]!r} is listed twice")
+        out.append(ModelBatching(parts[0], delay, sizes))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
 class Settings:
     """Configuration of one bridge process (see `docs/bridge.md` for the full table)."""
 
@@ -131,6 +174,12 @@ class Settings:
     batch_queue_size: int = field(
         default=1024, metadata=_opt("batching: queued requests per model beyond which new "
                                     "ones get UNAVAILABLE"))
+    batching_models: tuple[ModelBatching, ...] = field(
+        default=(), metadata=_opt(
+            "dynamic batching per model: comma list of NAME[:MAX_QUEUE_DELAY_US[:SIZE+SIZE...]], "
+            "e.g. mlp:2000:8+32,ranker; alone, only these models batch; with --batching, these "
+            "are overrides for them; a listed model exported without --batch-sizes fails to load",
+            parse=_parse_batching_models))
     system_shared_memory: bool = field(
         default=False,
         metadata=_opt("Triton's system shared memory extension: same-host clients register "
@@ -168,6 +217,19 @@ class Settings:
                 f"--model-version-policy must be one of {VERSION_POLICIES}, "
                 f"got {self.model_version_policy!r}"
             )
+
+    def batching_for(self, model: str) -> tuple[int, tuple[int, ...]] | None:
+        """(max queue delay in us, preferred batch sizes) if `model` is to batch, else None."""
+        listed = next((m for m in self.batching_models if m.name == model), None)
+        if listed is None:
+            if not self.batching:
+                return None
+            return self.max_queue_delay_us, self.preferred_batch_sizes
+        delay = self.max_queue_delay_us if listed.max_queue_delay_us is None else (
+            listed.max_queue_delay_us)
+        sizes = self.preferred_batch_sizes if listed.preferred_batch_sizes is None else (
+            listed.preferred_batch_sizes)
+        return delay, sizes
 
     @property
     def metrics_enabled(self) -> bool:
@@ -215,6 +277,23 @@ def _converter(f: dataclasses.Field[Any]) -> Callable[[str], Any]:
     return {"int": int, "float": float, "bool": _parse_bool}.get(kind, str)
 
 
+def _flag_type(f: dataclasses.Field[Any]) -> Callable[[str], Any]:
+    """The converter for argparse: a field's own parser keeps its explanation in the error
+    (argparse replaces a ValueError's message with "invalid <function> value")."""
+    convert = _converter(f)
+    if "parse" not in f.metadata:
+        return convert
+
+    def parse(text: str) -> Any:
+        try:
+            return convert(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    parse.__name__ = convert.__name__
+    return parse
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse reporting a mistake as one SettingsError line instead of usage + message."""
 
@@ -234,7 +313,7 @@ def build_parser() -> argparse.ArgumentParser:
         kwargs: dict[str, Any] = {
             "dest": f.name,
             "default": None,
-            "type": _converter(f),
+            "type": _flag_type(f),
             "help": f"{f.metadata['help']}; env {var}{default}",
         }
         if "choices" in f.metadata:

@@ -451,3 +451,40 @@ def test_live_concurrent_mixed_sizes_and_bad_requests(batched_bridge):
     assert sum(b.compute_infer.count for b in stats.batch_stats) == stats.execution_count
     assert sum(b.batch_size * b.compute_infer.count
                for b in stats.batch_stats) == stats.inference_count
+
+
+def test_live_batching_per_model(batched_repo, tmp_path):
+    """--batching-models: only the listed model batches (any size up to its largest program,
+    with its own queue delay); another batched model stays fixed; a listed model exported
+    without batch sizes fails to load with a reason naming it, and the others serve."""
+    import shutil
+
+    from jaxport.client import InferenceClient, InferenceServerError
+    from jaxport.exporter import export
+    from support.bridge import BridgeProcess
+
+    repo = tmp_path / "repo"
+    shutil.copytree(batched_repo / "rows", repo / "rows")
+    shutil.copytree(batched_repo / "rows", repo / "fixed")
+    export(_live_model, _live_params(), {"x": jax.ShapeDtypeStruct((2, FEATURES), np.float32),
+                                         "t": jax.ShapeDtypeStruct((2,), np.float32)},
+           repo / "unbatched" / "1", output_names=["y", "s"], goldens=0, quiet=True)
+    rng = np.random.default_rng(14)
+    x = rng.standard_normal((3, FEATURES)).astype(np.float32)
+    t = rng.standard_normal(3).astype(np.float32)
+    with BridgeProcess(repo, "--batching-models", "rows:3000:4,unbatched") as bridge, \
+            InferenceClient(bridge.address, timeout=30) as client:
+        res = client.infer("rows", {"x": x, "t": t})  # 3 rows: padded onto the 4-row program
+        np.testing.assert_allclose(res["y"], _live_expected(x, t)[0], rtol=1e-5, atol=1e-5)
+        with pytest.raises(InferenceServerError) as err:
+            client.infer("fixed", {"x": x, "t": t})
+        assert err.value.code == "INVALID_ARGUMENT"
+        assert "batch size 3 is not exported" in err.value.message
+        (stats,) = client.model_statistics("rows").model_stats
+        assert [b.batch_size for b in stats.batch_stats] == [3]  # real rows, padding excluded
+        index = {m.name: m for m in client.repository_index()}
+        assert index["rows"].state == index["fixed"].state == "READY"
+        assert index["unbatched"].state == "UNAVAILABLE"
+        assert "'unbatched'" in index["unbatched"].reason
+        assert "--batching-models" in index["unbatched"].reason
+        assert "--batch-sizes" in index["unbatched"].reason

@@ -53,3 +53,37 @@ def test_bad_values_are_one_error(argv, env, fragment):
         Settings.from_argv(argv, environ=env)
     assert fragment in str(info.value)
     assert "\n" not in str(info.value)
+
+
+def test_batching_models_per_model_overrides_and_fallbacks():
+    s = Settings.from_argv(["--repository", "r", "--batching-models", "mlp:2000:8+32, ranker::4,"
+                            "plain", "--max-queue-delay-us", "500",
+                            "--preferred-batch-sizes", "16"], environ={})
+    assert s.batching is False
+    assert s.batching_for("mlp") == (2000, (8, 32))
+    assert s.batching_for("ranker") == (500, (4,))  # empty delay: the global one
+    assert s.batching_for("plain") == (500, (16,))
+    assert s.batching_for("other") is None  # not listed, no --batching: does not batch
+    both = Settings.from_argv(["--repository", "r", "--batching", "--batching-models", "mlp:0"],
+                              environ={})
+    assert both.batching_for("mlp") == (0, ()) and both.batching_for("other") == (1000, ())
+    env = Settings.from_argv(["--repository", "r"], environ={"JAXPORT_BATCHING_MODELS": "a:7"})
+    assert env.batching_for("a") == (7, ())
+
+
+@pytest.mark.parametrize("spec, fragment", [
+    ("mlp:x", "queue delay 'x' is not an integer"),
+    ("mlp:-1", "queue delay must be >= 0"),
+    ("mlp:10:8+y", "preferred sizes '8+y' must be integers joined by '+'"),
+    ("mlp:10:0", "preferred sizes must be positive"),
+    ("mlp:1:2:3", "expected NAME[:MAX_QUEUE_DELAY_US[:SIZE+SIZE...]]"),
+    (":10", "expected NAME"),
+    ("mlp,mlp:5", "model 'mlp' is listed twice"),
+])
+def test_bad_batching_models_are_one_error(spec, fragment):
+    with pytest.raises(SettingsError) as err:
+        Settings.from_argv(["--repository", "r", "--batching-models", spec], environ={})
+    assert "--batching-models" in str(err.value) and fragment in str(err.value)
+    with pytest.raises(SettingsError) as err:
+        Settings.from_argv(["--repository", "r"], environ={"JAXPORT_BATCHING_MODELS": spec})
+    assert "JAXPORT_BATCHING_MODELS" in str(err.value) and fragment in str(err.value)
