@@ -488,3 +488,51 @@ def test_live_batching_per_model(batched_repo, tmp_path):
         assert "'unbatched'" in index["unbatched"].reason
         assert "--batching-models" in index["unbatched"].reason
         assert "--batch-sizes" in index["unbatched"].reason
+
+
+def test_live_batching_with_shared_memory(batched_repo):
+    """--batching with --system-shared-memory: requests whose tensors live in /dev/shm regions
+    are batched with requests sent over the wire; each gets exactly its own rows, written
+    into its own output region."""
+    import os
+
+    from jaxport.client import InferenceClient, SharedMemoryRegion
+    from support.bridge import BridgeProcess
+
+    rng = np.random.default_rng(15)
+    sizes = [3, 1, 5, 2, 7, 4, 6, 8] * 3
+    reqs = [(rng.standard_normal((n, FEATURES)).astype(np.float32),
+             rng.standard_normal(n).astype(np.float32)) for n in sizes]
+    tag = f"jaxport_batch_{os.getpid()}"
+    per_request = 4096
+    with BridgeProcess(batched_repo, "--batching", "--max-queue-delay-us", "20000",
+                       "--system-shared-memory", "--worker-threads", "32") as bridge, \
+            InferenceClient(bridge.address, timeout=30) as client, \
+            SharedMemoryRegion("in", f"/{tag}_in", per_request * len(reqs)) as r_in, \
+            SharedMemoryRegion("out", f"/{tag}_out", per_request * len(reqs)) as r_out:
+        client.register_system_shared_memory(r_in)
+        client.register_system_shared_memory(r_out)
+
+        def call(i: int):
+            x, t = reqs[i]
+            if i % 2:  # every other request over the wire
+                return client.infer("rows", {"x": x, "t": t}), None
+            base = i * per_request
+            res = client.infer("rows", {"x": x, "t": t}, outputs=["s"],
+                               shared_memory_inputs={"x": (r_in, base)},
+                               shared_memory_outputs={"y": (r_out, base)})
+            y_region = np.frombuffer(r_out.view(base, x.shape[0] * 3 * 4), "<f4")
+            return res, y_region.reshape(x.shape[0], 3).copy()
+
+        with ThreadPoolExecutor(8) as pool:
+            results = list(pool.map(call, range(len(reqs))))
+        for (x, t), (res, y_region) in zip(reqs, results, strict=True):
+            y, s = _live_expected(x, t)
+            np.testing.assert_allclose(res["y"], y, rtol=1e-5, atol=1e-5)
+            np.testing.assert_allclose(res["s"], s, rtol=1e-5, atol=1e-5)
+            if y_region is not None:
+                np.testing.assert_array_equal(y_region, res["y"])
+        (stats,) = client.model_statistics("rows").model_stats
+        assert stats.inference_count == sum(sizes)
+        assert stats.execution_count < len(sizes)  # requests really shared batches
+        client.unregister_system_shared_memory()
