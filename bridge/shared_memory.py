@@ -41,6 +41,7 @@ from jaxport.protocol.errors import (
     NotFoundError,
     ResourceExhaustedError,
 )
+from jaxport.protocol.errors import clip as _show
 
 __all__ = [
     "DISABLED_HINT",
@@ -69,11 +70,6 @@ DISABLED_HINT = (
 def disabled_error(what: str) -> FailedPreconditionError:
     """The one error every shared-memory use gets while the extension is off."""
     return FailedPreconditionError(f"{_show(what, 160)}: {DISABLED_HINT}")
-
-
-def _show(text: str, limit: int = 64) -> str:
-    """A caller-supplied string as echoed in an error (status details travel in trailers)."""
-    return text if len(text) <= limit else f"{text[:limit - 3]}..."
 
 
 def key_file_name(key: str) -> str:

@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 from jaxport.protocol import dtypes
 from jaxport.protocol.errors import InvalidArgumentError
+from jaxport.protocol.errors import clip as _show
 from jaxport.protocol.gen.inference import grpc_service_pb2 as pb
 
 __all__ = [
@@ -68,14 +69,8 @@ ParameterValue = bool | int | float | str
 # Most dimensions a tensor may have (numpy 1.x's limit; numpy 2 allows 64). Checked first, so
 # a hostile shape can neither crash numpy nor bloat an error message.
 MAX_RANK = 32
-# Caller-supplied strings (names, datatypes) are cut to this many characters in error
-# messages: gRPC status details travel in trailers, which have a size limit.
-_MAX_SHOWN = 64
 
 
-def _show(text: str) -> str:
-    """A caller-supplied string as echoed in an error message (at most _MAX_SHOWN chars)."""
-    return text if len(text) <= _MAX_SHOWN else f"{text[: _MAX_SHOWN - 3]}..."
 _CONTENTS_FIELDS = tuple(f.name for f in pb.InferTensorContents.DESCRIPTOR.fields)
 
 

@@ -19,8 +19,18 @@ __all__ = [
     "ResourceExhaustedError",
     "UnauthenticatedError",
     "UnavailableError",
+    "clip",
     "error_for_code",
 ]
+
+MAX_SHOWN = 64
+"""Default length at which a caller-supplied string is cut when an error echoes it."""
+
+
+def clip(text: str, limit: int = MAX_SHOWN) -> str:
+    """A caller-supplied string as echoed in an error message: at most `limit` characters
+    (status details travel in HTTP/2 trailers; a huge name must not make a huge status)."""
+    return text if len(text) <= limit else f"{text[: limit - 3]}..."
 
 
 class ProtocolError(Exception):
