@@ -34,7 +34,7 @@ def markdown(results: dict[str, Any]) -> str:
         "## Closed loop, MLP 512-2048-2048-512 f32, batch-1 requests",
         "",
         "Server CPU is split by thread: XLA's (`tf_*`: execution and its intra-op pool) and the "
-        "rest (gRPC, Python); threads that exit during a level are in the total only. Rows/exec "
+        "rest (gRPC, Python: the process total minus XLA's threads). Rows/exec "
         "= real rows per program execution (ModelStatistics), i.e. how full dynamic batches are.",
         "",
         "| configuration | conc. | req/s | p50 ms | p90 ms | p99 ms | errors | server CPU ms/req "

@@ -198,14 +198,13 @@ def grpc_levels(pool: ProcessPoolExecutor, srv: Server, requests: list[bytes],
         threads0 = sysinfo.thread_cpu_s(srv.pid)
         res: load_mod.LoadResult = pool.submit(load_mod.run_grpc_load, spec).result()
         cpu1 = sysinfo.process_cpu_s(srv.pid)
-        split = sysinfo.cpu_by_thread_kind(threads0, sysinfo.thread_cpu_s(srv.pid))
+        xla = sysinfo.xla_cpu_s(threads0, sysinfo.thread_cpu_s(srv.pid))
         stats1 = _execution_counts(srv.target, model)
         row = res.summary()
         n = res.completed_total
         row["server_cpu_s_per_req"] = (cpu1 - cpu0) / n if n else None
-        row["server_xla_cpu_s_per_req"] = split["xla"] / n if n else None
-        # XLA's threads live as long as the process; other threads may exit mid-level.
-        row["server_other_cpu_s_per_req"] = (cpu1 - cpu0 - split["xla"]) / n if n else None
+        row["server_xla_cpu_s_per_req"] = xla / n if n else None
+        row["server_other_cpu_s_per_req"] = (cpu1 - cpu0 - xla) / n if n else None
         if stats0 and stats1 and stats1[1] > stats0[1]:
             row["rows_per_execution"] = (stats1[0] - stats0[0]) / (stats1[1] - stats0[1])
         row["loadavg_1m"] = os.getloadavg()[0]
@@ -291,12 +290,12 @@ def _compute_floor_worker(artifact: str, xs: list[np.ndarray], expected: list[di
         threads0 = sysinfo.thread_cpu_s(os.getpid())
         res = load_mod.run_inprocess_load(call, conc, duration, warmup)
         cpu = time.process_time() - cpu0
-        split = sysinfo.cpu_by_thread_kind(threads0, sysinfo.thread_cpu_s(os.getpid()))
+        xla = sysinfo.xla_cpu_s(threads0, sysinfo.thread_cpu_s(os.getpid()))
         row = res.summary()
         n = res.completed_total
         row["server_cpu_s_per_req"] = cpu / n if n else None
-        row["server_xla_cpu_s_per_req"] = split["xla"] / n if n else None
-        row["server_other_cpu_s_per_req"] = (cpu - split["xla"]) / n if n else None
+        row["server_xla_cpu_s_per_req"] = xla / n if n else None
+        row["server_other_cpu_s_per_req"] = (cpu - xla) / n if n else None
         row["dispatch"] = dispatch
         row["client_cpu_s_per_req"] = None  # caller and callee are the same process
         rows.append(row)

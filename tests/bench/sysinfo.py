@@ -39,16 +39,12 @@ def thread_cpu_s(pid: int) -> dict[int, tuple[str, float]]:
     return out
 
 
-def cpu_by_thread_kind(before: dict[int, tuple[str, float]],
-                       after: dict[int, tuple[str, float]]) -> dict[str, float]:
-    """CPU seconds between two `thread_cpu_s` samples, split into XLA's threads (names
-    starting `tf_`: execution and its intra-op pool) and every other live thread (gRPC,
-    Python); for "other", prefer process total minus "xla" (threads that exited count too)."""
-    split = {"xla": 0.0, "other": 0.0}
-    for tid, (name, cpu) in after.items():
-        spent = cpu - before.get(tid, (name, 0.0))[1]
-        split["xla" if name.startswith("tf_") else "other"] += spent
-    return split
+def xla_cpu_s(before: dict[int, tuple[str, float]], after: dict[int, tuple[str, float]]) -> float:
+    """CPU seconds XLA's own threads (names starting `tf_`: execution and its intra-op pool)
+    spent between two `thread_cpu_s` samples. They live as long as the process, so the rest
+    of a process's CPU is its total minus this (threads that exited included)."""
+    return sum(cpu - before.get(tid, (name, 0.0))[1]
+               for tid, (name, cpu) in after.items() if name.startswith("tf_"))
 
 
 def process_rss_bytes(pid: int) -> tuple[int, int]:
