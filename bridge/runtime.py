@@ -18,29 +18,27 @@ Two engines execute the same artifact:
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any, Protocol
 
 import jax
 import jax.extend.backend
 import numpy as np
 from jax import export as jax_export
+from jaxport.artifact import checks as checks_io
+from jaxport.artifact import manifest as manifest_io
+from jaxport.artifact import weights as weights_io
+from jaxport.artifact.errors import ArtifactError, CheckFailedError
 from jaxport.bridge.batcher import BatchingConfig, DynamicBatcher
 from jaxport.bridge.statistics import ModelStatistics, Timings
-from jaxport.exporter import checks as checks_io
-from jaxport.exporter import manifest as manifest_io
-from jaxport.exporter import weights as weights_io
 from jaxport.protocol import dtypes
 from jaxport.protocol.errors import (
     FailedPreconditionError,
     InvalidArgumentError,
-    ProtocolError,
     error_for_code,
 )
 from jaxport.protocol.gen.jaxport.v1 import manifest_pb2
@@ -115,56 +113,6 @@ def _dtype_row(dt: manifest_pb2.DType, what: str) -> dtypes.DType:
         return dtypes.by_datatype(dt.datatype)
     except dtypes.UnsupportedDtypeError as exc:
         raise LoadError(f"manifest: {what}: {exc}") from None
-
-
-# ---------------------------------------------------------------------------------------------
-# Artifact path safety
-
-
-def resolve_inside(base: Path, rel: str, what: str) -> Path:
-    """`base/rel`, refusing absolute paths, `..`, and symlinks that lead outside `base`."""
-    if not rel or os.path.isabs(rel) or "\\" in rel or "\x00" in rel:
-        raise LoadError(f"{what}: path {rel!r} is not a relative path inside the artifact")
-    if ".." in PurePosixPath(rel).parts:
-        raise LoadError(f"{what}: path {rel!r} contains '..'; refused")
-    root = base.resolve()
-    target = (base / rel).resolve()
-    if not target.is_relative_to(root):
-        raise LoadError(f"{what}: path {rel!r} resolves outside the artifact directory; refused")
-    return target
-
-
-def _check_tensorstore_spec(base: Path, arg: manifest_pb2.Argument) -> None:
-    what = f"parameter '{arg.name}'"
-    try:
-        spec = json.loads(arg.tensorstore_spec_json)
-    except ValueError as exc:
-        raise LoadError(f"{what}: tensorstore_spec_json is not JSON: {exc}") from None
-    kv = spec.get("kvstore") if isinstance(spec, dict) else None
-    if isinstance(kv, str):
-        if not kv.startswith("file://"):
-            raise LoadError(f"{what}: kvstore {kv!r} is not a local file store; refused")
-        resolve_inside(base, kv.removeprefix("file://"), what)
-        return
-    if not isinstance(kv, dict) or kv.get("driver") != "file":
-        raise LoadError(f"{what}: weights must come from a local 'file' kvstore, got {kv!r}")
-    resolve_inside(base, str(kv.get("path", "")).rstrip("/") or "", what)
-
-
-def check_artifact_paths(base: Path, manifest: manifest_pb2.Manifest) -> None:
-    """Every path the manifest names stays inside `base`; program files carry a checksum."""
-    listed = set()
-    for entry in manifest.files:
-        resolve_inside(base, entry.path, f"files[{entry.path!r}]")
-        listed.add(entry.path)
-    for p in manifest.programs:
-        for what, rel in (("mlirbc_file", p.mlirbc_file), ("jaxexport_file", p.jaxexport_file)):
-            resolve_inside(base, rel, what)
-            if rel not in listed:
-                raise LoadError(f"{what} {rel!r} has no checksum in manifest.files; refused")
-        for arg in p.arguments:
-            if arg.role == manifest_pb2.ARGUMENT_ROLE_PARAMETER:
-                _check_tensorstore_spec(base, arg)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -493,10 +441,10 @@ class Model:
         }
 
     def _raise_if_check_fired(self, values: Sequence[np.ndarray]) -> None:
-        failure = checks_io.format_failure(self.manifest.checks, values)
-        if failure is not None:
-            kind, message = failure
-            raise error_for_code(checks_io.kind_to_status(kind), message)
+        try:
+            checks_io.raise_if_fired(self.manifest.checks, values)
+        except CheckFailedError as exc:
+            raise error_for_code(exc.code, exc.message) from None
 
     def warm_up(self) -> None:
         """Execute every program once with zeros so the first request pays no first-run cost.
@@ -568,21 +516,14 @@ def load_model(name: str, version: int, path: Path, *, engine: str = "exported")
         seconds[phase] = now - t
         t = now
 
-    manifest_file = path / "manifest.json"
-    if manifest_file.is_symlink() and not manifest_file.resolve().is_relative_to(path.resolve()):
-        raise LoadError("manifest.json resolves outside the artifact directory; refused")
     try:
         manifest = manifest_io.load(path)
-    except FileNotFoundError:
-        raise LoadError(f"no manifest.json in {path}") from None
-    except ProtocolError:
-        raise
-    except Exception as exc:  # the exporter's reader names the field; keep its words
-        raise LoadError(f"manifest.json: {exc}") from None
-    check_artifact_paths(path, manifest)
+        manifest_io.check_paths(path, manifest)
+    except ArtifactError as exc:
+        raise LoadError(str(exc)) from None
     try:
         manifest_io.verify_files(path, manifest)
-    except Exception as exc:
+    except ArtifactError as exc:
         raise LoadError(f"checksum verification failed: {exc}") from None
     lap("checksum")
 
@@ -611,7 +552,7 @@ def load_model(name: str, version: int, path: Path, *, engine: str = "exported")
     # Parameters are shared by every program (same leaves, same order); read them once.
     first = manifest.programs[0]
     try:
-        values = weights_io.read_parameters(path, manifest, first)
+        values = weights_io.read_parameters(path, first)
     except Exception as exc:
         raise LoadError(f"reading weights: {exc}") from None
     param_args = [a for a in first.arguments if a.role == manifest_pb2.ARGUMENT_ROLE_PARAMETER]

@@ -1,6 +1,6 @@
 """jaxport exporter: JAX function + params -> fixed-shape StableHLO artifact (`jaxport export`).
 
-`export` is imported lazily so that `jaxport.exporter.manifest` / `weights` (used by the
+`export` is imported lazily so that `jaxport.artifact.manifest` / `weights` (used by the
 bridge and by verify workers) do not pay for tracing machinery they never use.
 """
 

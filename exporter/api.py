@@ -30,11 +30,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import export as jax_export
+from jaxport.artifact import goldens as goldens_mod
+from jaxport.artifact import manifest as manifest_mod
+from jaxport.artifact import weights as weights_mod
+from jaxport.artifact.paths import unique_safe_names
 from jaxport.exporter import checks as checks_mod
-from jaxport.exporter import goldens as goldens_mod
-from jaxport.exporter import manifest as manifest_mod
 from jaxport.exporter import module as module_mod
-from jaxport.exporter import weights as weights_mod
 from jaxport.exporter.errors import ExportError
 from jaxport.exporter.progress import Progress
 from jaxport.protocol import dtypes
@@ -689,7 +690,7 @@ def _write_weights(
     """Write every kept parameter; returns leaf index -> (tensorstore spec JSON, sha256)."""
     leaves = jax.tree.leaves(params)
     todo = [i for i in infos if i.kind == "parameter" and i.leaf_index in kept]
-    stems = weights_mod.unique_safe_names([i.name for i in todo])
+    stems = unique_safe_names([i.name for i in todo])
     total = sum(leaves[i.leaf_index].nbytes for i in todo)
     progress.start_bytes(f"writing {len(todo)} parameter(s)", total)
     out: dict[int, tuple[str, str]] = {}

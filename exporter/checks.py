@@ -10,8 +10,9 @@ refuses that pytree (its dict keys are `ErrorEffect` objects), so this module:
   arrays, in the canonical order below, plus a STATIC error table (`manifest_pb2.Checks`)
   extracted by tracing once: every code the program can report, its kind, message template,
   payload layout and source location;
-- consumer side (`format_failure`, numpy only, no jax): turns check output values back into the
-  exact text `err.get()` gives in JAX, from the manifest alone.
+- the consumer side (the table's layout, `format_failure`, the status per kind) lives in
+  `jaxport.artifact.checks`, numpy only: it turns check output values back into the exact text
+  `err.get()` gives in JAX, from the manifest alone.
 
 Canonical check-output order (what `Program.results` with role CHECK holds, after the outputs):
 effects in ascending `ErrorCode.effect`; for each effect its `predicate` (bool[]), its `code`
@@ -45,6 +46,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from jaxport.artifact.checks import KINDS, format_failure
 from jaxport.exporter.errors import ExportError, UsageError
 from jaxport.protocol.gen.jaxport.v1 import manifest_pb2
 
@@ -56,32 +58,13 @@ __all__ = [
     "UnknownCheckError",
     "apply_checks",
     "check_golden_coverage",
-    "check_layout",
     "find_unchecked",
-    "format_failure",
     "instrument",
-    "kind_to_status",
     "parse_checks",
     "require_checks_enabled",
     "require_same_table",
     "write_check_goldens",
 ]
-
-#: Check kinds, in canonical order: user `checkify.check`, out-of-bounds indexing, NaN
-#: produced, division by zero.
-KINDS: tuple[str, ...] = ("user", "index", "nan", "div")
-
-# gRPC status code names per kind. user/index: the request's inputs violate what the model
-# accepts, so the caller must change them (INVALID_ARGUMENT). nan/div: the request is well
-# formed but the model cannot compute a finite result for it (FAILED_PRECONDITION); neither is
-# retryable as is.
-_STATUS: dict[str, str] = {
-    "user": "INVALID_ARGUMENT",
-    "index": "INVALID_ARGUMENT",
-    "nan": "FAILED_PRECONDITION",
-    "div": "FAILED_PRECONDITION",
-}
-
 
 class ChecksError(ExportError):
     """A user mistake about checks (unsupported message, checks not enabled, no tripping golden).
@@ -113,14 +96,6 @@ def parse_checks(spec: str | Sequence[str] | None) -> tuple[str, ...]:
             )
         chosen.add(name)
     return tuple(k for k in KINDS if k in chosen)
-
-
-def kind_to_status(kind: str) -> str:
-    """gRPC status code name for a failed check of `kind` (see module comment for why)."""
-    try:
-        return _STATUS[kind]
-    except KeyError:
-        raise ValueError(f"unknown check kind {kind!r}; expected one of {KINDS}") from None
 
 
 @dataclass(frozen=True)
@@ -548,8 +523,8 @@ def write_check_goldens(
 
     import jax
     from jax.experimental import checkify
-    from jaxport.exporter import goldens as goldens_mod
-    from jaxport.exporter.weights import unique_safe_names
+    from jaxport.artifact import goldens as goldens_mod
+    from jaxport.artifact.paths import unique_safe_names
 
     root = Path(root)
     table = export_fn.checks
@@ -700,62 +675,3 @@ def _case_inputs(name: str, case: Any, inputs: Any) -> list[np.ndarray]:
             )
         out.append(arr.astype(np.dtype(spec.dtype), copy=False))
     return out
-
-
-# ---------------------------------------------------------------------------------------------
-# Consumer side (numpy only)
-
-
-def check_layout(checks: manifest_pb2.Checks) -> list[tuple[str, int]]:
-    """The (part, effect) of each check output, in canonical order, from the table alone."""
-    payload_size: dict[int, int] = {}
-    for c in checks.codes:
-        if payload_size.setdefault(c.effect, c.payload_size) != c.payload_size:
-            raise ValueError(f"error table: effect {c.effect} has inconsistent payload sizes")
-    layout: list[tuple[str, int]] = []
-    for e in sorted(payload_size):
-        layout += [("predicate", e), ("code", e)] + [("payload", e)] * payload_size[e]
-    return layout
-
-
-def _as_value(a: np.ndarray) -> Any:
-    # JAX formats a 0-d array as its scalar and anything else as the array (numpy's rules).
-    a = np.asarray(a)
-    return a[()] if a.ndim == 0 else a
-
-
-def format_failure(
-    checks: manifest_pb2.Checks, check_values: Sequence[np.ndarray]
-) -> tuple[str, str] | None:
-    """(kind, message) of the first failed check, or None if every check passed.
-
-    `check_values` are the program's check outputs in canonical order (see module docstring).
-    The message is what `err.get()` returns in JAX for the same inputs.
-    """
-    layout = check_layout(checks)
-    if len(check_values) != len(layout):
-        raise ValueError(
-            f"expected {len(layout)} check outputs for this error table, got {len(check_values)}"
-        )
-    pred: dict[int, bool] = {}
-    code: dict[int, int] = {}
-    payload: dict[int, list[Any]] = {}
-    for (part, e), v in zip(layout, check_values, strict=True):
-        if part == "predicate":
-            pred[e] = bool(np.asarray(v))
-        elif part == "code":
-            code[e] = int(np.asarray(v))
-        else:
-            payload.setdefault(e, []).append(_as_value(v))
-    fired = [e for e in pred if pred[e]]
-    if not fired:
-        return None
-    first = min(fired, key=lambda e: code[e])
-    by_code = {c.code: c for c in checks.codes}
-    entry = by_code.get(code[first])
-    if entry is None or entry.effect != first:
-        raise ValueError(
-            f"check output reports code {code[first]} for effect {first}, "
-            "which the error table does not list"
-        )
-    return entry.kind, entry.message_template.format(*payload.get(first, []))

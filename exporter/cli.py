@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+from jaxport.artifact.errors import ArtifactError
 from jaxport.exporter.errors import ExportError, UsageError
 
 __all__ = ["export_main", "parse_input_spec", "verify_main"]
@@ -186,6 +187,9 @@ def _run(cmd: str, body: Callable[[], int]) -> int:
     except ExportError as exc:
         print(f"jaxport {cmd}: error: {exc}", file=sys.stderr)
         return exc.exit_code
+    except ArtifactError as exc:  # an artifact that is missing or malformed (verify)
+        print(f"jaxport {cmd}: error: {exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print(f"jaxport {cmd}: error: interrupted", file=sys.stderr)
         return 130

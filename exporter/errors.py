@@ -1,17 +1,16 @@
 """The exporter's one error family.
 
-Every user mistake the exporter or `verify` can detect is raised as an `ExportError` (or a
-subclass) whose message is ONE line saying what is wrong and how to fix it. The CLI prints it as
-`jaxport <cmd>: error: <message>` and exits with `exit_code`; anything else is a bug.
+Every user mistake the exporter can detect is raised as an `ExportError` (or a subclass) whose
+message is ONE line saying what is wrong and how to fix it. An artifact that is missing or
+malformed is a `jaxport.artifact.ArtifactError` (the format's own family), handled the same
+way. The CLI prints it as `jaxport <cmd>: error: <message>` and exits with `exit_code` (1 for
+an ArtifactError); anything else is a bug.
 """
 
 from __future__ import annotations
 
 __all__ = [
-    "ArtifactError",
-    "ChecksumError",
     "ExportError",
-    "SchemaVersionError",
     "UsageError",
 ]
 
@@ -31,14 +30,3 @@ class UsageError(ExportError):
 
     exit_code = 2
 
-
-class ArtifactError(ExportError):
-    """An artifact directory that is missing, malformed or inconsistent with its manifest."""
-
-
-class SchemaVersionError(ArtifactError):
-    """A manifest whose schema version this jaxport cannot read."""
-
-
-class ChecksumError(ArtifactError):
-    """A file or parameter whose bytes do not match the sha256 in the manifest."""

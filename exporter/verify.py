@@ -34,10 +34,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from jaxport.exporter import goldens as goldens_mod
-from jaxport.exporter import manifest as manifest_mod
+from jaxport.artifact import goldens as goldens_mod
+from jaxport.artifact import manifest as manifest_mod
+from jaxport.artifact.errors import ArtifactError
 from jaxport.exporter import module as module_mod
-from jaxport.exporter.errors import ArtifactError, ExportError
+from jaxport.exporter.errors import ExportError
 from jaxport.protocol.gen.jaxport.v1 import manifest_pb2
 
 __all__ = [
@@ -258,9 +259,9 @@ def _expected(root: Path, program: manifest_pb2.Program,
 
 def _load_params(root: Path, m: manifest_pb2.Manifest,
                  program: manifest_pb2.Program) -> dict[str, np.ndarray]:
-    from jaxport.exporter import weights
+    from jaxport.artifact import weights
 
-    arrays = weights.read_parameters(root, m, program)
+    arrays = weights.read_parameters(root, program)
     names = [a.name for a in program.arguments if a.role == _ARG.ARGUMENT_ROLE_PARAMETER]
     return dict(zip(names, arrays, strict=True))
 

@@ -14,7 +14,9 @@ from pathlib import Path
 import jax
 import pytest
 
-from jaxport.exporter import api, manifest, verify, weights
+from jaxport.artifact import manifest, weights
+
+from jaxport.exporter import api, verify
 from jaxport.protocol.gen.jaxport.v1 import manifest_pb2
 
 HERE = Path(__file__).resolve().parent
@@ -33,7 +35,7 @@ def test_old_artifact_loads_and_verifies(art: Path) -> None:
     m = manifest.load(art)
     assert manifest.MIN_SUPPORTED_SCHEMA_VERSION <= m.schema_version
     manifest.verify_files(art, m)
-    params = weights.read_parameters(art, m, m.programs[0])
+    params = weights.read_parameters(art, m.programs[0])
     assert len(params) == sum(a.role == manifest_pb2.ARGUMENT_ROLE_PARAMETER
                               for a in m.programs[0].arguments)
     results = verify.run_checks(art, checks=("checksums", "jaxexport", "pjrt", "iree"))

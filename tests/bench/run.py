@@ -251,9 +251,9 @@ def _compute_floor_worker(artifact: str, xs: list[np.ndarray], expected: list[di
     """
     import jax
     from jax import export as jax_export
+    from jaxport.artifact import manifest as manifest_io
+    from jaxport.artifact import weights as weights_io
     from jaxport.bridge import runtime
-    from jaxport.exporter import manifest as manifest_io
-    from jaxport.exporter import weights as weights_io
     from jaxport.protocol.gen.jaxport.v1 import manifest_pb2
 
     runtime.configure_jax()  # the bridge's settings, then the dispatch mode under test
@@ -262,7 +262,7 @@ def _compute_floor_worker(artifact: str, xs: list[np.ndarray], expected: list[di
     manifest = manifest_io.load(path)
     program = manifest.programs[0]
     exp = jax_export.deserialize(bytearray((path / program.jaxexport_file).read_bytes()))
-    values = weights_io.read_parameters(path, manifest, program)
+    values = weights_io.read_parameters(path, program)
     param_args = [a for a in program.arguments if a.role == manifest_pb2.ARGUMENT_ROLE_PARAMETER]
     input_leaf = next(a.leaf_index for a in program.arguments
                       if a.role == manifest_pb2.ARGUMENT_ROLE_INPUT)
@@ -364,7 +364,7 @@ def _mb_s(nbytes: int, latencies: Sequence[float]) -> float | None:
 def _exporter_worker(work: str, total_bytes: int) -> dict[str, float | str]:
     """Exporter figures: weight writes vs np.save (A/B in this process), then the peak RSS of
     a full export in a fresh process per kind of params (numpy, jax.Array, Orbax-restored)."""
-    from jaxport.exporter import weights as weights_io
+    from jaxport.artifact import weights as weights_io
     from jaxport.exporter.api import fsync_tree
 
     params = models.big_params(total_bytes)

@@ -8,8 +8,8 @@ from pathlib import Path
 import grpc
 import numpy as np
 import pytest
-from jaxport.exporter import goldens as goldens_io
-from jaxport.exporter import manifest as manifest_io
+from jaxport.artifact import goldens as goldens_io
+from jaxport.artifact import manifest as manifest_io
 from jaxport.protocol import dtypes
 
 

@@ -2,7 +2,7 @@
 the text `err.get()` gives in JAX for the same inputs; passing inputs return normal outputs;
 check outputs never show up as outputs (ModelInfer, ModelMetadata, ModelConfig).
 
-Status codes (jaxport.exporter.checks.kind_to_status): user and index checks INVALID_ARGUMENT,
+Status codes (jaxport.artifact.checks.STATUS): user and index checks INVALID_ARGUMENT,
 nan and div FAILED_PRECONDITION. Both engines are covered: `exported` (Exported.call) and `pjrt`
 (raw model.mlirbc bound from the manifest, what a C++ consumer does).
 """
@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 from bridge_helpers import rpc_error
 from jax.experimental import checkify
-from jaxport.exporter import checks as checks_mod
+from jaxport.artifact import checks as checks_mod
 from jaxport.protocol import codecs
 from jaxport.protocol.gen.inference import grpc_service_pb2 as pb
 from jaxport.protocol.gen.inference import grpc_service_pb2_grpc as pb_grpc
@@ -96,7 +96,7 @@ def test_tripped_check_is_a_status_with_jaxs_message(checked_stub, kind):
     err = rpc_error(checked_stub.ModelInfer, request, timeout=30)
     assert err.code() == STATUS[kind]
     assert err.details() == expected
-    assert STATUS[kind].name == checks_mod.kind_to_status(kind)
+    assert STATUS[kind].name == checks_mod.STATUS[kind]
 
 
 def test_passing_input_returns_outputs_only(checked_stub):
@@ -183,7 +183,7 @@ print(json.dumps(seen))
 
 def test_tritonclient_sees_the_message(checked_bridge, checked_repo: Path):
     """Every golden of the artifact through tritonclient: expected status and message."""
-    from jaxport.exporter import manifest as manifest_io
+    from jaxport.artifact import manifest as manifest_io
 
     artifact = checked_repo / "checked" / "1"
     proc = subprocess.run(

@@ -69,7 +69,7 @@ def test_engines_agree_on_every_golden(artifacts, stub, stub_pjrt):
 
 
 def test_multi_platform_artifact_binds_the_platform_index(artifacts):
-    from jaxport.exporter import manifest as manifest_io
+    from jaxport.artifact import manifest as manifest_io
 
     manifest = manifest_io.load(artifacts["mlp2p"])
     assert list(manifest.platforms) == ["cuda", "cpu"]
@@ -78,7 +78,7 @@ def test_multi_platform_artifact_binds_the_platform_index(artifacts):
 
 @pytest.mark.parametrize("engine", ["exported", "pjrt"])
 def test_inputs_jax_dropped_are_still_inputs(engine, artifacts, stub, stub_pjrt):
-    from jaxport.exporter import manifest as manifest_io
+    from jaxport.artifact import manifest as manifest_io
 
     manifest = manifest_io.load(artifacts["ignores"])
     assert {(d.name, d.kind) for d in manifest.dropped_leaves} == {

@@ -11,7 +11,7 @@ from pathlib import Path
 import ml_dtypes
 import numpy as np
 from bridge_helpers import golden_cases
-from jaxport.exporter import manifest as manifest_io
+from jaxport.artifact import manifest as manifest_io
 
 JAXPORT = [str(Path(sys.executable).parent / "jaxport"), "infer"]
 

@@ -14,8 +14,8 @@ import jax
 import numpy as np
 import pytest
 from bridge_helpers import golden_cases
+from jaxport.artifact import manifest as manifest_io
 from jaxport.exporter import export
-from jaxport.exporter import manifest as manifest_io
 from jaxport.protocol import codecs
 from jaxport.protocol.gen.inference import grpc_service_pb2 as pb
 from jaxport.protocol.gen.inference import grpc_service_pb2_grpc as pb_grpc

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from exporter_helpers import export_model
-from jaxport.exporter import manifest
+from jaxport.artifact import manifest
 from jaxport.protocol.gen.jaxport.v1 import manifest_pb2
 
 

@@ -7,7 +7,7 @@ import json
 import re
 
 from exporter_helpers import REPO
-from jaxport.exporter import manifest
+from jaxport.artifact import manifest
 from jaxport.protocol.gen.jaxport.v1 import manifest_pb2
 
 DOC = REPO / "docs" / "artifact-format.md"

@@ -10,11 +10,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from jax import export as jax_export
+from jaxport.artifact import manifest as manifest_io
+from jaxport.artifact import weights as weights_io
+from jaxport.artifact.goldens import load_npy
 from jaxport.exporter import export
-from jaxport.exporter import manifest as manifest_io
-from jaxport.exporter import weights as weights_io
 from jaxport.exporter.errors import ExportError
-from jaxport.exporter.goldens import load_npy
 from jaxport.protocol.gen.jaxport.v1 import manifest_pb2
 
 SIZES = (1, 4, 8)
@@ -79,7 +79,7 @@ def test_goldens_per_size_match_each_program(batched):
         assert case.name.startswith(f"b{b}_")
         program = by_size[b]
         exp = jax_export.deserialize(bytearray((out / program.jaxexport_file).read_bytes()))
-        values = weights_io.read_parameters(out, m, program)
+        values = weights_io.read_parameters(out, program)
         names = [a.name for a in program.arguments
                  if a.role == manifest_pb2.ARGUMENT_ROLE_PARAMETER]
         params = {n.removeprefix("params."): v for n, v in zip(names, values, strict=True)}

@@ -22,6 +22,7 @@ import pytest
 from google.protobuf import json_format
 from jax import export
 from jax.experimental import checkify
+from jaxport.artifact import checks as A
 from jaxport.exporter import checks as C
 from jaxport.protocol.gen.jaxport.v1 import manifest_pb2
 
@@ -69,13 +70,13 @@ def test_parse_checks_unknown_name_is_one_line():
     assert "'float'" in msg and "user, index, nan, div" in msg and "\n" not in msg
 
 
-def test_kind_to_status():
-    assert C.kind_to_status("user") == "INVALID_ARGUMENT"
-    assert C.kind_to_status("index") == "INVALID_ARGUMENT"
-    assert C.kind_to_status("nan") == "FAILED_PRECONDITION"
-    assert C.kind_to_status("div") == "FAILED_PRECONDITION"
-    with pytest.raises(ValueError, match="bogus"):
-        C.kind_to_status("bogus")
+def test_status_per_kind_is_a_typed_code():
+    from jaxport.artifact.checks import STATUS
+    from jaxport.protocol.errors import Code
+
+    assert STATUS == {"user": Code.INVALID_ARGUMENT, "index": Code.INVALID_ARGUMENT,
+                      "nan": Code.FAILED_PRECONDITION, "div": Code.FAILED_PRECONDITION}
+    assert set(STATUS) == set(C.KINDS)
 
 
 # ---- messages equal JAX's ------------------------------------------------------------------
@@ -86,7 +87,7 @@ def test_format_failure_equals_err_get(inst, case):
     args = (PARAMS, *CASES[case])
     expected = _jax_message(checked.predict, ALL, *args)
     outs, vals = _run(inst, *args)
-    got = C.format_failure(inst.table, vals)
+    got = A.format_failure(inst.table, vals)
     if case == "pass":
         assert expected is None and got is None
         ref = checked.predict(PARAMS, *CASES[case])
@@ -100,7 +101,7 @@ def test_format_failure_equals_err_get(inst, case):
 def test_expected_texts_are_jaxs_wording(inst):
     """Pin the wording, so a JAX upgrade that changes it is noticed."""
     msgs = {
-        k: C.format_failure(inst.table, _run(inst, PARAMS, *v)[1])
+        k: A.format_failure(inst.table, _run(inst, PARAMS, *v)[1])
         for k, v in CASES.items()
         if k != "pass"
     }
@@ -119,7 +120,7 @@ def test_first_failure_wins_like_jax(inst):
     x = np.array([-1.0, 2.0, 0.5, 4.0], np.float32)
     args = (PARAMS, x, np.array([-1, 100, 3], np.int32), np.float32(0.0))
     expected = _jax_message(checked.predict, ALL, *args)
-    assert C.format_failure(inst.table, _run(inst, *args)[1]) == ("user", expected)
+    assert A.format_failure(inst.table, _run(inst, *args)[1]) == ("user", expected)
 
 
 @pytest.mark.parametrize("kinds", [["user", "index"], ["user", "nan"], ["user", "div"], ["user"]])
@@ -129,7 +130,7 @@ def test_subsets_of_checks(kinds):
     assert {c.kind for c in inst.table.codes} == set(kinds)
     for args in CASES.values():
         expected = _jax_message(checked.predict, kinds, PARAMS, *args)
-        got = C.format_failure(inst.table, _run(inst, PARAMS, *args)[1])
+        got = A.format_failure(inst.table, _run(inst, PARAMS, *args)[1])
         assert (got[1] if got else None) == expected
 
 
@@ -172,9 +173,9 @@ def test_user_message_formatting_matches_jax(fmt_case):
     ]
     for args in cases:
         expected = _jax_message(f, ["user"], *args)
-        got = C.format_failure(inst.table, _run(inst, *args)[1])
+        got = A.format_failure(inst.table, _run(inst, *args)[1])
         assert (got[1] if got else None) == expected, (fmt_case, args)
-    assert C.format_failure(inst.table, _run(inst, *cases[1])[1])[1].startswith("y above five")
+    assert A.format_failure(inst.table, _run(inst, *cases[1])[1])[1].startswith("y above five")
 
 
 def test_bf16_payload_value_is_formatted_like_jax():
@@ -185,7 +186,7 @@ def test_bf16_payload_value_is_formatted_like_jax():
     sds = [jax.ShapeDtypeStruct((), jnp.bfloat16)]
     inst = C.instrument(f, ["user"], sds)
     arg = np.asarray(1.5, ml_dtypes.bfloat16)
-    assert C.format_failure(inst.table, _run(inst, arg)[1]) == (
+    assert A.format_failure(inst.table, _run(inst, arg)[1]) == (
         "user",
         _jax_message(f, ["user"], arg),
     )
@@ -218,7 +219,7 @@ def test_unsupported_user_messages_fail_at_export(fmt, args, kwargs, needle):
 
 
 def test_layout_is_canonical(inst):
-    layout = C.check_layout(inst.table)
+    layout = A.check_layout(inst.table)
     assert layout == [(r.part, r.effect) for r in inst.check_results]
     assert [r.name for r in inst.check_results[:2]] == [
         "check.0.div.predicate",
@@ -239,7 +240,7 @@ def test_layout_is_canonical(inst):
 def test_format_failure_rejects_wrong_value_count(inst):
     _, vals = _run(inst, PARAMS, *CASES["pass"])
     with pytest.raises(ValueError, match=f"expected {len(vals)} check outputs"):
-        C.format_failure(inst.table, vals[:-1])
+        A.format_failure(inst.table, vals[:-1])
 
 
 def test_deterministic_across_traces(inst):
@@ -284,7 +285,7 @@ def test_serialized_export_round_trip_reports_same_failure(inst):
     for case, args in CASES.items():
         results = again.call(PARAMS, *args)
         vals = [np.asarray(v) for v in results[inst.n_outputs :]]
-        got = C.format_failure(inst.table, vals)
+        got = A.format_failure(inst.table, vals)
         expected = _jax_message(checked.predict, ALL, PARAMS, *args)
         assert (got[1] if got else None) == expected, case
 
@@ -297,7 +298,7 @@ def test_format_failure_in_fresh_process_without_jax(inst, tmp_path):
         _, vals = _run(inst, PARAMS, *args)
         for k, v in enumerate(vals):
             np.save(tmp_path / f"{case}.{k}.npy", v)
-        expected[case] = C.format_failure(inst.table, vals)
+        expected[case] = A.format_failure(inst.table, vals)
     n = len(inst.check_results)
     code = textwrap.dedent(
         f"""
@@ -364,7 +365,7 @@ def test_checks_enabled_but_nothing_to_check():
     inst = C.instrument(checked.plain_forward, ["user", "index"], [PARAMS, SDS[0]])
     assert list(inst.table.codes) == [] and inst.check_results == ()
     _, vals = _run(inst, PARAMS, np.ones(4, np.float32))
-    assert vals == [] and C.format_failure(inst.table, vals) is None
+    assert vals == [] and A.format_failure(inst.table, vals) is None
 
 
 # ---- export(checks=...) --------------------------------------------------------------------
@@ -391,7 +392,7 @@ def checked_artifact(tmp_path_factory) -> tuple[Path, manifest_pb2.Manifest]:
 
 
 def test_export_manifest_describes_check_results(checked_artifact):
-    from jaxport.exporter import manifest as manifest_mod
+    from jaxport.artifact import manifest as manifest_mod
 
     root, m = checked_artifact
     assert manifest_mod.load(root) == m  # written, valid, and what export() returned
@@ -405,7 +406,7 @@ def test_export_manifest_describes_check_results(checked_artifact):
         len(roles) - n_out
     )
     checks_res = list(program.results[n_out:])
-    assert [(r.check.part, r.check.effect) for r in checks_res] == C.check_layout(m.checks)
+    assert [(r.check.part, r.check.effect) for r in checks_res] == A.check_layout(m.checks)
     assert [(r.name, tuple(r.shape), r.dtype.numpy) for r in checks_res] == [
         (r.name, r.shape, r.dtype.name) for r in ref.check_results
     ]
@@ -413,7 +414,7 @@ def test_export_manifest_describes_check_results(checked_artifact):
 
 
 def test_export_goldens_pass_and_trip_each_kind(checked_artifact):
-    from jaxport.exporter import goldens as goldens_mod
+    from jaxport.artifact import goldens as goldens_mod
 
     root, m = checked_artifact
     by_name = {g.name: g for g in m.goldens}
@@ -433,7 +434,7 @@ def test_export_goldens_pass_and_trip_each_kind(checked_artifact):
     for g in m.goldens:  # every case, random ones too, carries its raw check outputs
         assert sorted(g.check_outputs) == sorted(r.name for r in check_results)
         vals = [np.load(root / g.check_outputs[r.name]) for r in check_results]
-        got = C.format_failure(m.checks, vals)
+        got = A.format_failure(m.checks, vals)
         assert (got or ("", "")) == (g.expected_check, g.expected_error)
         for rel in g.outputs.values():
             assert (root / rel).is_file()
@@ -553,7 +554,7 @@ def test_checks_with_batch_sizes(tmp_path):
     assert [p.batch_size for p in m.programs] == [1, 4]
     for p in m.programs:
         roles = [r.role for r in p.results]
-        assert roles.count(manifest_pb2.RESULT_ROLE_CHECK) == len(C.check_layout(m.checks))
+        assert roles.count(manifest_pb2.RESULT_ROLE_CHECK) == len(A.check_layout(m.checks))
     by_name = {g.name: g for g in m.goldens}
     for case, args in cases.items():
         g = by_name[f"b1_check_{case}"]
@@ -643,7 +644,7 @@ def cli_artifact(tmp_path_factory) -> Path:
 
 
 def test_cli_export_with_checks(cli_artifact):
-    from jaxport.exporter import manifest as manifest_mod
+    from jaxport.artifact import manifest as manifest_mod
 
     m = manifest_mod.load(cli_artifact)
     assert list(m.checks.enabled) == ALL
@@ -685,7 +686,7 @@ def test_verify_reproduces_check_outputs_on_pjrt_and_iree(cli_artifact):
 def test_verify_fails_on_a_wrong_check_output(cli_artifact, tmp_path):
     import shutil
 
-    from jaxport.exporter import manifest as manifest_mod
+    from jaxport.artifact import manifest as manifest_mod
     from jaxport.exporter import verify
 
     bad = tmp_path / "bad"
@@ -755,7 +756,7 @@ def test_checks_inside_scan_and_cond():
         (np.array([60.0, 50, 3], np.float32), np.int32(1)),
         (np.array([60.0, 50, -3], np.float32), np.int32(0)),
     ]
-    got = [C.format_failure(inst.table, _run(inst, *a)[1]) for a in cases]
+    got = [A.format_failure(inst.table, _run(inst, *a)[1]) for a in cases]
     assert [g[1] if g else None for g in got] == [
         _jax_message(f, ["user", "nan"], *a) for a in cases
     ]

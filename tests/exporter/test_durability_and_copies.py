@@ -10,7 +10,8 @@ import jax
 import ml_dtypes
 import numpy as np
 import pytest
-from jaxport.exporter import api, goldens, manifest, weights
+from jaxport.artifact import goldens, manifest, weights
+from jaxport.exporter import api
 from jaxport.protocol.gen.jaxport.v1 import manifest_pb2
 
 
@@ -182,7 +183,8 @@ def test_jax_array_params_export_the_same_artifact_as_numpy_params(tmp_path):
 _TWO_DEVICES = r"""
 import sys
 import jax, numpy as np
-from jaxport.exporter import api, weights, manifest
+from jaxport.artifact import manifest, weights
+from jaxport.exporter import api
 assert len(jax.devices()) == 2
 d0, d1 = jax.devices()
 params = {"w": jax.device_put(np.arange(32, dtype=np.float32).reshape(8, 4), d0),

@@ -12,9 +12,11 @@ import numpy as np
 import pytest
 from exporter_helpers import model_module
 from jax import export
-from jaxport.exporter import api, goldens, manifest, weights
+from jaxport.artifact import goldens, manifest, weights
+from jaxport.artifact.errors import SchemaVersionError
+from jaxport.exporter import api
 from jaxport.exporter import module as module_mod
-from jaxport.exporter.errors import ExportError, SchemaVersionError
+from jaxport.exporter.errors import ExportError
 from jaxport.exporter.progress import Progress
 from jaxport.protocol.gen.jaxport.v1 import manifest_pb2
 
@@ -47,9 +49,9 @@ def test_mlp_manifest_describes_main_in_flatten_order(artifacts) -> None:
 
 def test_read_parameters_returns_main_order_and_matches_sha(artifacts) -> None:
     art = artifacts("mlp")
-    m, prog = _program(art)
+    _m, prog = _program(art)
     params = model_module("mlp").init(jax.random.key(0))
-    arrays = weights.read_parameters(art, m, prog)
+    arrays = weights.read_parameters(art, prog)
     expected = [np.asarray(leaf) for leaf in jax.tree.leaves(params)]
     assert len(arrays) == len(expected)
     for got, want, arg in zip(arrays, expected, [a for a in prog.arguments if a.role == PARAM],
@@ -96,7 +98,7 @@ def test_nested_pytree_order_equals_jax_flatten_order(artifacts) -> None:
 
 def test_all_dtypes_manifest_and_weights_round_trip(artifacts) -> None:
     art = artifacts("alldtypes")
-    m, prog = _program(art)
+    _m, prog = _program(art)
     params = model_module("alldtypes").init(jax.random.key(0))
     expected = {
         "bf16": ("bfloat16", "bf16", "BF16", 2), "f16": ("float16", "f16", "FP16", 2),
@@ -111,7 +113,7 @@ def test_all_dtypes_manifest_and_weights_round_trip(artifacts) -> None:
         assert (d.numpy, d.mlir, d.datatype, d.itemsize) == expected[key], arg.name
         assert arg.byte_size == 6 * d.itemsize
     got = dict(zip([a.name for a in prog.arguments if a.role == PARAM],
-                   weights.read_parameters(art, m, prog), strict=True))
+                   weights.read_parameters(art, prog), strict=True))
     for key, want in params.items():
         arr = got[f"params.{key}"]
         assert arr.dtype == np.asarray(want).dtype

@@ -11,7 +11,7 @@ import numpy as np
 import orbax.checkpoint as ocp
 import pytest
 from exporter_helpers import MODELS_DIR, model_cli_args, model_module, run_cli
-from jaxport.exporter import goldens, manifest, weights
+from jaxport.artifact import goldens, manifest, weights
 
 
 def _one_error_line(proc, code: int, *needles: str) -> str:
@@ -65,7 +65,7 @@ def test_cli_export_from_orbax_checkpoint(tmp_path: Path, saver: str) -> None:
     proc = run_cli(args, tmp_path)
     assert proc.returncode == 0, proc.stderr
     m = manifest.load(out)
-    got = weights.read_parameters(out, m, m.programs[0])
+    got = weights.read_parameters(out, m.programs[0])
     want = [np.asarray(leaf) for leaf in jax.tree.leaves(params)]
     assert len(got) == len(want)
     for g, w in zip(got, want, strict=True):

@@ -11,9 +11,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from exporter_helpers import run_cli
-from jaxport.exporter import api, manifest, module
+from jaxport.artifact import manifest
+from jaxport.artifact.errors import ArtifactError
+from jaxport.exporter import api, module
 from jaxport.exporter.cli import verify_main
-from jaxport.exporter.errors import ArtifactError
 from jaxport.protocol.gen.jaxport.v1 import manifest_pb2
 
 PLATFORMS = ("cuda", "cpu")

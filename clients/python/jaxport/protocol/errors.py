@@ -1,15 +1,19 @@
 """Domain errors of the inference protocol, each carrying the gRPC status it maps to.
 
-Raised by the codecs and by the bridge's model core, which must not import grpc: the code is
-a plain string naming the `grpc.StatusCode` member ("INVALID_ARGUMENT"), so ONE interceptor
-in the servicer turns any `ProtocolError` into `grpc.StatusCode[err.code]` with `err.message`
-as details. Anything that is not a ProtocolError is a bug and becomes INTERNAL there.
+Raised by the codecs and by the bridge's model core, which must not import grpc: each class
+carries a `Code`, an enum independent of grpc whose members are named like the
+`grpc.StatusCode` members (and, being a StrEnum, equal those names as strings). ONE table in the
+bridge's interceptor maps `Code` to `grpc.StatusCode`, with `err.message` as details. Anything
+that is not a ProtocolError is a bug and becomes INTERNAL there.
 """
 
 from __future__ import annotations
 
+import enum
+
 __all__ = [
     "AlreadyExistsError",
+    "Code",
     "DeadlineExceededError",
     "FailedPreconditionError",
     "InternalError",
@@ -33,14 +37,36 @@ def clip(text: str, limit: int = MAX_SHOWN) -> str:
     return text if len(text) <= limit else f"{text[: limit - 3]}..."
 
 
+class Code(enum.StrEnum):
+    """The status codes a domain error can carry (the gRPC set, without importing grpc)."""
+
+    OK = "OK"
+    CANCELLED = "CANCELLED"
+    UNKNOWN = "UNKNOWN"
+    INVALID_ARGUMENT = "INVALID_ARGUMENT"
+    DEADLINE_EXCEEDED = "DEADLINE_EXCEEDED"
+    NOT_FOUND = "NOT_FOUND"
+    ALREADY_EXISTS = "ALREADY_EXISTS"
+    PERMISSION_DENIED = "PERMISSION_DENIED"
+    RESOURCE_EXHAUSTED = "RESOURCE_EXHAUSTED"
+    FAILED_PRECONDITION = "FAILED_PRECONDITION"
+    ABORTED = "ABORTED"
+    OUT_OF_RANGE = "OUT_OF_RANGE"
+    UNIMPLEMENTED = "UNIMPLEMENTED"
+    INTERNAL = "INTERNAL"
+    UNAVAILABLE = "UNAVAILABLE"
+    DATA_LOSS = "DATA_LOSS"
+    UNAUTHENTICATED = "UNAUTHENTICATED"
+
+
 class ProtocolError(Exception):
     """Base of every error that reaches a caller as a gRPC status.
 
-    `code` is the grpc.StatusCode member name; `message` is sent to the caller unchanged, so it
-    must say what is wrong and name the offending model/input/field.
+    `code` is a `Code` (named like the grpc.StatusCode member); `message` is sent to the
+    caller unchanged, so it must say what is wrong and name the offending model/input/field.
     """
 
-    code: str = "UNKNOWN"
+    code: Code = Code.UNKNOWN
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
@@ -53,58 +79,58 @@ class ProtocolError(Exception):
 class NotFoundError(ProtocolError):
     """Unknown model or model version."""
 
-    code = "NOT_FOUND"
+    code = Code.NOT_FOUND
 
 
 class InvalidArgumentError(ProtocolError):
     """A malformed request: missing/extra/duplicate input, wrong shape, datatype or byte size."""
 
-    code = "INVALID_ARGUMENT"
+    code = Code.INVALID_ARGUMENT
 
 
 class UnavailableError(ProtocolError):
     """The model (or server) exists but is not ready to serve."""
 
-    code = "UNAVAILABLE"
+    code = Code.UNAVAILABLE
 
 
 class ResourceExhaustedError(ProtocolError):
     """A request larger than the server accepts, or the server is at capacity."""
 
-    code = "RESOURCE_EXHAUSTED"
+    code = Code.RESOURCE_EXHAUSTED
 
 
 class FailedPreconditionError(ProtocolError):
     """The operation is valid but the system is not in a state to run it (e.g. a failed check)."""
 
-    code = "FAILED_PRECONDITION"
+    code = Code.FAILED_PRECONDITION
 
 
 class DeadlineExceededError(ProtocolError):
     """The caller's deadline passed before the work finished."""
 
-    code = "DEADLINE_EXCEEDED"
+    code = Code.DEADLINE_EXCEEDED
 
 
 class AlreadyExistsError(ProtocolError):
     """Something with that name exists already (e.g. a registered shared-memory region)."""
 
-    code = "ALREADY_EXISTS"
+    code = Code.ALREADY_EXISTS
 
 
 class UnauthenticatedError(ProtocolError):
     """Missing or invalid credentials."""
 
-    code = "UNAUTHENTICATED"
+    code = Code.UNAUTHENTICATED
 
 
 class InternalError(ProtocolError):
     """A server-side failure; the message must stay generic (details go to the log)."""
 
-    code = "INTERNAL"
+    code = Code.INTERNAL
 
 
-_BY_CODE: dict[str, type[ProtocolError]] = {
+_BY_CODE: dict[Code, type[ProtocolError]] = {
     cls.code: cls
     for cls in (
         NotFoundError,
@@ -120,8 +146,9 @@ _BY_CODE: dict[str, type[ProtocolError]] = {
 }
 
 
-def error_for_code(code: str, message: str) -> ProtocolError:
-    """The ProtocolError subclass instance for a status name (base class for other codes)."""
+def error_for_code(code: Code | str, message: str) -> ProtocolError:
+    """The ProtocolError subclass instance for a code (the base class for codes without one)."""
+    code = Code(code)
     cls = _BY_CODE.get(code)
     if cls is None:
         err = ProtocolError(message)

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
-from jaxport.exporter.weights import unique_safe_names
+from jaxport.artifact.paths import unique_safe_names
 from jaxport.protocol import dtypes
 
 __all__ = ["GOLDENS_DIR", "load_npy", "sample_inputs", "save_npy"]

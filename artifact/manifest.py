@@ -2,7 +2,7 @@
 
 The schema is the protobuf message `jaxport.v1.Manifest` (proto/jaxport/v1/manifest.proto);
 the file is its canonical proto3 JSON. This module never imports jax, so consumers (the bridge,
-`verify` workers) can check an artifact before deserializing anything.
+`verify` workers, `jaxport.artifact.open`) can check an artifact before deserializing anything.
 
 Trust boundary: the checks here establish INTEGRITY (the bytes are the ones the exporter wrote),
 not authenticity. Only deserialize artifacts from a source you trust.
@@ -19,7 +19,8 @@ from pathlib import Path
 
 import numpy as np
 from google.protobuf import json_format
-from jaxport.exporter.errors import ArtifactError, ChecksumError, SchemaVersionError
+from jaxport.artifact.errors import ArtifactError, ChecksumError, SchemaVersionError
+from jaxport.artifact.paths import check_relative, resolve_inside
 from jaxport.protocol import dtypes
 from jaxport.protocol.gen.jaxport.v1 import manifest_pb2
 
@@ -28,6 +29,7 @@ __all__ = [
     "MAX_SUPPORTED_SCHEMA_VERSION",
     "MIN_SUPPORTED_SCHEMA_VERSION",
     "SCHEMA_VERSION",
+    "check_paths",
     "dtype_message",
     "load",
     "numpy_dtype",
@@ -131,6 +133,8 @@ def load(artifact_dir: str | os.PathLike[str]) -> manifest_pb2.Manifest:
     """Read and validate `<artifact_dir>/manifest.json` (schema version and structure)."""
     path = Path(artifact_dir) / MANIFEST_FILE
     try:
+        if path.is_symlink():
+            resolve_inside(artifact_dir, MANIFEST_FILE, str(path))
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ArtifactError(
@@ -160,9 +164,7 @@ def _check_shape(shape: Iterable[int], what: str, source: str) -> int:
 
 
 def _check_rel_path(path: str, what: str, source: str) -> None:
-    p = Path(path)
-    if not path or p.is_absolute() or ".." in p.parts or "\\" in path:
-        raise ArtifactError(f"{source}: {what} path {path!r} must be relative to the artifact")
+    check_relative(path, f"{source}: {what}")
 
 
 def validate(manifest: manifest_pb2.Manifest, source: str = MANIFEST_FILE) -> None:
@@ -235,6 +237,37 @@ def validate(manifest: manifest_pb2.Manifest, source: str = MANIFEST_FILE) -> No
             raise ArtifactError(f"{source}: files entry {f.path!r} has no sha256")
 
 
+def check_paths(artifact_dir: str | os.PathLike[str], manifest: manifest_pb2.Manifest) -> None:
+    """Every path the manifest names leads inside `artifact_dir` on disk (symlinks followed),
+    and every program file carries a checksum. ArtifactError names the offending entry."""
+    listed = set()
+    for entry in manifest.files:
+        resolve_inside(artifact_dir, entry.path, f"files[{entry.path!r}]")
+        listed.add(entry.path)
+    for p in manifest.programs:
+        for what, rel in (("mlirbc_file", p.mlirbc_file), ("jaxexport_file", p.jaxexport_file)):
+            resolve_inside(artifact_dir, rel, what)
+            if rel not in listed:
+                raise ArtifactError(f"{what} {rel!r} has no checksum in manifest.files; refused")
+        for arg in p.arguments:
+            if arg.role == _ROLE.ARGUMENT_ROLE_PARAMETER:
+                _check_tensorstore_spec(artifact_dir, arg)
+
+
+def _check_tensorstore_spec(artifact_dir: str | os.PathLike[str],
+                            arg: manifest_pb2.Argument) -> None:
+    what = f"parameter '{arg.name}'"
+    try:
+        spec = json.loads(arg.tensorstore_spec_json)
+    except ValueError as exc:
+        raise ArtifactError(f"{what}: tensorstore_spec_json is not JSON: {exc}") from None
+    kv = spec.get("kvstore") if isinstance(spec, dict) else None
+    if not isinstance(kv, dict) or kv.get("driver") != "file" or \
+            not isinstance(kv.get("path"), str):
+        raise ArtifactError(f"{what}: weights must come from a local 'file' kvstore, got {kv!r}")
+    resolve_inside(artifact_dir, kv["path"].rstrip("/"), what)
+
+
 def _kv_path(arg: manifest_pb2.Argument) -> str:
     try:
         return str(json.loads(arg.tensorstore_spec_json)["kvstore"]["path"])
@@ -279,7 +312,7 @@ def verify_files(artifact_dir: str | os.PathLike[str], manifest: manifest_pb2.Ma
             )
     # Parameters are checked again as arrays: a consumer may open them with any zarr reader, so
     # the array-level digest is the one that matters across implementations.
-    from jaxport.exporter import weights
+    from jaxport.artifact import weights
 
     seen: set[str] = set()
     for program in manifest.programs:

@@ -18,15 +18,14 @@ import hashlib
 import json
 import math
 import os
-import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import tensorstore as ts
-from jaxport.exporter.errors import ArtifactError
-from jaxport.exporter.manifest import numpy_dtype
-from jaxport.exporter.progress import Progress
+from jaxport.artifact.errors import ArtifactError
+from jaxport.artifact.manifest import numpy_dtype
+from jaxport.artifact.paths import resolve_inside
 from jaxport.protocol import dtypes
 from jaxport.protocol.gen.jaxport.v1 import manifest_pb2
 
@@ -36,8 +35,6 @@ __all__ = [
     "chunk_shape",
     "read_parameter",
     "read_parameters",
-    "safe_dir_name",
-    "unique_safe_names",
     "write_parameter",
 ]
 
@@ -49,6 +46,13 @@ CHUNK_BYTES = 16 << 20
 _SLAB_BYTES = 128 << 20
 # No fsync per chunk file: `export` syncs the finished artifact once, before its rename.
 _CONTEXT_SPEC = {"file_io_sync": False}
+
+
+class ByteProgress(Protocol):
+    """What `write_parameter` reports progress to (the exporter's `Progress`)."""
+
+    def advance(self, nbytes: int) -> None:
+        """`nbytes` more bytes are done."""
 
 
 def _c_bytes(array: np.ndarray) -> np.ndarray:
@@ -64,27 +68,6 @@ def array_sha256(array: np.ndarray) -> str:
     possibly huge parameter).
     """
     return hashlib.sha256(_c_bytes(np.asarray(array))).hexdigest()
-
-
-def safe_dir_name(name: str) -> str:
-    """A file-system-safe directory name for a parameter name (`params.w1` stays as is)."""
-    cleaned = re.sub(r"[^A-Za-z0-9_.\-]", "_", name).strip(".")
-    return cleaned or "_"
-
-
-def unique_safe_names(names: list[str]) -> list[str]:
-    """`safe_dir_name` of each name, made unique (case-insensitively) with a numeric suffix."""
-    out: list[str] = []
-    seen: set[str] = set()
-    for name in names:
-        base = candidate = safe_dir_name(name)
-        n = 1
-        while candidate.lower() in seen:
-            candidate = f"{base}_{n}"
-            n += 1
-        seen.add(candidate.lower())
-        out.append(candidate)
-    return out
 
 
 def chunk_shape(shape: tuple[int, ...], itemsize: int, target: int = CHUNK_BYTES) -> list[int]:
@@ -115,10 +98,8 @@ def _absolute(spec: dict[str, Any], artifact_dir: Path) -> dict[str, Any]:
         raise ArtifactError(
             f"tensorstore spec {json.dumps(spec)} must use the zarr3 driver on a file kvstore"
         )
-    rel = kvstore["path"]
-    if os.path.isabs(rel) or ".." in Path(rel).parts:
-        raise ArtifactError(f"tensorstore kvstore path {rel!r} must be relative to the artifact")
-    spec["kvstore"]["path"] = str(artifact_dir.resolve() / rel) + "/"
+    target = resolve_inside(artifact_dir, kvstore["path"].rstrip("/"), "tensorstore kvstore")
+    spec["kvstore"]["path"] = str(target) + "/"
     return spec
 
 
@@ -126,7 +107,7 @@ def write_parameter(
     artifact_dir: str | os.PathLike[str],
     rel_dir: str,
     array: np.ndarray,
-    progress: Progress | None = None,
+    progress: ByteProgress | None = None,
 ) -> dict[str, Any]:
     """Write `array` as a zarr3 array at `<artifact_dir>/<rel_dir>/`; returns its relative spec.
 
@@ -189,7 +170,6 @@ def read_parameter(
 
 def read_parameters(
     artifact_dir: str | os.PathLike[str],
-    manifest: manifest_pb2.Manifest,
     program: manifest_pb2.Program,
 ) -> list[np.ndarray]:
     """Every PARAMETER argument of `program`, in `@main` argument order.
@@ -197,7 +177,6 @@ def read_parameters(
     Only parameters are returned (not inputs, platform index or tokens); zip them with
     `[a for a in program.arguments if a.role == ARGUMENT_ROLE_PARAMETER]`.
     """
-    del manifest  # The spec is self-contained; kept in the signature for future schema needs.
     return [
         read_parameter(artifact_dir, arg)
         for arg in program.arguments

@@ -1,0 +1,35 @@
+"""jaxport.artifact: the artifact format, shared by the exporter (writes), `verify` and the
+bridge (read), and the public API for Python consumers.
+
+One module per concept: `manifest` (schema I/O, validation, checksums), `weights` (zarr3 arrays
+via TensorStore), `goldens` (.npy cases), `paths` (the one rule for paths inside an artifact or
+repository), `checks` (the checkify table, output layout and failure text), `errors`, and
+`reader` (`open`, `Artifact`). Importing this package never imports jax; only deserializing or
+calling a program does. It imports neither `jaxport.exporter` nor `jaxport.bridge`.
+
+    import jaxport.artifact
+    art = jaxport.artifact.open("repo/mlp/1")
+    outputs = art.call(x=x)
+
+The format itself, every manifest field and its changelog: docs/artifact-format.md.
+"""
+
+from __future__ import annotations
+
+from jaxport.artifact.errors import (
+    ArtifactError,
+    CheckFailedError,
+    ChecksumError,
+    SchemaVersionError,
+)
+from jaxport.artifact.reader import Artifact, Golden, open
+
+__all__ = [
+    "Artifact",
+    "ArtifactError",
+    "CheckFailedError",
+    "ChecksumError",
+    "Golden",
+    "SchemaVersionError",
+    "open",
+]

@@ -1,0 +1,272 @@
+"""`open(path)`: a jaxport artifact as a Python consumer uses it, without the model's source.
+
+    import jaxport.artifact
+    art = jaxport.artifact.open("repo/mlp/1")       # manifest, paths and checksums checked
+    art.call(x=x)                                   # {"logits": array(...)}, by output name
+    art.parameters()                                # {"params.w1": array, ...}, manifest names
+    art.parameter_tree()                            # the params pytree the model was exported with
+    art.exported()                                  # the jax.export.Exported
+    art.goldens()                                   # [Golden(name, inputs, outputs, ...)]
+
+Importing this module does not import jax; `exported`, `parameter_tree` and `call` do, on first
+use. Everything else (manifest, parameters, goldens) is numpy + TensorStore only, so a tool that
+inspects artifacts stays light.
+
+TRUST BOUNDARY: opening checks INTEGRITY (every path stays inside the artifact, every file and
+parameter matches its sha256). Deserializing and calling the program runs whatever code the
+artifact contains; only call artifacts from producers you trust.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from jaxport.artifact import checks as checks_mod
+from jaxport.artifact import goldens as goldens_mod
+from jaxport.artifact import manifest as manifest_mod
+from jaxport.artifact import weights as weights_mod
+from jaxport.artifact.errors import ArtifactError
+from jaxport.protocol.gen.jaxport.v1 import manifest_pb2
+
+if TYPE_CHECKING:
+    from jax import export as jax_export
+
+__all__ = ["Artifact", "Golden", "open"]
+
+_ARG = manifest_pb2.ArgumentRole
+_RES = manifest_pb2.ResultRole
+
+
+@dataclass(frozen=True)
+class Golden:
+    """One golden case: inputs and the outputs JAX computed for them when exporting.
+
+    A case that trips a runtime check has no `outputs`; `expected_check` names the kind and
+    `expected_error` is JAX's `err.get()` text. `batch_size` is the program it belongs to
+    (0 = the unbatched program).
+    """
+
+    name: str
+    batch_size: int
+    inputs: Mapping[str, np.ndarray]
+    outputs: Mapping[str, np.ndarray]
+    check_outputs: Mapping[str, np.ndarray]
+    expected_check: str
+    expected_error: str
+
+
+def open(path: str | os.PathLike[str], *, verify_checksums: bool = True) -> Artifact:
+    """Open the artifact directory `path`: manifest read and validated, every path it names
+    checked to stay inside `path`, and (unless `verify_checksums=False`) every file and
+    parameter checked against its sha256. Raises `ArtifactError` naming what is wrong."""
+    root = Path(path)
+    manifest = manifest_mod.load(root)
+    manifest_mod.check_paths(root, manifest)
+    if verify_checksums:
+        manifest_mod.verify_files(root, manifest)
+    return Artifact(root, manifest)
+
+
+class Artifact:
+    """One artifact directory, opened. Thread-safe for reading; caches what it loads."""
+
+    def __init__(self, path: Path, manifest: manifest_pb2.Manifest) -> None:
+        self.path = Path(path)
+        self.manifest = manifest
+        self._exported: dict[int, jax_export.Exported] = {}
+
+    def __repr__(self) -> str:
+        return f"Artifact({str(self.path)!r}, name={self.manifest.name!r})"
+
+    # -- description --------------------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        """The model name recorded at export."""
+        return self.manifest.name
+
+    @property
+    def inputs(self) -> Sequence[manifest_pb2.TensorSpec]:
+        """Inputs as callers see them (a -1 dimension is the batch dimension)."""
+        return self.manifest.inputs
+
+    @property
+    def outputs(self) -> Sequence[manifest_pb2.TensorSpec]:
+        """Outputs as callers see them, in result order."""
+        return self.manifest.outputs
+
+    @property
+    def batch_sizes(self) -> tuple[int, ...]:
+        """The exported batch sizes, ascending; empty for an unbatched artifact."""
+        if not self.manifest.HasField("batching"):
+            return ()
+        return tuple(sorted(self.manifest.batching.batch_sizes))
+
+    def program(self, batch_size: int | None = None) -> manifest_pb2.Program:
+        """The manifest Program for `batch_size` (None: the only program; an unbatched artifact
+        has exactly one). ArtifactError names the exported sizes when there is none."""
+        programs = {p.batch_size: p for p in self.manifest.programs}
+        if batch_size is None:
+            if len(programs) == 1:
+                return next(iter(programs.values()))
+            raise ArtifactError(
+                f"{self.path}: several programs (batch sizes {list(self.batch_sizes)}); "
+                "say which batch size"
+            )
+        program = programs.get(batch_size if self.batch_sizes else 0)
+        if program is None:
+            raise ArtifactError(
+                f"{self.path}: batch size {batch_size} is not exported "
+                f"(exported sizes: {list(self.batch_sizes)})"
+            )
+        return program
+
+    # -- parameters ---------------------------------------------------------------------------
+
+    @cached_property
+    def _parameters(self) -> dict[str, np.ndarray]:
+        program = self.manifest.programs[0]  # every program shares the same parameters
+        names = [a.name for a in program.arguments if a.role == _ARG.ARGUMENT_ROLE_PARAMETER]
+        values = weights_mod.read_parameters(self.path, program)
+        return dict(zip(names, values, strict=True))
+
+    def parameters(self) -> dict[str, np.ndarray]:
+        """Every stored parameter by its manifest name (`params.dense.kernel`), read once.
+
+        Parameters jax dropped from the program (unused by it) are not stored and not listed.
+        """
+        return dict(self._parameters)
+
+    def parameter_tree(self) -> Any:
+        """The params pytree the model was exported with (structure from the serialized
+        program, leaves from the weights). A leaf the program does not use was not stored; it
+        comes back as zeros of its shape and dtype."""
+        program = self.manifest.programs[0]
+        exp = self.exported(program.batch_size or None)
+        args, _ = exp.in_tree.unflatten(self._leaves(exp, program, inputs=None))
+        return args[0]
+
+    # -- programs -----------------------------------------------------------------------------
+
+    def exported(self, batch_size: int | None = None) -> jax_export.Exported:
+        """The deserialized `jax.export.Exported` of one program (imports jax)."""
+        from jax import export as jax_export
+
+        program = self.program(batch_size)
+        exp = self._exported.get(program.batch_size)
+        if exp is None:
+            blob = (self.path / program.jaxexport_file).read_bytes()
+            try:
+                exp = jax_export.deserialize(bytearray(blob))
+            except Exception as exc:  # jax's own words, on one line
+                raise ArtifactError(
+                    f"{self.path / program.jaxexport_file}: cannot deserialize: {exc}"
+                ) from None
+            self._exported[program.batch_size] = exp
+        return exp
+
+    def _leaves(
+        self, exp: jax_export.Exported, program: manifest_pb2.Program,
+        inputs: Mapping[str, np.ndarray] | None,
+    ) -> list[Any]:
+        """Every leaf of `(params, *inputs)` in flatten order: stored parameters, the given
+        inputs (None: None leaves), zeros for leaves jax dropped."""
+        params = self._parameters
+        by_leaf: dict[int, Any] = {}
+        for arg in program.arguments:
+            if arg.role == _ARG.ARGUMENT_ROLE_PARAMETER:
+                by_leaf[arg.leaf_index] = params[arg.name]
+            elif arg.role == _ARG.ARGUMENT_ROLE_INPUT:
+                by_leaf[arg.leaf_index] = None if inputs is None else inputs[arg.name]
+        for dropped in self.manifest.dropped_leaves:
+            if dropped.kind == "input" and inputs is None:
+                by_leaf[dropped.leaf_index] = None
+        leaves = []
+        for i, aval in enumerate(exp.in_avals):
+            if i in by_leaf:
+                leaves.append(by_leaf[i])
+            else:
+                leaves.append(np.zeros(aval.shape, aval.dtype))
+        return leaves
+
+    def _needs_x64(self) -> bool:
+        return any(a.dtype.itemsize == 8 for p in self.manifest.programs
+                   for a in [*p.arguments, *p.results] if a.dtype.itemsize)
+
+    def call(
+        self, inputs: Mapping[str, Any] | None = None, /, **named: Any
+    ) -> dict[str, np.ndarray]:
+        """Run the program on inputs given by name; outputs by name (numpy).
+
+        `art.call(x=x)` or `art.call({"x": x})`. With batch sizes, the program is the one whose
+        size equals the inputs' leading dimension. A runtime check compiled into the program
+        (checkify) that fires raises `CheckFailedError` carrying JAX's `err.get()` text.
+        """
+        import contextlib
+
+        import jax
+
+        given = {**(inputs or {}), **named}
+        declared = {s.name: s for s in self.manifest.inputs}
+        unknown = sorted(set(given) - set(declared))
+        missing = [n for n in declared if n not in given]
+        if unknown or missing:
+            raise ArtifactError(
+                f"{self.name}: inputs are {list(declared)}"
+                + (f"; unknown: {unknown}" if unknown else "")
+                + (f"; missing: {missing}" if missing else "")
+            )
+        arrays: dict[str, np.ndarray] = {}
+        for name, spec in declared.items():
+            value = np.asarray(given[name])
+            want = manifest_mod.numpy_dtype(spec.dtype)
+            if value.dtype != want:
+                raise ArtifactError(
+                    f"input {name!r}: dtype {value.dtype}, the model takes {want} "
+                    f"(convert it, e.g. x.astype(np.{want.name}))"
+                )
+            arrays[name] = value
+        batch = None
+        if self.batch_sizes:
+            batched = list(self.manifest.batching.batched_inputs)
+            rows = {int(arrays[n].shape[0]) if arrays[n].ndim else -1 for n in batched}
+            if len(rows) != 1:
+                raise ArtifactError(f"batched inputs {batched} disagree on the batch size")
+            batch = rows.pop()
+        program = self.program(batch)
+        exp = self.exported(batch)
+        with jax.enable_x64(True) if self._needs_x64() else contextlib.nullcontext():
+            args, kwargs = exp.in_tree.unflatten(self._leaves(exp, program, arrays))
+            results = [np.asarray(r) for r in jax.tree.leaves(exp.call(*args, **kwargs))]
+        plain = [r for r in program.results if r.role != _RES.RESULT_ROLE_TOKEN]
+        checks = [v for r, v in zip(plain, results, strict=True)
+                  if r.role == _RES.RESULT_ROLE_CHECK]
+        if checks:
+            checks_mod.raise_if_fired(self.manifest.checks, checks)
+        return {r.name: v for r, v in zip(plain, results, strict=True)
+                if r.role == _RES.RESULT_ROLE_OUTPUT}
+
+    # -- goldens ------------------------------------------------------------------------------
+
+    def goldens(self) -> list[Golden]:
+        """Every golden case, arrays loaded (bf16 reinterpreted from its raw `.npy` storage)."""
+        in_dtypes = {s.name: manifest_mod.numpy_dtype(s.dtype) for s in self.manifest.inputs}
+        res_dtypes = {r.name: manifest_mod.numpy_dtype(r.dtype)
+                      for p in self.manifest.programs for r in p.results
+                      if r.role != _RES.RESULT_ROLE_TOKEN}
+
+        def load(paths: Mapping[str, str], types: Mapping[str, np.dtype]) -> dict:
+            return {n: goldens_mod.load_npy(self.path / rel, types[n]) for n, rel in paths.items()}
+
+        return [
+            Golden(case.name, case.batch_size, load(case.inputs, in_dtypes),
+                   load(case.outputs, res_dtypes), load(case.check_outputs, res_dtypes),
+                   case.expected_check, case.expected_error)
+            for case in self.manifest.goldens
+        ]
