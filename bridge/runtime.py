@@ -35,6 +35,7 @@ from jaxport.artifact import weights as weights_io
 from jaxport.artifact.errors import ArtifactError, CheckFailedError
 from jaxport.bridge.batcher import BatchingConfig, DynamicBatcher
 from jaxport.bridge.statistics import ModelStatistics, Timings
+from jaxport.bridge.testing import gate as test_gate
 from jaxport.protocol import dtypes
 from jaxport.protocol.errors import (
     FailedPreconditionError,
@@ -390,6 +391,7 @@ class Model:
         A runtime check compiled into the program (checkify) that fired raises the status its
         kind maps to, with the message `err.get()` gives in JAX.
         """
+        test_gate(self.name)  # no-op unless JAXPORT_TEST_GATE_DIR (tests only): bridge/testing.py
         self.check_inputs(arrays)
         names = self.check_outputs(requested)
         if self.batcher is not None:
