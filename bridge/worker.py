@@ -1,0 +1,532 @@
+"""Execution worker behind the native front: today's servicer, reached over a Unix socket.
+
+    python -m jaxport.bridge.worker --socket PATH [jaxport serve flags: --repository ...]
+    python -m jaxport.bridge.worker --listen-fd N [...]     # a listening socket inherited
+
+The native front (`bridge/front`, Go) terminates gRPC; it forwards each call as (method,
+serialized request) to one of N workers. A worker runs exactly the objects `jaxport serve` runs
+(`jaxport.bridge.server.Bridge`'s repository, admission, inference core; the same
+`InferenceServicer`), maps exceptions through `jaxport.bridge.interceptor.status_of` (the one
+table), and answers (status code, message, serialized response). Protocol behaviour therefore
+lives in one place; the front adds transport only. All `jaxport serve` settings apply
+(`jaxport.bridge.settings.Settings`); the gRPC ones (port, TLS, tokens, metrics port) are the
+front's business and are ignored here.
+
+Framing (every integer little-endian). A frame is a 24-byte header then `length` payload bytes:
+
+    u32 length    payload bytes that follow the header
+    u8  type      frame type (below)
+    u8  method    index of the RPC in `inference.GRPCInferenceService` as declared in
+                  proto/inference/grpc_service.proto (0 = ServerLive, ... 5 = ModelInfer,
+                  6 = ModelStreamInfer, 7 = ModelConfig, ...); both sides derive it from
+                  the descriptor
+    u16 code      gRPC status code (replies and stream ends; 0 otherwise)
+    u64 id        call id chosen by the front, unique per connection while in flight
+    i64 aux       CALL / STREAM_OPEN: the call's remaining time in microseconds when sent
+                  (-1 = no deadline); REPLY / STREAM_END: byte length of the status message
+                  at the start of the payload; otherwise 0
+
+    type                      direction        payload
+    1 CALL                    front -> worker  serialized request message (unary RPC)
+    2 REPLY                   worker -> front  status message (utf-8, `aux` bytes), then the
+                                               serialized response when code == 0
+    3 READY                   worker -> front  none; sent once the initial repository load is
+                                               done (at once to a connection made after that)
+    4 CANCEL                  front -> worker  none; the caller went away: `is_active()` turns
+                                               false (admission stops waiting for a slot)
+    5 STREAM_OPEN             front -> worker  none; starts ModelStreamInfer call `id`
+    6 STREAM_MSG              front -> worker  one serialized ModelInferRequest of stream `id`
+    7 STREAM_HALF_CLOSE       front -> worker  none; the client sent its last request
+    8 STREAM_REPLY            worker -> front  one serialized ModelStreamInferResponse
+    9 STREAM_END              worker -> front  final status of stream `id` (as REPLY, no body)
+
+Several calls are in flight per connection: frames of different ids interleave freely; each
+call runs on a thread pool of `--worker-threads` threads (as the Python server), and a call
+beyond that many at once is answered RESOURCE_EXHAUSTED (as grpcio's `maximum_concurrent_rpcs`).
+A request that does not parse is INTERNAL "Exception deserializing request!" (grpcio's words).
+A malformed frame (unknown type, payload over the limit) closes the connection.
+
+In `--listen-fd` mode (how the front starts workers) the worker exits when its last connection
+closes, so it never outlives the front. SIGTERM: stop accepting, let in-flight calls finish for
+up to `--grace-period-s`, exit 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import socket
+import struct
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent import futures
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+from google.protobuf import message_factory
+from google.protobuf.message import DecodeError
+from jaxport.bridge.interceptor import status_of
+from jaxport.bridge.settings import Settings, SettingsError
+
+log = logging.getLogger("jaxport.bridge.worker")
+
+HEADER = struct.Struct("<IBBHQq")
+CALL, REPLY, READY, CANCEL = 1, 2, 3, 4
+STREAM_OPEN, STREAM_MSG, STREAM_HALF_CLOSE, STREAM_REPLY, STREAM_END = 5, 6, 7, 8, 9
+NO_DEADLINE = -1
+#: Room for the header fields of a request around its largest allowed message.
+FRAME_SLACK = 64 * 1024
+DESERIALIZE_FAILED = "Exception deserializing request!"  # grpcio's details for the same case
+CONCURRENCY_EXCEEDED = "Concurrent RPC limit exceeded!"  # grpcio's maximum_concurrent_rpcs
+
+
+class _Aborted(Exception):
+    """`context.abort(code, details)` from a handler: that status, as grpc would send it."""
+
+    def __init__(self, code: grpc.StatusCode, details: str) -> None:
+        super().__init__(details)
+        self.code, self.details = code, details
+
+
+class CallContext:
+    """What the servicer reads of a `grpc.ServicerContext`: the deadline and liveness.
+
+    `time_remaining()` counts from the moment the frame arrived, with the remaining time the
+    front measured when it sent it; `is_active()` is false once the caller cancelled or the
+    deadline passed (as grpc's).
+    """
+
+    def __init__(self, timeout_us: int) -> None:
+        self._deadline = (None if timeout_us < 0
+                          else time.monotonic() + timeout_us / 1e6)
+        self._cancelled = threading.Event()
+
+    def time_remaining(self) -> float | None:
+        if self._deadline is None:
+            return None
+        return max(0.0, self._deadline - time.monotonic())
+
+    def is_active(self) -> bool:
+        if self._cancelled.is_set():
+            return False
+        return self._deadline is None or time.monotonic() < self._deadline
+
+    def cancel(self) -> None:
+        self._cancelled.set()
+
+    def abort(self, code: grpc.StatusCode, details: str) -> None:
+        raise _Aborted(code, details)
+
+    def invocation_metadata(self) -> tuple[()]:
+        return ()
+
+
+@dataclass(frozen=True)
+class Method:
+    """One RPC of the service: its wire index, handler and request parser."""
+
+    index: int
+    name: str
+    full_name: str
+    streaming: bool
+    parse: Callable[[bytes], Any]
+    handler: Callable[..., Any]
+
+
+def service_methods(servicer: Any) -> list[Method]:
+    """Every RPC of `inference.GRPCInferenceService` in declaration order (the wire index)."""
+    from jaxport.protocol.gen.inference import grpc_service_pb2 as pb
+
+    service = pb.DESCRIPTOR.services_by_name["GRPCInferenceService"]
+    methods = []
+    for m in service.methods:
+        cls = message_factory.GetMessageClass(m.input_type)
+        methods.append(Method(
+            index=m.index, name=m.name, full_name=f"/{service.full_name}/{m.name}",
+            streaming=m.client_streaming or m.server_streaming,
+            parse=cls.FromString, handler=getattr(servicer, m.name)))
+    return methods
+
+
+def _status(exc: BaseException, method: str) -> tuple[int, str]:
+    if isinstance(exc, _Aborted):
+        return exc.code.value[0], exc.details
+    code, details = status_of(exc, method)
+    return code.value[0], details
+
+
+class _Stream:
+    """Requests of one ModelStreamInfer call, fed by the connection's reader."""
+
+    _END = object()
+
+    def __init__(self, context: CallContext) -> None:
+        self.context = context
+        self._cond = threading.Condition()
+        self._items: list[Any] = []
+
+    def put(self, item: Any) -> None:
+        with self._cond:
+            self._items.append(item)
+            self._cond.notify()
+
+    def close(self) -> None:
+        self.put(self._END)
+
+    def __iter__(self) -> Iterator[Any]:
+        while True:
+            with self._cond:
+                while not self._items:
+                    self._cond.wait()
+                item = self._items.pop(0)
+            if item is self._END:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+
+
+class _Slots:
+    """At most `limit` calls at once (non-blocking), and a wait for none in flight."""
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._busy = 0
+        self._cond = threading.Condition()
+
+    def acquire(self, blocking: bool = False) -> bool:
+        with self._cond:
+            if self._busy >= self._limit:
+                return False
+            self._busy += 1
+            return True
+
+    def release(self) -> None:
+        with self._cond:
+            self._busy -= 1
+            self._cond.notify_all()
+
+    def wait_idle(self, timeout: float) -> bool:
+        with self._cond:
+            return self._cond.wait_for(lambda: self._busy == 0, timeout)
+
+
+class Connection:
+    """One socket from the front: reads frames, runs calls on the pool, writes replies."""
+
+    def __init__(self, worker: Worker, sock: socket.socket) -> None:
+        self.worker = worker
+        self.sock = sock
+        self._write_lock = threading.Lock()
+        self._calls: dict[int, CallContext] = {}
+        self._streams: dict[int, _Stream] = {}
+        self._lock = threading.Lock()
+        self.closed = threading.Event()
+
+    # -- writing -----------------------------------------------------------------------------
+
+    def send(self, ftype: int, method: int, code: int, call_id: int, aux: int,
+             *parts: bytes) -> None:
+        length = sum(len(p) for p in parts)
+        header = HEADER.pack(length, ftype, method, code, call_id, aux)
+        try:
+            with self._write_lock:
+                if length < 65536:
+                    self.sock.sendall(b"".join((header, *parts)))
+                else:  # a large response: no extra copy of it
+                    self.sock.sendall(header)
+                    for p in parts:
+                        self.sock.sendall(p)
+        except OSError:
+            self.closed.set()  # the front went away; the reader notices too
+
+    def send_status(self, ftype: int, method: int, call_id: int, code: int, message: str,
+                    body: bytes = b"") -> None:
+        text = message.encode("utf-8", "replace")
+        self.send(ftype, method, code, call_id, len(text), text, body)
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def _read_exact(self, n: int) -> bytes | None:
+        buf = bytearray(n)
+        view = memoryview(buf)
+        got = 0
+        while got < n:
+            k = self.sock.recv_into(view[got:])
+            if k == 0:
+                return None
+            got += k
+        return bytes(buf)
+
+    def serve(self) -> None:
+        """Read frames until the front closes the connection (or sends garbage)."""
+        try:
+            if self.worker.ready.is_set():
+                self.send(READY, 0, 0, 0, 0)
+            while True:
+                header = self._read_exact(HEADER.size)
+                if header is None:
+                    return
+                length, ftype, method, _code, call_id, aux = HEADER.unpack(header)
+                if length > self.worker.max_frame_bytes:
+                    log.error("frame too large, closing", extra={"fields": {"bytes": length}})
+                    return
+                payload = self._read_exact(length) if length else b""
+                if payload is None:
+                    return
+                if not self._dispatch(ftype, method, call_id, aux, payload):
+                    log.error("bad frame, closing", extra={"fields": {
+                        "type": ftype, "method": method}})
+                    return
+        except OSError as exc:
+            log.info("connection error", extra={"fields": {"error": str(exc)}})
+        finally:
+            self.closed.set()
+            with self._lock:
+                for ctx in self._calls.values():
+                    ctx.cancel()
+                for stream in self._streams.values():
+                    stream.context.cancel()
+                    stream.close()
+            self.sock.close()
+            self.worker.connection_closed(self)
+
+    def _dispatch(self, ftype: int, method_index: int, call_id: int, aux: int,
+                  payload: bytes) -> bool:
+        methods = self.worker.methods
+        if ftype == CANCEL:
+            with self._lock:
+                ctx = self._calls.get(call_id) or getattr(self._streams.get(call_id),
+                                                          "context", None)
+            if ctx is not None:
+                ctx.cancel()
+            return True
+        if ftype in (STREAM_MSG, STREAM_HALF_CLOSE):
+            with self._lock:
+                stream = self._streams.get(call_id)
+            if stream is None:
+                return True  # the stream already ended (e.g. it failed): drop late messages
+            if ftype == STREAM_HALF_CLOSE:
+                stream.close()
+                return True
+            try:
+                stream.put(methods[method_index].parse(payload))
+            except DecodeError:
+                stream.put(_Aborted(grpc.StatusCode.INTERNAL, DESERIALIZE_FAILED))
+            return True
+        if ftype not in (CALL, STREAM_OPEN) or method_index >= len(methods):
+            return False
+        method = methods[method_index]
+        if method.streaming != (ftype == STREAM_OPEN):
+            return False
+        context = CallContext(aux)
+        if not self.worker.slots.acquire(blocking=False):
+            self.send_status(REPLY if ftype == CALL else STREAM_END, method_index, call_id,
+                             grpc.StatusCode.RESOURCE_EXHAUSTED.value[0], CONCURRENCY_EXCEEDED)
+            return True
+        with self._lock:
+            if ftype == CALL:
+                self._calls[call_id] = context
+            else:
+                self._streams[call_id] = _Stream(context)
+        try:
+            if ftype == CALL:
+                self.worker.pool.submit(self._unary, method, call_id, context, payload)
+            else:
+                self.worker.pool.submit(self._stream, method, call_id)
+        except RuntimeError:  # pool shut down (SIGTERM): refuse like a draining server
+            self._forget(call_id)
+            self.worker.slots.release()
+            self.send_status(REPLY if ftype == CALL else STREAM_END, method_index, call_id,
+                             grpc.StatusCode.UNAVAILABLE.value[0], "worker is shutting down")
+        return True
+
+    def _forget(self, call_id: int) -> None:
+        with self._lock:
+            self._calls.pop(call_id, None)
+            self._streams.pop(call_id, None)
+
+    # -- calls -------------------------------------------------------------------------------
+
+    def _unary(self, method: Method, call_id: int, context: CallContext, payload: bytes) -> None:
+        try:
+            try:
+                request = method.parse(payload)
+            except DecodeError:
+                code, message, body = grpc.StatusCode.INTERNAL.value[0], DESERIALIZE_FAILED, b""
+            else:
+                try:
+                    body = method.handler(request, context).SerializeToString()
+                    code, message = 0, ""
+                except Exception as exc:
+                    code, message = _status(exc, method.full_name)
+                    body = b""
+            self.send_status(REPLY, method.index, call_id, code, message, body)
+        finally:
+            self._forget(call_id)
+            self.worker.slots.release()
+
+    def _stream(self, method: Method, call_id: int) -> None:
+        with self._lock:
+            stream = self._streams[call_id]
+        try:
+            code, message = 0, ""
+            try:
+                for response in method.handler(iter(stream), stream.context):
+                    self.send(STREAM_REPLY, method.index, 0, call_id, 0,
+                              response.SerializeToString())
+            except Exception as exc:
+                code, message = _status(exc, method.full_name)
+            self.send_status(STREAM_END, method.index, call_id, code, message)
+        finally:
+            self._forget(call_id)
+            self.worker.slots.release()
+
+
+class Worker:
+    """The core objects of `jaxport serve` behind a framed Unix-socket protocol."""
+
+    def __init__(self, settings: Settings, listener: socket.socket,
+                 exit_on_disconnect: bool = False) -> None:
+        from jaxport.bridge.server import Bridge
+        from jaxport.bridge.servicer import InferenceServicer
+        from jaxport.bridge.shared_memory import SharedMemoryRegistry
+
+        self.settings = settings
+        # Bridge builds repository, admission and inference core exactly as `jaxport serve`
+        # does; its gRPC server is never bound or started here (the front is the server).
+        self.bridge = Bridge(settings)
+        self.servicer = InferenceServicer(
+            self.bridge.repository, self.bridge.core, self.bridge.state,
+            SharedMemoryRegistry() if settings.system_shared_memory else None)
+        self.methods = service_methods(self.servicer)
+        self.pool = futures.ThreadPoolExecutor(settings.worker_threads,
+                                               thread_name_prefix="worker")
+        self.slots = _Slots(settings.worker_threads)
+        self.max_frame_bytes = settings.max_message_bytes + FRAME_SLACK
+        self.listener = listener
+        self.exit_on_disconnect = exit_on_disconnect
+        self.ready = threading.Event()
+        self.stop = threading.Event()
+        self._connections: set[Connection] = set()
+        self._lock = threading.Lock()
+        self._ever_connected = False
+
+    def load(self) -> None:
+        """Load the repository (as `jaxport serve`), then tell every connection READY."""
+        try:
+            self.bridge.load_repository()
+        except Exception:
+            log.exception("repository load crashed")
+            self.stop.set()
+            return
+        with self._lock:
+            self.ready.set()
+            connections = list(self._connections)
+        for conn in connections:
+            conn.send(READY, 0, 0, 0, 0)
+
+    def accept_loop(self) -> None:
+        while not self.stop.is_set():
+            try:
+                sock, _ = self.listener.accept()
+            except OSError:
+                return  # listener closed (shutdown)
+            conn = Connection(self, sock)
+            with self._lock:
+                self._connections.add(conn)
+                self._ever_connected = True
+            threading.Thread(target=conn.serve, name="worker-conn", daemon=True).start()
+
+    def connection_closed(self, conn: Connection) -> None:
+        with self._lock:
+            self._connections.discard(conn)
+            last = not self._connections
+        if last and self.exit_on_disconnect:
+            log.info("front disconnected, exiting")
+            self.stop.set()
+
+    def run(self) -> None:
+        threading.Thread(target=self.load, name="repository-load", daemon=True).start()
+        threading.Thread(target=self.accept_loop, name="worker-accept", daemon=True).start()
+        self.stop.wait()
+        self.shutdown()
+
+    def shutdown(self) -> None:
+        """Refuse new calls, let in-flight ones finish for up to the grace period."""
+        self.bridge.state.set_draining()
+        try:
+            self.listener.close()
+        except OSError:
+            pass
+        self.pool.shutdown(wait=False)
+        drained = self.slots.wait_idle(self.settings.grace_period_s)
+        log.info("stopped", extra={"fields": {"drained": drained}})
+
+
+def _parse_args(argv: list[str]) -> tuple[argparse.Namespace, Settings]:
+    parser = argparse.ArgumentParser(
+        prog="python -m jaxport.bridge.worker", add_help=True,
+        description="Execution worker of the native front (framed protocol over a Unix socket);"
+                    " every other flag is a `jaxport serve` flag.")
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--socket", help="Unix socket path to bind and listen on")
+    where.add_argument("--listen-fd", type=int,
+                       help="an inherited listening Unix socket; exit when its last "
+                            "connection closes (how the front starts workers)")
+    own, rest = parser.parse_known_args(argv)
+    return own, Settings.from_argv(rest)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Serve until SIGTERM (or, with --listen-fd, until the front disconnects)."""
+    try:
+        own, settings = _parse_args(sys.argv[1:] if argv is None else argv)
+    except SettingsError as exc:
+        print(f"jaxport worker: error: {exc}", file=sys.stderr)
+        return 2
+    from jaxport.bridge import logs
+    from jaxport.bridge.engines import configure_jax
+    from jaxport.bridge.server import keep_heap_memory
+
+    # The process set-up of `jaxport serve` (server.run), step for step.
+    logs.configure(settings.log_level)
+    configure_jax()
+    keep_heap_memory()
+    if own.listen_fd is not None:
+        listener = socket.socket(fileno=own.listen_fd)
+    else:
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            listener.bind(own.socket)
+        except OSError as exc:
+            print(f"jaxport worker: error: cannot bind {own.socket}: {exc.strerror}",
+                  file=sys.stderr)
+            return 1
+        listener.listen(64)
+    worker = Worker(settings, listener, exit_on_disconnect=own.listen_fd is not None)
+
+    def on_signal(signum: int, _frame: object) -> None:
+        log.info("signal received", extra={"fields": {"signal": signal.Signals(signum).name}})
+        worker.stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    log.info("worker listening", extra={"fields": {
+        "socket": own.socket, "listen_fd": own.listen_fd, "pid": os.getpid()}})
+    worker.run()
+    if own.socket:
+        try:
+            os.unlink(own.socket)
+        except OSError:
+            pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
