@@ -11,16 +11,21 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
+	"strings"
+	"time"
 
 	pb "github.com/jaxport/jaxport/clients/go/gen/inference"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 )
 
 // DefaultMaxMessageSize is the default send and receive limit: large enough for real tensors
@@ -31,6 +36,8 @@ type config struct {
 	creds       credentials.TransportCredentials
 	tlsFiles    *tlsFiles
 	token       string
+	tokenPlain  bool
+	retry       *RetryPolicy
 	maxMsg      int
 	waitReady   bool
 	dialOptions []grpc.DialOption
@@ -54,9 +61,103 @@ func WithTLSFiles(caPEM, certPEM, keyPEM string) Option {
 	return func(cfg *config) { cfg.tlsFiles = &tlsFiles{caPEM, certPEM, keyPEM} }
 }
 
-// WithBearerToken sends `authorization: Bearer <token>` metadata on every call.
+// WithBearerToken sends `authorization: Bearer <token>` on every call as
+// credentials.PerRPCCredentials that require transport security: Dial refuses it on a
+// plaintext connection (the token would travel in the clear). Use it with WithTLSFiles or
+// WithTransportCredentials, or opt in explicitly with WithInsecureBearerToken.
 func WithBearerToken(token string) Option {
-	return func(cfg *config) { cfg.token = token }
+	return func(cfg *config) { cfg.token, cfg.tokenPlain = token, false }
+}
+
+// WithInsecureBearerToken is WithBearerToken that also sends the token over plaintext: only
+// for a loopback or otherwise trusted network (a sidecar, a test server).
+func WithInsecureBearerToken(token string) Option {
+	return func(cfg *config) { cfg.token, cfg.tokenPlain = token, true }
+}
+
+// BearerToken is the PerRPCCredentials behind WithBearerToken, for callers that build their
+// own grpc.ClientConn (grpc.WithPerRPCCredentials); allowPlaintext=false makes gRPC refuse to
+// send it without transport security.
+func BearerToken(token string, allowPlaintext bool) credentials.PerRPCCredentials {
+	return bearer{token: token, allowPlaintext: allowPlaintext}
+}
+
+type bearer struct {
+	token          string
+	allowPlaintext bool
+}
+
+func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	return map[string]string{"authorization": "Bearer " + b.token}, nil
+}
+
+func (b bearer) RequireTransportSecurity() bool { return !b.allowPlaintext }
+
+// ErrTokenOverPlaintext is Dial's error for WithBearerToken without transport security.
+var ErrTokenOverPlaintext = errors.New("a bearer token over a plaintext connection would be sent in the clear: " +
+	"use TLS (WithTLSFiles / WithTransportCredentials) or opt in with WithInsecureBearerToken")
+
+// RetryPolicy is gRPC's own retry (the service config's retryPolicy, applied by the channel
+// under every call): a call failing with UNAVAILABLE (server restarting, connection refused)
+// is tried again after an exponential, jittered backoff, up to MaxAttempts in all (gRPC caps it
+// at 5). Read-only calls (health, metadata, repository index, statistics, shared-memory status)
+// are also retried on DEADLINE_EXCEEDED returned by the server; inference and calls that change
+// state are not. The call's own deadline still bounds every attempt together. Streams are never
+// retried.
+type RetryPolicy struct {
+	MaxAttempts       int           // attempts including the first, 2..5
+	InitialBackoff    time.Duration // the first retry waits a random time in [0, InitialBackoff)
+	MaxBackoff        time.Duration // the ceiling of the growing backoff
+	BackoffMultiplier float64       // growth per retry, > 0
+}
+
+// DefaultRetryPolicy: 5 attempts, backoff 0.2 s doubling up to 3 s (about 6 s in the worst case).
+var DefaultRetryPolicy = RetryPolicy{MaxAttempts: 5, InitialBackoff: 200 * time.Millisecond, MaxBackoff: 3 * time.Second, BackoffMultiplier: 2}
+
+// WithRetry turns on gRPC's retry policy (off by default: a call to an unreachable server fails
+// at once with UNAVAILABLE). Pass DefaultRetryPolicy or your own. It also shortens the
+// channel's reconnect backoff (100 ms growing to MaxBackoff) so a restarted server is reached
+// while the retries last.
+func WithRetry(p RetryPolicy) Option {
+	return func(cfg *config) { cfg.retry = &p }
+}
+
+// readMethods are the idempotent reads also retried on DEADLINE_EXCEEDED.
+var readMethods = []string{"ServerLive", "ServerReady", "ModelReady", "ServerMetadata", "ModelMetadata",
+	"RepositoryIndex", "ModelStatistics", "SystemSharedMemoryStatus", "CudaSharedMemoryStatus"}
+
+// ServiceConfig is the gRPC service config JSON of a retry policy (what WithRetry installs as
+// the channel's default service config).
+func (p RetryPolicy) ServiceConfig() (string, error) {
+	if p.MaxAttempts < 2 || p.MaxAttempts > 5 {
+		return "", fmt.Errorf("retry policy: MaxAttempts must be 2..5, got %d", p.MaxAttempts)
+	}
+	if p.InitialBackoff <= 0 || p.MaxBackoff < p.InitialBackoff || p.BackoffMultiplier <= 0 {
+		return "", fmt.Errorf("retry policy: need 0 < InitialBackoff <= MaxBackoff and BackoffMultiplier > 0, got %v, %v, %v",
+			p.InitialBackoff, p.MaxBackoff, p.BackoffMultiplier)
+	}
+	const service = "inference.GRPCInferenceService"
+	policy := func(codes ...string) map[string]any {
+		return map[string]any{
+			"maxAttempts":          p.MaxAttempts,
+			"initialBackoff":       fmt.Sprintf("%.3fs", p.InitialBackoff.Seconds()),
+			"maxBackoff":           fmt.Sprintf("%.3fs", p.MaxBackoff.Seconds()),
+			"backoffMultiplier":    p.BackoffMultiplier,
+			"retryableStatusCodes": codes,
+		}
+	}
+	var reads []map[string]string
+	for _, m := range readMethods {
+		reads = append(reads, map[string]string{"service": service, "method": m})
+	}
+	cfg := map[string]any{"methodConfig": []any{
+		map[string]any{"name": []any{map[string]string{"service": service}}, "retryPolicy": policy("UNAVAILABLE")},
+		map[string]any{"name": reads, "retryPolicy": policy("UNAVAILABLE", "DEADLINE_EXCEEDED")},
+		// A stream is not retried: its requests are not idempotent as a whole.
+		map[string]any{"name": []any{map[string]string{"service": service, "method": "ModelStreamInfer"}}},
+	}}
+	b, err := json.Marshal(cfg)
+	return string(b), err
 }
 
 // WithMaxMessageSize sets both the send and the receive limit in bytes.
@@ -103,12 +204,14 @@ func (f *tlsFiles) credentials() (credentials.TransportCredentials, error) {
 
 // Client is a connection to one inference server. It is safe for concurrent use.
 type Client struct {
-	conn *grpc.ClientConn
-	stub pb.GRPCInferenceServiceClient
+	conn  *grpc.ClientConn
+	stub  pb.GRPCInferenceServiceClient
+	owned bool // Dial opened conn, so Close closes it
 }
 
-// Dial creates a client for target ("host:port" or any gRPC target string). Plaintext unless
-// WithTransportCredentials or WithTLSFiles is given. The connection is lazy unless WithWaitReady is given.
+// Dial creates a client for target ("host:port" or any gRPC target string) on a connection it
+// owns (Close closes it). Plaintext unless WithTransportCredentials or WithTLSFiles is given.
+// The connection is lazy unless WithWaitReady is given.
 func Dial(ctx context.Context, target string, opts ...Option) (*Client, error) {
 	cfg := config{creds: insecure.NewCredentials(), maxMsg: DefaultMaxMessageSize}
 	for _, o := range opts {
@@ -126,9 +229,22 @@ func Dial(ctx context.Context, target string, opts ...Option) (*Client, error) {
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(cfg.maxMsg), grpc.MaxCallSendMsgSize(cfg.maxMsg)),
 	}
 	if cfg.token != "" {
-		dial = append(dial,
-			grpc.WithChainUnaryInterceptor(bearerUnary(cfg.token)),
-			grpc.WithChainStreamInterceptor(bearerStream(cfg.token)))
+		if !cfg.tokenPlain && cfg.creds.Info().SecurityProtocol == "insecure" {
+			return nil, fmt.Errorf("jaxport: dial %s: %w", target, ErrTokenOverPlaintext)
+		}
+		dial = append(dial, grpc.WithPerRPCCredentials(BearerToken(cfg.token, cfg.tokenPlain)))
+	}
+	if cfg.retry != nil {
+		sc, err := cfg.retry.ServiceConfig()
+		if err != nil {
+			return nil, fmt.Errorf("jaxport: dial %s: %w", target, err)
+		}
+		// Reconnect soon after a restart, so the retries find the server again while they last
+		// (gRPC's default reconnect backoff starts at 1 s and grows to 120 s).
+		dial = append(dial, grpc.WithDefaultServiceConfig(sc), grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: cfg.retry.MaxBackoff},
+			MinConnectTimeout: 20 * time.Second,
+		}))
 	}
 	dial = append(dial, cfg.dialOptions...)
 	conn, err := grpc.NewClient(target, dial...)
@@ -144,28 +260,24 @@ func Dial(ctx context.Context, target string, opts ...Option) (*Client, error) {
 			}
 		}
 	}
-	return &Client{conn: conn, stub: pb.NewGRPCInferenceServiceClient(conn)}, nil
+	return &Client{conn: conn, stub: pb.NewGRPCInferenceServiceClient(conn), owned: true}, nil
 }
 
-// NewClient wraps an existing connection (the caller keeps ownership; Close closes it).
+// NewClient wraps a connection the caller made and keeps owning: the caller closes conn, and
+// Client.Close leaves it open. Dial's options do not apply; pass their gRPC equivalents
+// (grpc.WithPerRPCCredentials(BearerToken(...)), grpc.WithDefaultServiceConfig(...), message
+// size limits) when creating conn.
 func NewClient(conn *grpc.ClientConn) *Client {
 	return &Client{conn: conn, stub: pb.NewGRPCInferenceServiceClient(conn)}
 }
 
-func bearerUnary(token string) grpc.UnaryClientInterceptor {
-	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-		return invoker(metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token), method, req, reply, cc, opts...)
+// Close closes the connection if Dial opened it; for NewClient it does nothing.
+func (c *Client) Close() error {
+	if !c.owned {
+		return nil
 	}
+	return c.conn.Close()
 }
-
-func bearerStream(token string) grpc.StreamClientInterceptor {
-	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-		return streamer(metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token), desc, cc, method, opts...)
-	}
-}
-
-// Close releases the connection.
-func (c *Client) Close() error { return c.conn.Close() }
 
 // Raw is the generated stub on the same connection, for protocol-level calls the wrapper does
 // not cover (repository, statistics, deliberately malformed requests).
@@ -287,10 +399,10 @@ func DecodeResponse(resp *pb.ModelInferResponse) (Outputs, error) {
 	for i, o := range resp.GetOutputs() {
 		var t Tensor
 		if len(raw) != 0 {
-			t = Tensor{Name: o.GetName(), Datatype: o.GetDatatype(), Shape: cloneShape(o.GetShape()), Raw: raw[i]}
+			t = Tensor{Name: o.GetName(), Datatype: Datatype(o.GetDatatype()), Shape: cloneShape(o.GetShape()), Raw: raw[i]}
 		} else {
 			var err error
-			if t, err = fromContents(o.GetName(), o.GetDatatype(), o.GetShape(), o.GetContents()); err != nil {
+			if t, err = fromContents(o.GetName(), Datatype(o.GetDatatype()), o.GetShape(), o.GetContents()); err != nil {
 				return out, fmt.Errorf("jaxport: %w", err)
 			}
 		}
@@ -305,13 +417,48 @@ type Stream struct {
 }
 
 // StreamError is a failed request inside a stream: the protocol reports it as an
-// error_message on the stream (which stays open), not as a gRPC status.
+// error_message on the stream (which stays open), not as a gRPC status. Servers that prefix
+// the status name ("INVALID_ARGUMENT: ...", as the jaxport bridge and Triton do) keep their
+// code in Code, and Message is the rest; any other text is codes.Unknown with the message
+// unchanged. It implements GRPCStatus, so status.Code(err) and status.Convert(err) work on it
+// as on the error of a unary call.
 type StreamError struct {
+	Code    codes.Code
 	Message string
 	ID      string
 }
 
-func (e *StreamError) Error() string { return e.Message }
+func (e *StreamError) Error() string { return e.Code.String() + ": " + e.Message }
+
+// GRPCStatus makes status.Code / status.FromError see the request's code.
+func (e *StreamError) GRPCStatus() *status.Status { return status.New(e.Code, e.Message) }
+
+// codesByName maps the canonical upper-case names ("INVALID_ARGUMENT") to codes.
+var codesByName = func() map[string]codes.Code {
+	m := map[string]codes.Code{}
+	for c := codes.OK; c <= codes.Unauthenticated; c++ {
+		var name []byte
+		for i, r := range c.String() { // "InvalidArgument" -> "INVALID_ARGUMENT"
+			if i > 0 && r >= 'A' && r <= 'Z' {
+				name = append(name, '_')
+			}
+			name = append(name, byte(r))
+		}
+		m[strings.ToUpper(string(name))] = c
+	}
+	m["CANCELLED"] = codes.Canceled
+	return m
+}()
+
+// ParseStreamError reads a stream's error_message into a StreamError (see its doc).
+func ParseStreamError(message, id string) *StreamError {
+	if name, rest, ok := strings.Cut(message, ": "); ok {
+		if c, known := codesByName[name]; known && c != codes.OK {
+			return &StreamError{Code: c, Message: rest, ID: id}
+		}
+	}
+	return &StreamError{Code: codes.Unknown, Message: message, ID: id}
+}
 
 // OpenStream starts a bidirectional inference stream; ctx bounds its whole life.
 func (c *Client) OpenStream(ctx context.Context) (*Stream, error) {
@@ -342,7 +489,7 @@ func (s *Stream) Recv() (Outputs, error) {
 		return Outputs{}, err
 	}
 	if msg := r.GetErrorMessage(); msg != "" {
-		return Outputs{}, &StreamError{Message: msg, ID: r.GetInferResponse().GetId()}
+		return Outputs{}, ParseStreamError(msg, r.GetInferResponse().GetId())
 	}
 	if r.GetInferResponse() == nil {
 		return Outputs{}, errors.New("jaxport: stream response carries neither a result nor an error")

@@ -11,6 +11,7 @@ import (
 	pb "github.com/jaxport/jaxport/clients/go/gen/inference"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 )
@@ -44,7 +45,7 @@ func (s *echoServer) ModelInfer(_ context.Context, r *pb.ModelInferRequest) (*pb
 		return nil, status.Error(codes.InvalidArgument, "input 'pixels': expected shape [2, 3], got [3, 2]")
 	case "big":
 		return &pb.ModelInferResponse{
-			Outputs:           []*pb.ModelInferResponse_InferOutputTensor{{Name: "y", Datatype: UINT8, Shape: []int64{16 << 20}}},
+			Outputs:           []*pb.ModelInferResponse_InferOutputTensor{{Name: "y", Datatype: string(UINT8), Shape: []int64{16 << 20}}},
 			RawOutputContents: [][]byte{make([]byte, 16<<20)},
 		}, nil
 	case "typed":
@@ -73,7 +74,7 @@ func (s *echoServer) ModelStreamInfer(stream pb.GRPCInferenceService_ModelStream
 			return err
 		}
 		if r.GetModelName() == "reject" {
-			_ = stream.Send(&pb.ModelStreamInferResponse{ErrorMessage: "no such model 'reject'", InferResponse: &pb.ModelInferResponse{Id: r.GetId()}})
+			_ = stream.Send(&pb.ModelStreamInferResponse{ErrorMessage: "NOT_FOUND: no such model 'reject'", InferResponse: &pb.ModelInferResponse{Id: r.GetId()}})
 			continue
 		}
 		resp, _ := s.ModelInfer(stream.Context(), r)
@@ -114,7 +115,7 @@ func TestInferRoundTripAndID(t *testing.T) {
 	c := dial(t, addr)
 	ctx := context.Background()
 	out, err := c.Do(ctx, Request{Model: "echo", ID: "req-7", Inputs: []Tensor{
-		Float32("a", []int64{2}, []float32{1, 2}), BFloat16("b", []int64{1}, []float32{0.5}),
+		Must(Float32("a", []int64{2}, []float32{1, 2})), Must(BFloat16("b", []int64{1}, []float32{0.5})),
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -135,7 +136,7 @@ func TestInferRoundTripAndID(t *testing.T) {
 func TestTypedContentsResponseDecodes(t *testing.T) {
 	addr, _ := startServer(t)
 	c := dial(t, addr)
-	out, err := c.Do(context.Background(), Request{Model: "typed", Typed: true, Inputs: []Tensor{Int64("n", []int64{2}, []int64{-3, 1 << 40})}})
+	out, err := c.Do(context.Background(), Request{Model: "typed", Typed: true, Inputs: []Tensor{Must(Int64("n", []int64{2}, []int64{-3, 1 << 40}))}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +149,7 @@ func TestTypedContentsResponseDecodes(t *testing.T) {
 func TestStatusCodeAndMessageArePreserved(t *testing.T) {
 	addr, _ := startServer(t)
 	c := dial(t, addr)
-	_, err := c.Infer(context.Background(), "reject", Float32("pixels", []int64{1}, []float32{1}))
+	_, err := c.Infer(context.Background(), "reject", Must(Float32("pixels", []int64{1}, []float32{1})))
 	if status.Code(err) != codes.InvalidArgument {
 		t.Fatalf("code %v, want InvalidArgument (err %v)", status.Code(err), err)
 	}
@@ -159,26 +160,74 @@ func TestStatusCodeAndMessageArePreserved(t *testing.T) {
 
 func TestDefaultLimitCarries16MiBAndOptionLowersIt(t *testing.T) {
 	addr, _ := startServer(t)
-	out, err := dial(t, addr).Infer(context.Background(), "big", Uint8("x", []int64{1}, []uint8{1}))
+	out, err := dial(t, addr).Infer(context.Background(), "big", Must(Uint8("x", []int64{1}, []uint8{1})))
 	if err != nil {
 		t.Fatalf("16 MiB response with the default limit: %v", err)
 	}
 	if y, _ := out.Get("y"); len(y.Raw) != 16<<20 {
 		t.Fatalf("got %d bytes", len(y.Raw))
 	}
-	_, err = dial(t, addr, WithMaxMessageSize(4<<20)).Infer(context.Background(), "big", Uint8("x", []int64{1}, []uint8{1}))
+	_, err = dial(t, addr, WithMaxMessageSize(4<<20)).Infer(context.Background(), "big", Must(Uint8("x", []int64{1}, []uint8{1})))
 	if status.Code(err) != codes.ResourceExhausted {
 		t.Fatalf("with a 4 MiB limit want ResourceExhausted, got %v", err)
 	}
 }
 
-func TestBearerTokenIsSent(t *testing.T) {
+func TestBearerTokenOverPlaintextIsRefusedUnlessAllowed(t *testing.T) {
 	addr, impl := startServer(t)
-	if live, err := dial(t, addr, WithBearerToken("s3cret")).Live(context.Background()); err != nil || !live {
+	if c, err := Dial(context.Background(), addr, WithBearerToken("s3cret")); !errors.Is(err, ErrTokenOverPlaintext) {
+		if c != nil {
+			_ = c.Close()
+		}
+		t.Fatalf("WithBearerToken over plaintext: want ErrTokenOverPlaintext, got %v", err)
+	}
+	// gRPC itself refuses the credentials on a plaintext connection made by the caller.
+	if conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithPerRPCCredentials(BearerToken("s3cret", false))); err == nil {
+		_ = conn.Close()
+		t.Fatal("grpc.NewClient accepted a token requiring transport security over plaintext")
+	}
+	if live, err := dial(t, addr, WithInsecureBearerToken("s3cret")).Live(context.Background()); err != nil || !live {
 		t.Fatalf("live %v err %v", live, err)
 	}
 	if got := <-impl.lastAuth; got != "Bearer s3cret" {
 		t.Fatalf("authorization %q", got)
+	}
+}
+
+func TestParseStreamError(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		code codes.Code
+		msg  string
+	}{
+		{"INVALID_ARGUMENT: input 'x': bad shape", codes.InvalidArgument, "input 'x': bad shape"},
+		{"CANCELLED: gone", codes.Canceled, "gone"},
+		{"DEADLINE_EXCEEDED: slow", codes.DeadlineExceeded, "slow"},
+		{"UNAUTHENTICATED: who", codes.Unauthenticated, "who"},
+		{"OK: not an error code", codes.Unknown, "OK: not an error code"},
+		{"plain text: no code", codes.Unknown, "plain text: no code"},
+	} {
+		e := ParseStreamError(tc.in, "7")
+		if e.Code != tc.code || e.Message != tc.msg || e.ID != "7" || status.Code(e) != tc.code {
+			t.Fatalf("%q -> %v %q", tc.in, e.Code, e.Message)
+		}
+	}
+}
+
+func TestNewClientLeavesTheCallersConnectionOpen(t *testing.T) {
+	addr, _ := startServer(t)
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	c := NewClient(conn)
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if live, err := NewClient(conn).Live(context.Background()); err != nil || !live {
+		t.Fatalf("the caller's connection must still work after Client.Close: %v %v", live, err)
 	}
 }
 
@@ -188,10 +237,10 @@ func TestStreamResultsAndErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Send(Request{Model: "echo", ID: "1", Inputs: []Tensor{Int32("k", []int64{1}, []int32{5})}}); err != nil {
+	if err := s.Send(Request{Model: "echo", ID: "1", Inputs: []Tensor{Must(Int32("k", []int64{1}, []int32{5}))}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Send(Request{Model: "reject", ID: "2", Inputs: []Tensor{Int32("k", []int64{1}, []int32{5})}}); err != nil {
+	if err := s.Send(Request{Model: "reject", ID: "2", Inputs: []Tensor{Must(Int32("k", []int64{1}, []int32{5}))}}); err != nil {
 		t.Fatal(err)
 	}
 	_ = s.CloseSend()
@@ -203,6 +252,9 @@ func TestStreamResultsAndErrors(t *testing.T) {
 	var se *StreamError
 	if !errors.As(err, &se) || se.ID != "2" || se.Message != "no such model 'reject'" {
 		t.Fatalf("second result should be a StreamError for id 2, got %v", err)
+	}
+	if status.Code(err) != codes.NotFound || se.Code != codes.NotFound || status.Convert(err).Message() != "no such model 'reject'" {
+		t.Fatalf("the stream error must keep its code: status.Code=%v Code=%v", status.Code(err), se.Code)
 	}
 	if _, err := s.Recv(); !errors.Is(err, io.EOF) {
 		t.Fatalf("want io.EOF at the end, got %v", err)

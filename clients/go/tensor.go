@@ -8,34 +8,46 @@ import (
 	pb "github.com/jaxport/jaxport/clients/go/gen/inference"
 )
 
-// Open Inference Protocol datatype strings carried by jaxport.
+// Datatype is an Open Inference Protocol tensor datatype ("FP32", "INT64", ...). The
+// constants below are every numeric type of the protocol plus BOOL (BYTES, variable-length
+// strings, is not carried by jaxport). Datatype(s) converts any wire string; Valid reports
+// whether it is one of them.
+type Datatype string
+
+// The Open Inference Protocol datatypes jaxport carries.
 const (
-	BOOL   = "BOOL"
-	UINT8  = "UINT8"
-	INT8   = "INT8"
-	INT32  = "INT32"
-	INT64  = "INT64"
-	FP16   = "FP16"
-	BF16   = "BF16"
-	FP32   = "FP32"
-	FP64   = "FP64"
-	UINT16 = "UINT16"
-	UINT32 = "UINT32"
-	UINT64 = "UINT64"
-	INT16  = "INT16"
+	BOOL   Datatype = "BOOL"
+	UINT8  Datatype = "UINT8"
+	UINT16 Datatype = "UINT16"
+	UINT32 Datatype = "UINT32"
+	UINT64 Datatype = "UINT64"
+	INT8   Datatype = "INT8"
+	INT16  Datatype = "INT16"
+	INT32  Datatype = "INT32"
+	INT64  Datatype = "INT64"
+	FP16   Datatype = "FP16"
+	BF16   Datatype = "BF16"
+	FP32   Datatype = "FP32"
+	FP64   Datatype = "FP64"
 )
 
 // itemSizes is the wire width (bytes per element) of every datatype above.
-var itemSizes = map[string]int{
+var itemSizes = map[Datatype]int{
 	BOOL: 1, UINT8: 1, INT8: 1, INT16: 2, INT32: 4, INT64: 8, UINT16: 2, UINT32: 4, UINT64: 8,
 	FP16: 2, BF16: 2, FP32: 4, FP64: 8,
 }
 
+// String is the wire spelling.
+func (d Datatype) String() string { return string(d) }
+
+// Valid reports whether d is one of the datatypes above.
+func (d Datatype) Valid() bool { _, ok := itemSizes[d]; return ok }
+
 // ItemSize returns the bytes per element of an Open Inference Protocol datatype.
-func ItemSize(datatype string) (int, error) {
+func ItemSize(datatype Datatype) (int, error) {
 	n, ok := itemSizes[datatype]
 	if !ok {
-		return 0, fmt.Errorf("jaxport: unsupported datatype %q", datatype)
+		return 0, fmt.Errorf("jaxport: unsupported datatype %q", string(datatype))
 	}
 	return n, nil
 }
@@ -46,7 +58,7 @@ func ItemSize(datatype string) (int, error) {
 // read one with the typed accessors (AsFloat32, AsInt64, ...).
 type Tensor struct {
 	Name     string
-	Datatype string
+	Datatype Datatype
 	Shape    []int64
 	Raw      []byte
 }
@@ -81,217 +93,214 @@ func (t Tensor) Validate() error {
 	return nil
 }
 
-func checkLen(name string, shape []int64, n int) {
-	if numElements(shape) != int64(n) {
-		panic(fmt.Sprintf("jaxport: tensor %q: shape %v holds %d elements, data has %d", name, shape, numElements(shape), n))
+// ShapeError is returned by the tensor constructors when the data does not fill the shape.
+type ShapeError struct {
+	Name     string
+	Shape    []int64
+	Elements int
+}
+
+func (e *ShapeError) Error() string {
+	return fmt.Sprintf("jaxport: tensor %q: shape %v holds %d elements, data has %d", e.Name, e.Shape, numElements(e.Shape), e.Elements)
+}
+
+func checkShape(name string, shape []int64, n int) error {
+	for _, d := range shape {
+		if d < 0 {
+			return &ShapeError{Name: name, Shape: cloneShape(shape), Elements: n}
+		}
 	}
+	if numElements(shape) != int64(n) {
+		return &ShapeError{Name: name, Shape: cloneShape(shape), Elements: n}
+	}
+	return nil
 }
 
 func cloneShape(shape []int64) []int64 { return append([]int64(nil), shape...) }
 
+// Must returns the tensor of a constructor and panics on its error; for literals whose shape
+// is known to be right: jaxport.Must(jaxport.Float32("x", []int64{2}, []float32{1, 2})).
+func Must(t Tensor, err error) Tensor {
+	if err != nil {
+		panic(err)
+	}
+	return t
+}
+
 // RawTensor wraps bytes already in wire form (little-endian, row-major) without checking them;
-// use it for datatypes without a Go type (FP16, BF16) or to send deliberately odd requests.
-func RawTensor(name, datatype string, shape []int64, raw []byte) Tensor {
+// use it for bytes you already have or to send deliberately odd requests (Validate checks).
+func RawTensor(name string, datatype Datatype, shape []int64, raw []byte) Tensor {
 	return Tensor{Name: name, Datatype: datatype, Shape: cloneShape(shape), Raw: raw}
 }
 
-// Float32 builds an FP32 tensor. It panics if len(data) does not match the shape.
-func Float32(name string, shape []int64, data []float32) Tensor {
-	checkLen(name, shape, len(data))
-	raw := make([]byte, 4*len(data))
-	for i, v := range data {
-		binary.LittleEndian.PutUint32(raw[4*i:], math.Float32bits(v))
+// encode builds a tensor of fixed-width elements; put writes element i at b.
+func encode[T any](name string, dt Datatype, shape []int64, data []T, put func(b []byte, v T)) (Tensor, error) {
+	if err := checkShape(name, shape, len(data)); err != nil {
+		return Tensor{}, err
 	}
-	return Tensor{name, FP32, cloneShape(shape), raw}
+	size := itemSizes[dt]
+	raw := make([]byte, size*len(data))
+	for i, v := range data {
+		put(raw[size*i:], v)
+	}
+	return Tensor{Name: name, Datatype: dt, Shape: cloneShape(shape), Raw: raw}, nil
+}
+
+var le = binary.LittleEndian
+
+// Float32 builds an FP32 tensor; a *ShapeError if len(data) does not fill the shape (as for
+// every constructor below).
+func Float32(name string, shape []int64, data []float32) (Tensor, error) {
+	return encode(name, FP32, shape, data, func(b []byte, v float32) { le.PutUint32(b, math.Float32bits(v)) })
 }
 
 // Float64 builds an FP64 tensor.
-func Float64(name string, shape []int64, data []float64) Tensor {
-	checkLen(name, shape, len(data))
-	raw := make([]byte, 8*len(data))
-	for i, v := range data {
-		binary.LittleEndian.PutUint64(raw[8*i:], math.Float64bits(v))
-	}
-	return Tensor{name, FP64, cloneShape(shape), raw}
-}
-
-// Int8 builds an INT8 tensor.
-func Int8(name string, shape []int64, data []int8) Tensor {
-	checkLen(name, shape, len(data))
-	raw := make([]byte, len(data))
-	for i, v := range data {
-		raw[i] = byte(v)
-	}
-	return Tensor{name, INT8, cloneShape(shape), raw}
-}
-
-// Int32 builds an INT32 tensor.
-func Int32(name string, shape []int64, data []int32) Tensor {
-	checkLen(name, shape, len(data))
-	raw := make([]byte, 4*len(data))
-	for i, v := range data {
-		binary.LittleEndian.PutUint32(raw[4*i:], uint32(v))
-	}
-	return Tensor{name, INT32, cloneShape(shape), raw}
-}
-
-// Int64 builds an INT64 tensor.
-func Int64(name string, shape []int64, data []int64) Tensor {
-	checkLen(name, shape, len(data))
-	raw := make([]byte, 8*len(data))
-	for i, v := range data {
-		binary.LittleEndian.PutUint64(raw[8*i:], uint64(v))
-	}
-	return Tensor{name, INT64, cloneShape(shape), raw}
-}
-
-// Uint8 builds a UINT8 tensor.
-func Uint8(name string, shape []int64, data []uint8) Tensor {
-	checkLen(name, shape, len(data))
-	return Tensor{name, UINT8, cloneShape(shape), append([]byte(nil), data...)}
-}
-
-// Bool builds a BOOL tensor (one byte per element, 0 or 1).
-func Bool(name string, shape []int64, data []bool) Tensor {
-	checkLen(name, shape, len(data))
-	raw := make([]byte, len(data))
-	for i, v := range data {
-		if v {
-			raw[i] = 1
-		}
-	}
-	return Tensor{name, BOOL, cloneShape(shape), raw}
+func Float64(name string, shape []int64, data []float64) (Tensor, error) {
+	return encode(name, FP64, shape, data, func(b []byte, v float64) { le.PutUint64(b, math.Float64bits(v)) })
 }
 
 // BFloat16 builds a BF16 tensor from float32 values, rounding each to nearest-even bfloat16.
-func BFloat16(name string, shape []int64, data []float32) Tensor {
-	checkLen(name, shape, len(data))
-	raw := make([]byte, 2*len(data))
-	for i, v := range data {
-		binary.LittleEndian.PutUint16(raw[2*i:], Float32ToBF16(v))
-	}
-	return Tensor{name, BF16, cloneShape(shape), raw}
+func BFloat16(name string, shape []int64, data []float32) (Tensor, error) {
+	return encode(name, BF16, shape, data, func(b []byte, v float32) { le.PutUint16(b, Float32ToBF16(v)) })
 }
 
 // Float16 builds an FP16 tensor from float32 values, rounding each to nearest-even IEEE half.
-func Float16(name string, shape []int64, data []float32) Tensor {
-	checkLen(name, shape, len(data))
-	raw := make([]byte, 2*len(data))
-	for i, v := range data {
-		binary.LittleEndian.PutUint16(raw[2*i:], Float32ToFP16(v))
-	}
-	return Tensor{name, FP16, cloneShape(shape), raw}
+func Float16(name string, shape []int64, data []float32) (Tensor, error) {
+	return encode(name, FP16, shape, data, func(b []byte, v float32) { le.PutUint16(b, Float32ToFP16(v)) })
 }
 
-func (t Tensor) expect(datatype string) error {
+// Int8 builds an INT8 tensor.
+func Int8(name string, shape []int64, data []int8) (Tensor, error) {
+	return encode(name, INT8, shape, data, func(b []byte, v int8) { b[0] = byte(v) })
+}
+
+// Int16 builds an INT16 tensor.
+func Int16(name string, shape []int64, data []int16) (Tensor, error) {
+	return encode(name, INT16, shape, data, func(b []byte, v int16) { le.PutUint16(b, uint16(v)) })
+}
+
+// Int32 builds an INT32 tensor.
+func Int32(name string, shape []int64, data []int32) (Tensor, error) {
+	return encode(name, INT32, shape, data, func(b []byte, v int32) { le.PutUint32(b, uint32(v)) })
+}
+
+// Int64 builds an INT64 tensor.
+func Int64(name string, shape []int64, data []int64) (Tensor, error) {
+	return encode(name, INT64, shape, data, func(b []byte, v int64) { le.PutUint64(b, uint64(v)) })
+}
+
+// Uint8 builds a UINT8 tensor.
+func Uint8(name string, shape []int64, data []uint8) (Tensor, error) {
+	return encode(name, UINT8, shape, data, func(b []byte, v uint8) { b[0] = v })
+}
+
+// Uint16 builds a UINT16 tensor.
+func Uint16(name string, shape []int64, data []uint16) (Tensor, error) {
+	return encode(name, UINT16, shape, data, func(b []byte, v uint16) { le.PutUint16(b, v) })
+}
+
+// Uint32 builds a UINT32 tensor.
+func Uint32(name string, shape []int64, data []uint32) (Tensor, error) {
+	return encode(name, UINT32, shape, data, func(b []byte, v uint32) { le.PutUint32(b, v) })
+}
+
+// Uint64 builds a UINT64 tensor.
+func Uint64(name string, shape []int64, data []uint64) (Tensor, error) {
+	return encode(name, UINT64, shape, data, func(b []byte, v uint64) { le.PutUint64(b, v) })
+}
+
+// Bool builds a BOOL tensor (one byte per element, 0 or 1).
+func Bool(name string, shape []int64, data []bool) (Tensor, error) {
+	return encode(name, BOOL, shape, data, func(b []byte, v bool) {
+		if v {
+			b[0] = 1
+		}
+	})
+}
+
+// decode reads a tensor of datatype dt element by element.
+func decode[T any](t Tensor, dt Datatype, get func(b []byte) T) ([]T, error) {
+	if err := t.expect(dt); err != nil {
+		return nil, err
+	}
+	size := itemSizes[dt]
+	out := make([]T, len(t.Raw)/size)
+	for i := range out {
+		out[i] = get(t.Raw[size*i:])
+	}
+	return out, nil
+}
+
+func (t Tensor) expect(datatype Datatype) error {
 	if t.Datatype != datatype {
 		return fmt.Errorf("jaxport: tensor %q is %s, not %s", t.Name, t.Datatype, datatype)
 	}
 	return t.Validate()
 }
 
-// AsFloat32 decodes an FP32 tensor.
+// AsFloat32 decodes an FP32 tensor (an error for any other datatype, as for every accessor).
 func (t Tensor) AsFloat32() ([]float32, error) {
-	if err := t.expect(FP32); err != nil {
-		return nil, err
-	}
-	out := make([]float32, len(t.Raw)/4)
-	for i := range out {
-		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(t.Raw[4*i:]))
-	}
-	return out, nil
+	return decode(t, FP32, func(b []byte) float32 { return math.Float32frombits(le.Uint32(b)) })
 }
 
 // AsFloat64 decodes an FP64 tensor.
 func (t Tensor) AsFloat64() ([]float64, error) {
-	if err := t.expect(FP64); err != nil {
-		return nil, err
-	}
-	out := make([]float64, len(t.Raw)/8)
-	for i := range out {
-		out[i] = math.Float64frombits(binary.LittleEndian.Uint64(t.Raw[8*i:]))
-	}
-	return out, nil
-}
-
-// AsInt8 decodes an INT8 tensor.
-func (t Tensor) AsInt8() ([]int8, error) {
-	if err := t.expect(INT8); err != nil {
-		return nil, err
-	}
-	out := make([]int8, len(t.Raw))
-	for i, b := range t.Raw {
-		out[i] = int8(b)
-	}
-	return out, nil
-}
-
-// AsInt32 decodes an INT32 tensor.
-func (t Tensor) AsInt32() ([]int32, error) {
-	if err := t.expect(INT32); err != nil {
-		return nil, err
-	}
-	out := make([]int32, len(t.Raw)/4)
-	for i := range out {
-		out[i] = int32(binary.LittleEndian.Uint32(t.Raw[4*i:]))
-	}
-	return out, nil
-}
-
-// AsInt64 decodes an INT64 tensor.
-func (t Tensor) AsInt64() ([]int64, error) {
-	if err := t.expect(INT64); err != nil {
-		return nil, err
-	}
-	out := make([]int64, len(t.Raw)/8)
-	for i := range out {
-		out[i] = int64(binary.LittleEndian.Uint64(t.Raw[8*i:]))
-	}
-	return out, nil
-}
-
-// AsUint8 decodes a UINT8 tensor.
-func (t Tensor) AsUint8() ([]uint8, error) {
-	if err := t.expect(UINT8); err != nil {
-		return nil, err
-	}
-	return append([]uint8(nil), t.Raw...), nil
-}
-
-// AsBool decodes a BOOL tensor (any non-zero byte is true).
-func (t Tensor) AsBool() ([]bool, error) {
-	if err := t.expect(BOOL); err != nil {
-		return nil, err
-	}
-	out := make([]bool, len(t.Raw))
-	for i, b := range t.Raw {
-		out[i] = b != 0
-	}
-	return out, nil
+	return decode(t, FP64, func(b []byte) float64 { return math.Float64frombits(le.Uint64(b)) })
 }
 
 // AsBFloat16 decodes a BF16 tensor to float32 (exact: every bfloat16 is a float32).
 func (t Tensor) AsBFloat16() ([]float32, error) {
-	if err := t.expect(BF16); err != nil {
-		return nil, err
-	}
-	out := make([]float32, len(t.Raw)/2)
-	for i := range out {
-		out[i] = BF16ToFloat32(binary.LittleEndian.Uint16(t.Raw[2*i:]))
-	}
-	return out, nil
+	return decode(t, BF16, func(b []byte) float32 { return BF16ToFloat32(le.Uint16(b)) })
 }
 
 // AsFloat16 decodes an FP16 tensor to float32 (exact).
 func (t Tensor) AsFloat16() ([]float32, error) {
-	if err := t.expect(FP16); err != nil {
-		return nil, err
-	}
-	out := make([]float32, len(t.Raw)/2)
-	for i := range out {
-		out[i] = FP16ToFloat32(binary.LittleEndian.Uint16(t.Raw[2*i:]))
-	}
-	return out, nil
+	return decode(t, FP16, func(b []byte) float32 { return FP16ToFloat32(le.Uint16(b)) })
+}
+
+// AsInt8 decodes an INT8 tensor.
+func (t Tensor) AsInt8() ([]int8, error) {
+	return decode(t, INT8, func(b []byte) int8 { return int8(b[0]) })
+}
+
+// AsInt16 decodes an INT16 tensor.
+func (t Tensor) AsInt16() ([]int16, error) {
+	return decode(t, INT16, func(b []byte) int16 { return int16(le.Uint16(b)) })
+}
+
+// AsInt32 decodes an INT32 tensor.
+func (t Tensor) AsInt32() ([]int32, error) {
+	return decode(t, INT32, func(b []byte) int32 { return int32(le.Uint32(b)) })
+}
+
+// AsInt64 decodes an INT64 tensor.
+func (t Tensor) AsInt64() ([]int64, error) {
+	return decode(t, INT64, func(b []byte) int64 { return int64(le.Uint64(b)) })
+}
+
+// AsUint8 decodes a UINT8 tensor.
+func (t Tensor) AsUint8() ([]uint8, error) {
+	return decode(t, UINT8, func(b []byte) uint8 { return b[0] })
+}
+
+// AsUint16 decodes a UINT16 tensor.
+func (t Tensor) AsUint16() ([]uint16, error) {
+	return decode(t, UINT16, func(b []byte) uint16 { return le.Uint16(b) })
+}
+
+// AsUint32 decodes a UINT32 tensor.
+func (t Tensor) AsUint32() ([]uint32, error) {
+	return decode(t, UINT32, func(b []byte) uint32 { return le.Uint32(b) })
+}
+
+// AsUint64 decodes a UINT64 tensor.
+func (t Tensor) AsUint64() ([]uint64, error) {
+	return decode(t, UINT64, func(b []byte) uint64 { return le.Uint64(b) })
+}
+
+// AsBool decodes a BOOL tensor (any non-zero byte is true).
+func (t Tensor) AsBool() ([]bool, error) {
+	return decode(t, BOOL, func(b []byte) bool { return b[0] != 0 })
 }
 
 // AsFloat64Any decodes any numeric or BOOL tensor to float64, for comparisons and printing.
@@ -301,7 +310,6 @@ func (t Tensor) AsFloat64Any() ([]float64, error) {
 	}
 	size := itemSizes[t.Datatype]
 	out := make([]float64, len(t.Raw)/size)
-	le := binary.LittleEndian
 	for i := range out {
 		b := t.Raw[size*i:]
 		switch t.Datatype {
@@ -410,7 +418,7 @@ func Float32ToFP16(f float32) uint16 {
 
 // toInputTensor converts to the wire message (without contents) and the raw bytes.
 func (t Tensor) toInput() *pb.ModelInferRequest_InferInputTensor {
-	return &pb.ModelInferRequest_InferInputTensor{Name: t.Name, Datatype: t.Datatype, Shape: cloneShape(t.Shape)}
+	return &pb.ModelInferRequest_InferInputTensor{Name: t.Name, Datatype: string(t.Datatype), Shape: cloneShape(t.Shape)}
 }
 
 // TypedContents converts the raw bytes to the protocol's typed `contents` field for the
@@ -424,7 +432,6 @@ func (t Tensor) TypedContents() (*pb.InferTensorContents, error) {
 		return nil, fmt.Errorf("jaxport: tensor %q: %d bytes is not a whole number of %s elements", t.Name, len(t.Raw), t.Datatype)
 	}
 	n := len(t.Raw) / size
-	le := binary.LittleEndian
 	c := &pb.InferTensorContents{}
 	for i := 0; i < n; i++ {
 		b := t.Raw[size*i:]
@@ -459,14 +466,13 @@ func (t Tensor) TypedContents() (*pb.InferTensorContents, error) {
 }
 
 // fromContents rebuilds raw bytes from typed contents (servers may answer that way).
-func fromContents(name, datatype string, shape []int64, c *pb.InferTensorContents) (Tensor, error) {
+func fromContents(name string, datatype Datatype, shape []int64, c *pb.InferTensorContents) (Tensor, error) {
 	size, err := ItemSize(datatype)
 	if err != nil {
 		return Tensor{}, fmt.Errorf("output %q: %w", name, err)
 	}
 	n := int(numElements(shape))
 	raw := make([]byte, 0, n*size)
-	le := binary.LittleEndian
 	var got int
 	switch datatype {
 	case BOOL:

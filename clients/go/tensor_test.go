@@ -2,25 +2,26 @@ package jaxport
 
 import (
 	"bytes"
+	"errors"
 	"math"
 	"testing"
 )
 
 func TestTypedRoundTrips(t *testing.T) {
 	shape := []int64{2, 2}
-	f32, err := Float32("a", shape, []float32{1.5, -2, 0, float32(math.Inf(1))}).AsFloat32()
+	f32, err := Must(Float32("a", shape, []float32{1.5, -2, 0, float32(math.Inf(1))})).AsFloat32()
 	if err != nil || f32[0] != 1.5 || f32[1] != -2 || !math.IsInf(float64(f32[3]), 1) {
 		t.Fatalf("FP32 round trip: %v %v", f32, err)
 	}
-	i64, err := Int64("b", shape, []int64{-1, 1 << 40, math.MaxInt64, math.MinInt64}).AsInt64()
+	i64, err := Must(Int64("b", shape, []int64{-1, 1 << 40, math.MaxInt64, math.MinInt64})).AsInt64()
 	if err != nil || i64[1] != 1<<40 || i64[2] != math.MaxInt64 || i64[3] != math.MinInt64 {
 		t.Fatalf("INT64 round trip: %v %v", i64, err)
 	}
-	b, err := Bool("c", shape, []bool{true, false, false, true}).AsBool()
+	b, err := Must(Bool("c", shape, []bool{true, false, false, true})).AsBool()
 	if err != nil || !b[0] || b[1] || !b[3] {
 		t.Fatalf("BOOL round trip: %v %v", b, err)
 	}
-	i8, err := Int8("d", shape, []int8{-128, 127, 0, -1}).AsInt8()
+	i8, err := Must(Int8("d", shape, []int8{-128, 127, 0, -1})).AsInt8()
 	if err != nil || i8[0] != -128 || i8[3] != -1 {
 		t.Fatalf("INT8 round trip: %v %v", i8, err)
 	}
@@ -28,10 +29,10 @@ func TestTypedRoundTrips(t *testing.T) {
 
 func TestLittleEndianWireBytes(t *testing.T) {
 	// 1.0f is 0x3f800000: little-endian puts the low byte first.
-	if got := Float32("x", []int64{1}, []float32{1}).Raw; !bytes.Equal(got, []byte{0, 0, 0x80, 0x3f}) {
+	if got := Must(Float32("x", []int64{1}, []float32{1})).Raw; !bytes.Equal(got, []byte{0, 0, 0x80, 0x3f}) {
 		t.Fatalf("FP32 bytes %x", got)
 	}
-	if got := Int32("x", []int64{1}, []int32{-2}).Raw; !bytes.Equal(got, []byte{0xfe, 0xff, 0xff, 0xff}) {
+	if got := Must(Int32("x", []int64{1}, []int32{-2})).Raw; !bytes.Equal(got, []byte{0xfe, 0xff, 0xff, 0xff}) {
 		t.Fatalf("INT32 bytes %x", got)
 	}
 }
@@ -79,20 +80,24 @@ func TestValidateNamesTheTensor(t *testing.T) {
 	if err == nil || !bytes.Contains([]byte(err.Error()), []byte("pixels")) || !bytes.Contains([]byte(err.Error()), []byte("24")) {
 		t.Fatalf("want an error naming pixels and the 24 expected bytes, got %v", err)
 	}
-	if _, err := Float32("x", []int64{1}, []float32{1}).AsInt64(); err == nil {
+	if _, err := Must(Float32("x", []int64{1}, []float32{1})).AsInt64(); err == nil {
 		t.Fatal("AsInt64 on FP32 must fail")
 	}
 }
 
 func TestTypedContentsRoundTrip(t *testing.T) {
 	for _, in := range []Tensor{
-		Float32("a", []int64{3}, []float32{1, -2.5, 3}),
-		Float64("a", []int64{2}, []float64{1e300, -1}),
-		Int8("a", []int64{2}, []int8{-128, 5}),
-		Int32("a", []int64{2}, []int32{-7, 1 << 30}),
-		Int64("a", []int64{2}, []int64{-7, 1 << 50}),
-		Uint8("a", []int64{2}, []uint8{0, 255}),
-		Bool("a", []int64{2}, []bool{true, false}),
+		Must(Float32("a", []int64{3}, []float32{1, -2.5, 3})),
+		Must(Float64("a", []int64{2}, []float64{1e300, -1})),
+		Must(Int8("a", []int64{2}, []int8{-128, 5})),
+		Must(Int32("a", []int64{2}, []int32{-7, 1 << 30})),
+		Must(Int64("a", []int64{2}, []int64{-7, 1 << 50})),
+		Must(Uint8("a", []int64{2}, []uint8{0, 255})),
+		Must(Bool("a", []int64{2}, []bool{true, false})),
+		Must(Int16("a", []int64{2}, []int16{-32768, 7})),
+		Must(Uint16("a", []int64{2}, []uint16{65535, 1})),
+		Must(Uint32("a", []int64{2}, []uint32{1 << 31, 2})),
+		Must(Uint64("a", []int64{2}, []uint64{1 << 63, 3})),
 	} {
 		c, err := in.TypedContents()
 		if err != nil {
@@ -103,7 +108,64 @@ func TestTypedContentsRoundTrip(t *testing.T) {
 			t.Fatalf("%s: typed contents round trip %x -> %x (%v)", in.Datatype, in.Raw, back.Raw, err)
 		}
 	}
-	if _, err := BFloat16("a", []int64{1}, []float32{1}).TypedContents(); err == nil {
+	if _, err := Must(BFloat16("a", []int64{1}, []float32{1})).TypedContents(); err == nil {
 		t.Fatal("BF16 has no typed contents field; TypedContents must refuse it")
 	}
+}
+
+func TestEveryNumericTypeRoundTrips(t *testing.T) {
+	i16, err := Must(Int16("a", []int64{2}, []int16{math.MinInt16, math.MaxInt16})).AsInt16()
+	if err != nil || i16[0] != math.MinInt16 || i16[1] != math.MaxInt16 {
+		t.Fatalf("INT16 round trip: %v %v", i16, err)
+	}
+	u16, err := Must(Uint16("a", []int64{2}, []uint16{0, math.MaxUint16})).AsUint16()
+	if err != nil || u16[1] != math.MaxUint16 {
+		t.Fatalf("UINT16 round trip: %v %v", u16, err)
+	}
+	u32, err := Must(Uint32("a", []int64{2}, []uint32{0, math.MaxUint32})).AsUint32()
+	if err != nil || u32[1] != math.MaxUint32 {
+		t.Fatalf("UINT32 round trip: %v %v", u32, err)
+	}
+	u64, err := Must(Uint64("a", []int64{2}, []uint64{0, math.MaxUint64})).AsUint64()
+	if err != nil || u64[1] != math.MaxUint64 {
+		t.Fatalf("UINT64 round trip: %v %v", u64, err)
+	}
+	f16, err := Must(Float16("a", []int64{1}, []float32{0.5})).AsFloat16()
+	if err != nil || f16[0] != 0.5 {
+		t.Fatalf("FP16 round trip: %v %v", f16, err)
+	}
+	if _, err := Must(Uint16("a", []int64{1}, []uint16{1})).AsInt16(); err == nil {
+		t.Fatal("AsInt16 of a UINT16 tensor must fail")
+	}
+	for _, dt := range []Datatype{BOOL, UINT8, UINT16, UINT32, UINT64, INT8, INT16, INT32, INT64, FP16, BF16, FP32, FP64} {
+		if !dt.Valid() {
+			t.Fatalf("%s is not Valid", dt)
+		}
+	}
+	if Datatype("BYTES").Valid() {
+		t.Fatal("BYTES is not carried by jaxport")
+	}
+}
+
+func TestConstructorsReturnShapeErrors(t *testing.T) {
+	_, err := Float32("x", []int64{2, 3}, []float32{1, 2, 3})
+	var se *ShapeError
+	if !errors.As(err, &se) || se.Name != "x" || se.Elements != 3 {
+		t.Fatalf("want a *ShapeError for 3 values in [2 3], got %v", err)
+	}
+	if want := `jaxport: tensor "x": shape [2 3] holds 6 elements, data has 3`; err.Error() != want {
+		t.Fatalf("message %q, want %q", err.Error(), want)
+	}
+	if _, err := Uint64("y", []int64{-1}, nil); err == nil {
+		t.Fatal("a negative dimension must be an error")
+	}
+	if tn, err := Bool("s", nil, []bool{true}); err != nil || tn.NumElements() != 1 {
+		t.Fatalf("a scalar holds one element: %v %v", tn, err)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Fatal("Must must panic on a constructor error")
+		}
+	}()
+	Must(Int8("z", []int64{2}, []int8{1}))
 }

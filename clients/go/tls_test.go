@@ -89,16 +89,20 @@ func TestWithTLSFilesMutualTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := grpc.NewServer(grpc.Creds(creds))
-	pb.RegisterGRPCInferenceServiceServer(srv, &echoServer{lastAuth: make(chan string, 1)})
+	impl := &echoServer{lastAuth: make(chan string, 1)}
+	pb.RegisterGRPCInferenceServiceServer(srv, impl)
 	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(srv.Stop)
 	addr := lis.Addr().String()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 
-	withCert := dial(t, addr, WithTLSFiles(ca, cliCert, cliKey))
+	withCert := dial(t, addr, WithTLSFiles(ca, cliCert, cliKey), WithBearerToken("tls-secret"))
 	if live, err := withCert.Live(ctx); err != nil || !live {
 		t.Fatalf("with a client certificate: live=%v err=%v", live, err)
+	}
+	if got := <-impl.lastAuth; got != "Bearer tls-secret" {
+		t.Fatalf("a token over TLS must be sent: authorization %q", got)
 	}
 	// Lazy (no WithWaitReady): the refusal must surface as the call's status.
 	noCert, err := Dial(ctx, addr, WithTLSFiles(ca, "", ""))

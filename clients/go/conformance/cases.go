@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	jaxport "github.com/jaxport/jaxport/clients/go"
 )
 
 // KnownRPCs are the case kinds every runner implements.
@@ -24,13 +26,13 @@ type Ramp struct {
 
 // TensorSpec is a tensor in a request, an expected output, or a metadata signature entry.
 type TensorSpec struct {
-	Name     string  `json:"name"`
-	Datatype string  `json:"datatype"`
-	Shape    []int64 `json:"shape"`
-	Data     string  `json:"data,omitempty"`
-	Ramp     *Ramp   `json:"ramp,omitempty"`
-	Rtol     float64 `json:"rtol"`
-	Atol     float64 `json:"atol"`
+	Name     string           `json:"name"`
+	Datatype jaxport.Datatype `json:"datatype"`
+	Shape    []int64          `json:"shape"`
+	Data     string           `json:"data,omitempty"`
+	Ramp     *Ramp            `json:"ramp,omitempty"`
+	Rtol     float64          `json:"rtol"`
+	Atol     float64          `json:"atol"`
 }
 
 // InferRequest is one ModelInfer request as a case describes it.

@@ -52,20 +52,20 @@ func TestReadNpyRejectsGarbage(t *testing.T) {
 }
 
 func TestCompareTensor(t *testing.T) {
-	want := jaxport.Float32("y", []int64{2}, []float32{1, 2})
+	want := jaxport.Must(jaxport.Float32("y", []int64{2}, []float32{1, 2}))
 	spec := TensorSpec{Name: "y", Datatype: "FP32", Shape: []int64{2}, Rtol: 1e-6, Atol: 1e-6}
-	if err := CompareTensor(spec, jaxport.Float32("y", []int64{2}, []float32{1, 2.000001}), want.Raw); err != nil {
+	if err := CompareTensor(spec, jaxport.Must(jaxport.Float32("y", []int64{2}, []float32{1, 2.000001})), want.Raw); err != nil {
 		t.Fatalf("within tolerance: %v", err)
 	}
-	if err := CompareTensor(spec, jaxport.Float32("y", []int64{2}, []float32{1, 2.1}), want.Raw); err == nil {
+	if err := CompareTensor(spec, jaxport.Must(jaxport.Float32("y", []int64{2}, []float32{1, 2.1})), want.Raw); err == nil {
 		t.Fatal("2.1 vs 2 must fail")
 	}
-	if err := CompareTensor(spec, jaxport.Float32("y", []int64{1, 2}, []float32{1, 2}), want.Raw); err == nil {
+	if err := CompareTensor(spec, jaxport.Must(jaxport.Float32("y", []int64{1, 2}, []float32{1, 2})), want.Raw); err == nil {
 		t.Fatal("shape [1 2] vs [2] must fail")
 	}
 	ints := TensorSpec{Name: "n", Datatype: "INT64", Shape: []int64{1}}
-	big := jaxport.Int64("n", []int64{1}, []int64{1<<53 + 1})
-	if err := CompareTensor(ints, jaxport.Int64("n", []int64{1}, []int64{1 << 53}), big.Raw); err == nil {
+	big := jaxport.Must(jaxport.Int64("n", []int64{1}, []int64{1<<53 + 1}))
+	if err := CompareTensor(ints, jaxport.Must(jaxport.Int64("n", []int64{1}, []int64{1 << 53})), big.Raw); err == nil {
 		t.Fatal("INT64 must compare exactly, beyond float64 precision")
 	}
 }
@@ -87,14 +87,14 @@ func TestRamp(t *testing.T) {
 func TestCompareSpecialValues(t *testing.T) {
 	inf, nan := float32(math.Inf(1)), float32(math.NaN())
 	spec := TensorSpec{Name: "y", Datatype: "FP32", Shape: []int64{3}, Rtol: 1e-6, Atol: 1e-6}
-	want := jaxport.Float32("y", []int64{3}, []float32{inf, -inf, nan}).Raw
-	if err := CompareTensor(spec, jaxport.Float32("y", []int64{3}, []float32{inf, -inf, nan}), want); err != nil {
+	want := jaxport.Must(jaxport.Float32("y", []int64{3}, []float32{inf, -inf, nan})).Raw
+	if err := CompareTensor(spec, jaxport.Must(jaxport.Float32("y", []int64{3}, []float32{inf, -inf, nan})), want); err != nil {
 		t.Fatalf("equal specials: %v", err)
 	}
-	if err := CompareTensor(spec, jaxport.Float32("y", []int64{3}, []float32{-inf, -inf, nan}), want); err == nil {
+	if err := CompareTensor(spec, jaxport.Must(jaxport.Float32("y", []int64{3}, []float32{-inf, -inf, nan})), want); err == nil {
 		t.Fatal("-inf vs +inf must fail")
 	}
-	if err := CompareTensor(spec, jaxport.Float32("y", []int64{3}, []float32{inf, -inf, 0}), want); err == nil {
+	if err := CompareTensor(spec, jaxport.Must(jaxport.Float32("y", []int64{3}, []float32{inf, -inf, 0})), want); err == nil {
 		t.Fatal("0 vs NaN must fail")
 	}
 }

@@ -62,7 +62,7 @@ func numElements(shape []int64) int64 {
 	return n
 }
 
-func rampBytes(r Ramp, datatype string, count int64) ([]byte, error) {
+func rampBytes(r Ramp, datatype jaxport.Datatype, count int64) ([]byte, error) {
 	if r.Modulo <= 0 {
 		return nil, fmt.Errorf("ramp modulo must be positive, got %d", r.Modulo)
 	}
@@ -72,11 +72,14 @@ func rampBytes(r Ramp, datatype string, count int64) ([]byte, error) {
 	}
 	switch datatype {
 	case jaxport.FP32:
-		return jaxport.Float32("", []int64{count}, values).Raw, nil
+		t, err := jaxport.Float32("", []int64{count}, values)
+		return t.Raw, err
 	case jaxport.BF16:
-		return jaxport.BFloat16("", []int64{count}, values).Raw, nil
+		t, err := jaxport.BFloat16("", []int64{count}, values)
+		return t.Raw, err
 	case jaxport.FP16:
-		return jaxport.Float16("", []int64{count}, values).Raw, nil
+		t, err := jaxport.Float16("", []int64{count}, values)
+		return t.Raw, err
 	}
 	return nil, fmt.Errorf("ramp data is defined for FP32/FP16/BF16, not %s", datatype)
 }
@@ -220,7 +223,7 @@ func sameSignature(kind string, got []*pb.ModelMetadataResponse_TensorMetadata, 
 		g = append(g, render(t.GetName(), t.GetDatatype(), t.GetShape()))
 	}
 	for _, t := range want {
-		w = append(w, render(t.Name, t.Datatype, t.Shape))
+		w = append(w, render(t.Name, string(t.Datatype), t.Shape))
 	}
 	if strings.Join(g, " ") != strings.Join(w, " ") {
 		return fail("%s %v, expected %v", kind, g, w)
@@ -397,7 +400,7 @@ func (r *Runner) stream(ctx context.Context, c Case) error {
 			if !errors.As(err, &se) {
 				return err
 			}
-			errByID[se.ID] = se.Message
+			errByID[se.ID] = se.Error() // "CODE: message", as the server worded it
 			continue
 		}
 		byID[out.ID] = out

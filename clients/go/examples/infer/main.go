@@ -53,18 +53,23 @@ func run(url, model string) error {
 		for _, d := range in.GetShape() {
 			n *= d
 		}
-		size, err := jaxport.ItemSize(in.GetDatatype())
+		dt := jaxport.Datatype(in.GetDatatype())
+		size, err := jaxport.ItemSize(dt)
 		if err != nil {
 			return err
 		}
-		if in.GetDatatype() == jaxport.FP32 {
+		if dt == jaxport.FP32 {
 			data := make([]float32, n)
 			for i := range data {
 				data[i] = float32(i) / 2
 			}
-			inputs = append(inputs, jaxport.Float32(in.GetName(), in.GetShape(), data))
+			t, err := jaxport.Float32(in.GetName(), in.GetShape(), data)
+			if err != nil {
+				return err
+			}
+			inputs = append(inputs, t)
 		} else {
-			inputs = append(inputs, jaxport.RawTensor(in.GetName(), in.GetDatatype(), in.GetShape(), make([]byte, n*int64(size))))
+			inputs = append(inputs, jaxport.RawTensor(in.GetName(), dt, in.GetShape(), make([]byte, n*int64(size))))
 		}
 	}
 	out, err := client.Infer(ctx, model, inputs...)
