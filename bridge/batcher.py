@@ -24,9 +24,9 @@ Completion handles are `concurrent.futures.Future`s resolving to a dict of outpu
 a thread-per-RPC server calls `.result()` and an asyncio server wraps them with
 `asyncio.wrap_future`.
 
-Lifetime: when `execute` is a bound method (e.g. `Model.execute`) the batcher holds it weakly,
-so dropping the model (unload/reload) lets its weights go; the idle worker notices within
-`IDLE_POLL_S` and exits.
+Lifetime: when `execute` is a bound method (e.g. `Model.execute_batch`) the batcher holds it
+weakly, so dropping the model (unload/reload) lets its weights go; the idle worker notices
+within `IDLE_POLL_S` and exits.
 """
 
 from __future__ import annotations
@@ -226,15 +226,23 @@ class DynamicBatcher:
                 s.rejected_queue_full, s.expired, dict(s.batch_size_counts),
             )
 
-    def submit(self, inputs: Arrays, deadline: float | None = None) -> Future:
+    def submit(self, inputs: Arrays, deadline: float | None = None, *,
+               rows: int | None = None) -> Future:
         """Queue one request; the future resolves to its outputs (its rows only).
 
         `deadline` is a `time.monotonic()` instant: if it passes before the request's batch is
         formed, the future fails with DeadlineExceededError and nothing runs for it.
-        Raises InvalidBatchError for a request that cannot be batched, QueueFullError when
-        the queue is full and BatcherClosedError after `close()`.
+        `rows`: given by a caller that has validated the request already (exactly the model's
+        inputs as arrays sharing a leading dimension of `rows`, see `check_rows`; what
+        `jaxport.bridge.model.Model.prepare` does), which is then trusted and not checked
+        again. Without it the request is checked here: InvalidBatchError for a request that
+        cannot be batched. Raises QueueFullError when the queue is full and
+        BatcherClosedError after `close()`.
         """
-        arrays, rows = self._validate(inputs)
+        if rows is None:
+            arrays, rows = self._validate(inputs)
+        else:
+            arrays = dict(inputs)
         pending = _Pending(arrays, rows, Future(), time.monotonic_ns(),
                            None if deadline is None else int(deadline * 1e9))
         with self._cond:
@@ -276,11 +284,16 @@ class DynamicBatcher:
                 + (f"; missing {missing}" if missing else "")
                 + (f"; unexpected {extra}" if extra else "")
             )
-        arrays: dict[str, np.ndarray] = {}
+        arrays = {name: np.asarray(inputs[name]) for name in self._input_names}
+        return arrays, self.check_rows(arrays)
+
+    def check_rows(self, arrays: Arrays) -> int:
+        """The batch rows of a request holding every input as an array: every input has a
+        leading batch dimension, all the same, 1..max_batch_size. InvalidBatchError otherwise."""
         rows: int | None = None
         first = ""
         for name in self._input_names:
-            a = np.asarray(inputs[name])
+            a = arrays[name]
             if a.ndim == 0:
                 raise InvalidBatchError(
                     f"model {self._name!r}: input {name!r} is a scalar but needs a leading "
@@ -293,7 +306,6 @@ class DynamicBatcher:
                     f"model {self._name!r}: inputs disagree on the batch dimension: "
                     f"{first!r} has {rows} rows, {name!r} has {a.shape[0]}"
                 )
-            arrays[name] = a
         assert rows is not None
         if rows < 1:
             raise InvalidBatchError(
@@ -305,7 +317,7 @@ class DynamicBatcher:
                 f"max_batch_size {self._config.max_batch_size} (exported batch sizes "
                 f"{list(self._config.batch_sizes)}); split the request"
             )
-        return arrays, rows
+        return rows
 
     # -- worker side -------------------------------------------------------------------
 

@@ -1,26 +1,24 @@
 """One inference request through the model core (no grpc): admission, execution, accounting.
 
-The servicer decodes the wire message and calls `InferenceCore.run`; this module decides when
-the request may execute (per-model slots and bounded queue of
-`jaxport.bridge.limits.AdmissionController`, deadline and caller liveness honoured), runs it on
-the `Model`, and records the outcome once in the model's statistics and the metrics.
+The servicer hands `InferenceCore.run` its decode step, which validates the request once
+(`Model.prepare` -> `Prepared`); this module decides when the request may execute (per-model
+slots and bounded queue of `jaxport.bridge.limits.AdmissionController`, deadline and caller
+liveness honoured), runs it on the `Model`, and records the outcome once in the model's
+statistics and the metrics.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 
 import numpy as np
 from jaxport.bridge.limits import AdmissionController
 from jaxport.bridge.metrics import Metrics
-from jaxport.bridge.runtime import Model
+from jaxport.bridge.model import Model, Prepared
 from jaxport.bridge.statistics import Timings
-from jaxport.protocol.errors import ProtocolError
-
-Prepared = tuple[Mapping[str, np.ndarray], Sequence[str] | None]
-"""(input arrays by name, requested output names or None for all)."""
+from jaxport.protocol.errors import Code, ProtocolError
 
 
 class InferenceCore:
@@ -38,41 +36,41 @@ class InferenceCore:
         deadline: float | None = None,
         is_active: Callable[[], bool] | None = None,
     ) -> dict[str, np.ndarray]:
-        """Decode (`prepare`), wait for a slot, execute; outputs by name.
+        """Decode and validate (`prepare`, once), wait for a slot, execute; outputs by name.
 
         `prepare` runs inside the accounting so a malformed request counts as a failure of
         the model it named. `deadline` is absolute `time.monotonic()` time.
         """
         start = time.perf_counter_ns()
-        code = "OK"
+        code = Code.OK
         timings: Timings | None = None
         try:
-            arrays, requested = prepare()
-            if model.batcher is not None:
-                # The batcher is this model's queue (bounded) and runs one batch at a time;
+            prepared = prepare()
+            if prepared.program is None:
+                # The model's batcher is its queue (bounded) and runs one batch at a time;
                 # holding an admission slot while waiting to be batched would cap batches at
                 # max_inflight rows.
-                outputs, timings = model.infer(arrays, requested, deadline=deadline)
+                outputs, timings = model.execute(prepared, deadline=deadline)
                 return outputs
             queued = time.perf_counter_ns()
             with self.admission.admit(f"{model.name}/{model.version}", deadline=deadline,
                                       is_active=is_active):
                 admitted = time.perf_counter_ns()
-                outputs, timings = model.infer(arrays, requested)
+                outputs, timings = model.execute(prepared)
             timings = dataclasses.replace(timings, queue_ns=admitted - queued)
             return outputs
         except ProtocolError as exc:
             code = exc.code
             raise
         except Exception:
-            code = "INTERNAL"
+            code = Code.INTERNAL
             raise
         finally:
             total = time.perf_counter_ns() - start
-            if code == "OK" and timings is not None:
+            if code == Code.OK and timings is not None:
                 model.statistics.record_success(total, timings)
             else:
                 model.statistics.record_failure(total)
             if self.metrics is not None:
                 self.metrics.record_request(model.name, model.version, code, total / 1e9,
-                                            timings if code == "OK" else None)
+                                            timings if code == Code.OK else None)

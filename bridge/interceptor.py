@@ -1,7 +1,8 @@
 """The ONE place where exceptions become gRPC statuses, for every RPC, streams included.
 
-- `jaxport.protocol.errors.ProtocolError` (raised by codecs, runtime, repository, admission,
-  batcher) -> `grpc.StatusCode[err.code]` with `err.message` as details;
+- `jaxport.protocol.errors.ProtocolError` (raised by codecs, model, loading, repository,
+  admission, batcher) -> the `grpc.StatusCode` that `STATUS` lists for its typed `err.code`
+  (a `jaxport.protocol.errors.Code`), with `err.message` as details;
 - anything else is a bug: INTERNAL with the generic details "internal error"; the traceback
   goes to the log only, never to the caller.
 
@@ -16,7 +17,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import grpc
-from jaxport.protocol.errors import ProtocolError
+from jaxport.protocol.errors import Code, ProtocolError
 
 log = logging.getLogger("jaxport.bridge.interceptor")
 
@@ -25,14 +26,34 @@ INTERNAL_DETAILS = "internal error"
 RpcObserver = Callable[[str, str], None]
 """`observer(method, code_name)`, called once per finished RPC (metrics)."""
 
+STATUS: dict[Code, grpc.StatusCode] = {
+    Code.CANCELLED: grpc.StatusCode.CANCELLED,
+    Code.UNKNOWN: grpc.StatusCode.UNKNOWN,
+    Code.INVALID_ARGUMENT: grpc.StatusCode.INVALID_ARGUMENT,
+    Code.DEADLINE_EXCEEDED: grpc.StatusCode.DEADLINE_EXCEEDED,
+    Code.NOT_FOUND: grpc.StatusCode.NOT_FOUND,
+    Code.ALREADY_EXISTS: grpc.StatusCode.ALREADY_EXISTS,
+    Code.PERMISSION_DENIED: grpc.StatusCode.PERMISSION_DENIED,
+    Code.RESOURCE_EXHAUSTED: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    Code.FAILED_PRECONDITION: grpc.StatusCode.FAILED_PRECONDITION,
+    Code.ABORTED: grpc.StatusCode.ABORTED,
+    Code.OUT_OF_RANGE: grpc.StatusCode.OUT_OF_RANGE,
+    Code.UNIMPLEMENTED: grpc.StatusCode.UNIMPLEMENTED,
+    Code.INTERNAL: grpc.StatusCode.INTERNAL,
+    Code.UNAVAILABLE: grpc.StatusCode.UNAVAILABLE,
+    Code.DATA_LOSS: grpc.StatusCode.DATA_LOSS,
+    Code.UNAUTHENTICATED: grpc.StatusCode.UNAUTHENTICATED,
+}
+"""The one `Code` -> `grpc.StatusCode` table. `Code.OK` is absent: an error cannot be OK."""
+
 
 def status_of(exc: BaseException, method: str = "") -> tuple[grpc.StatusCode, str]:
     """The status code and details a caller sees for `exc` (logs unexpected ones)."""
     if isinstance(exc, ProtocolError):
-        code = getattr(grpc.StatusCode, exc.code, None)
-        if isinstance(code, grpc.StatusCode) and code is not grpc.StatusCode.OK:
+        code = STATUS.get(exc.code)
+        if code is not None:
             return code, exc.message
-        log.error("ProtocolError with unknown code %r", exc.code)
+        log.error("ProtocolError with code %r, which is no error status", exc.code)
         return grpc.StatusCode.UNKNOWN, exc.message
     log.error("unexpected error in %s", method or "rpc", exc_info=exc,
               extra={"fields": {"method": method}})

@@ -19,11 +19,14 @@ from __future__ import annotations
 import logging
 import re
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from jaxport.bridge.runtime import LoadError, Model
+from jaxport.artifact.errors import ArtifactError
+from jaxport.artifact.paths import resolve_inside
+from jaxport.bridge.loading import LoadError
+from jaxport.bridge.model import Model
 from jaxport.protocol.errors import NotFoundError, ProtocolError, UnavailableError
 
 log = logging.getLogger("jaxport.bridge.repository")
@@ -73,10 +76,9 @@ class Repository:
         if version_policy not in POLICIES:
             raise ValueError(f"version policy must be one of {POLICIES}, got {version_policy!r}")
         self.root = Path(root)
-        self._real_root = self.root.resolve()
         # The repository directory as it can appear in messages (as given, absolute, resolved;
         # longest first, optionally as a file:// URL): wire-visible reasons drop it.
-        forms = sorted({str(self.root), str(self.root.absolute()), str(self._real_root)},
+        forms = sorted({str(self.root), str(self.root.absolute()), str(self.root.resolve())},
                        key=len, reverse=True)
         self._root_prefix = re.compile(
             r"(?<![\w.~-])(?:file://)?(?:" + "|".join(re.escape(f.rstrip("/")) for f in forms)
@@ -91,13 +93,16 @@ class Repository:
 
     # -- disk ----------------------------------------------------------------------------------
 
-    def _inside(self, path: Path, what: str) -> Path:
-        real = path.resolve()
-        if not real.is_relative_to(self._real_root):
+    def _check_inside(self, rel: str) -> None:
+        """Refuse `ROOT/rel` unless it stays inside the repository (the one path rule of
+        `jaxport.artifact.paths`: symlinks followed)."""
+        try:
+            resolve_inside(self.root, rel, f"'{rel}'")
+        except ArtifactError:
+            path = self.root / rel
             log.warning("path outside the repository",
-                        extra={"fields": {"path": str(path), "target": str(real)}})
-            raise LoadError(f"{what} resolves outside the repository; refused")
-        return path
+                        extra={"fields": {"path": str(path), "target": str(path.resolve())}})
+            raise LoadError(f"'{rel}' resolves outside the repository; refused") from None
 
     def public_text(self, message: str) -> str:
         """`message` as a caller may see it: paths inside the repository made relative to it."""
@@ -188,7 +193,7 @@ class Repository:
         fields = {"model": name, "version": version, "path": str(path)}
         log.info("loading model", extra={"fields": fields})
         try:
-            self._inside(path, f"'{name}/{version}'")
+            self._check_inside(f"{name}/{version}")
             model = self._loader(name, version, path)
         except ProtocolError as exc:
             reason = exc.message
@@ -310,9 +315,3 @@ class Repository:
                 if not ready_only or status.state == READY:
                     out.append(status)
         return out
-
-    def models(self) -> Iterable[str]:
-        """Names of the models on disk or in the table."""
-        with self._lock:
-            names = set(self._table)
-        return sorted(names | set(self.discover()))

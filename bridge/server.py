@@ -28,12 +28,15 @@ from typing import Any
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
-from jaxport.bridge import logs, runtime, security
+from jaxport.bridge import logs, security
 from jaxport.bridge.batcher import BatchingConfig
+from jaxport.bridge.engines import configure_jax
 from jaxport.bridge.inference import InferenceCore
 from jaxport.bridge.interceptor import ErrorInterceptor
 from jaxport.bridge.limits import AdmissionController, grpc_message_size_options
+from jaxport.bridge.loading import LoadError, load_model
 from jaxport.bridge.metrics import Metrics
+from jaxport.bridge.model import Model
 from jaxport.bridge.repository import Repository, VersionStatus
 from jaxport.bridge.servicer import InferenceServicer, ServerState
 from jaxport.bridge.settings import Settings
@@ -153,15 +156,15 @@ class Bridge:
         log.info("stopped")
 
 
-def _load(name: str, version: int, path: Path, *, settings: Settings) -> runtime.Model:
-    model = runtime.load_model(name, version, path, engine=settings.engine)
+def _load(name: str, version: int, path: Path, *, settings: Settings) -> Model:
+    model = load_model(name, version, path, engine=settings.engine)
     batching = settings.batching_for(name)
     listed = any(m.name == name for m in settings.batching_models)
     # --batching alone skips models without batch sizes; a model named in --batching-models
-    # must batch, so enable_batching's LoadError (naming the model) fails its load.
+    # must batch: a LoadError (naming the model) fails its load.
     if batching is not None and (model.batch_sizes or listed):
         if not model.batch_sizes:
-            raise runtime.LoadError(
+            raise LoadError(
                 f"{model.label} is named in --batching-models but was exported without "
                 "--batch-sizes; export it with batch sizes or drop it from the list")
         delay_us, preferred = batching
@@ -203,7 +206,7 @@ def _write_port_file(path: Path, content: dict[str, int]) -> None:
 def run(settings: Settings) -> int:
     """`jaxport serve` after argument parsing: serve until SIGTERM/SIGINT; the exit status."""
     logs.configure(settings.log_level)
-    runtime.configure_jax()
+    configure_jax()
     keep_heap_memory()
     stop = threading.Event()
 

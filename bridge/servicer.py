@@ -12,16 +12,16 @@ import threading
 from collections.abc import Iterable, Iterator
 
 import grpc
-from jaxport.bridge.inference import InferenceCore, Prepared
+from jaxport.bridge.inference import InferenceCore
 from jaxport.bridge.interceptor import status_of
 from jaxport.bridge.limits import deadline_from_remaining
+from jaxport.bridge.model import Model, Prepared, TensorSig
 from jaxport.bridge.repository import Repository
-from jaxport.bridge.runtime import Model, TensorSig
 from jaxport.bridge.shared_memory import EXTENSION as SHARED_MEMORY_EXTENSION
 from jaxport.bridge.shared_memory import SharedMemoryRegistry, disabled_error
 from jaxport.bridge.statistics import Duration
 from jaxport.protocol import codecs
-from jaxport.protocol.errors import InvalidArgumentError, NotFoundError
+from jaxport.protocol.errors import InvalidArgumentError, NotFoundError, clip
 from jaxport.protocol.gen.inference import grpc_service_pb2 as pb
 from jaxport.protocol.gen.inference import grpc_service_pb2_grpc as pb_grpc
 from jaxport.protocol.gen.inference import model_config_pb2 as mc
@@ -229,7 +229,7 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
 
     def _resolve(self, kind: str, tensor: str, ref: codecs.SharedMemoryRef) -> memoryview:
         """The codecs' SharedMemoryResolver: the registry's bytes, or the disabled error."""
-        return self._registry(f"{kind} '{tensor[:64]}' uses shared memory").resolve(
+        return self._registry(f"{kind} '{clip(tensor)}' uses shared memory").resolve(
             kind, tensor, ref)
 
     def SystemSharedMemoryStatus(self, request: pb.SystemSharedMemoryStatusRequest,
@@ -262,7 +262,7 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
         placed: dict[str, codecs.SharedMemoryOutput] = {}
 
         def prepare() -> Prepared:
-            return _decode(model, request, self._resolve, placed)
+            return _prepare(model, request, self._resolve, placed)
 
         outputs = self._core.run(
             model, prepare,
@@ -297,20 +297,21 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
                 yield pb.ModelStreamInferResponse(infer_response=response)
 
 
-def _decode(model: Model, request: pb.ModelInferRequest, resolve: codecs.SharedMemoryResolver,
-            placed: dict[str, codecs.SharedMemoryOutput]) -> Prepared:
-    """Check each input's header against the model, then decode (codecs check the bytes).
+def _prepare(model: Model, request: pb.ModelInferRequest, resolve: codecs.SharedMemoryResolver,
+             placed: dict[str, codecs.SharedMemoryOutput]) -> Prepared:
+    """The request validated once by `Model.prepare`: each input's header checked against the
+    model before it is decoded (the codecs check the bytes), then the requested outputs.
 
     Requested outputs bound for shared memory are resolved into `placed` here, before any
     work, and checked against the model's output size when it is fixed.
     """
-    for tensor in request.inputs:
-        model.check_input(tensor.name, tensor.datatype, tensor.shape)
-    arrays = codecs.decode_request_inputs(request, resolve)
-    requested = codecs.requested_output_names(request)
-    model.check_outputs(requested)
+    prepared = model.prepare(
+        ((t.name, t.datatype, t.shape) for t in request.inputs),
+        lambda: codecs.decode_request_inputs(request, resolve),
+        codecs.requested_output_names(request),
+    )
     placed.update(codecs.requested_shared_memory_outputs(request, resolve))
     for sig in model.outputs:
         if sig.name in placed and all(d >= 0 for d in sig.shape):
             codecs.check_output_fits(sig.name, sig.datatype, sig.shape, placed[sig.name].ref)
-    return arrays, requested
+    return prepared

@@ -40,8 +40,8 @@ from jaxport.protocol.errors import (
     InvalidArgumentError,
     NotFoundError,
     ResourceExhaustedError,
+    clip,
 )
-from jaxport.protocol.errors import clip as _show
 
 __all__ = [
     "DISABLED_HINT",
@@ -69,7 +69,7 @@ DISABLED_HINT = (
 
 def disabled_error(what: str) -> FailedPreconditionError:
     """The one error every shared-memory use gets while the extension is off."""
-    return FailedPreconditionError(f"{_show(what, 160)}: {DISABLED_HINT}")
+    return FailedPreconditionError(f"{clip(what, 160)}: {DISABLED_HINT}")
 
 
 def key_file_name(key: str) -> str:
@@ -77,7 +77,7 @@ def key_file_name(key: str) -> str:
     match = _KEY.fullmatch(key)
     if match is None or match.group(1) in (".", ".."):
         raise InvalidArgumentError(
-            f"shared memory key {_show(key)!r} is not a plain name: expected an optional "
+            f"shared memory key {clip(key)!r} is not a plain name: expected an optional "
             "leading '/' and then 1-255 letters, digits, '.', '_' or '-' (a POSIX shm_open "
             "name like '/input0'); keys name objects directly in /dev/shm"
         )
@@ -145,21 +145,21 @@ class SharedMemoryRegistry:
         file_name = key_file_name(key)
         if byte_size <= 0:
             raise InvalidArgumentError(
-                f"shared memory region '{_show(name)}': byte_size must be > 0, got {byte_size}")
+                f"shared memory region '{clip(name)}': byte_size must be > 0, got {byte_size}")
         with self._lock:
             if name in self._regions:
                 raise AlreadyExistsError(
-                    f"shared memory region '{_show(name)}' is already registered (key "
+                    f"shared memory region '{clip(name)}' is already registered (key "
                     f"{self._regions[name].key!r}); unregister it first or use another name")
             if len(self._regions) >= self._max:
                 raise ResourceExhaustedError(
-                    f"cannot register shared memory region '{_show(name)}': {self._max} "
+                    f"cannot register shared memory region '{clip(name)}': {self._max} "
                     "regions are registered already; unregister some first")
             self._regions[name] = self._open(name, key, file_name, offset, byte_size)
 
     def _open(self, name: str, key: str, file_name: str, offset: int, byte_size: int
               ) -> _Region:
-        where = f"shared memory region '{_show(name)}'"
+        where = f"shared memory region '{clip(name)}'"
         path = self._root / file_name
         try:
             fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
@@ -214,7 +214,7 @@ class SharedMemoryRegistry:
                 region = self._regions.get(name)
                 if region is None:
                     raise NotFoundError(
-                        f"shared memory region '{_show(name)}' is not registered")
+                        f"shared memory region '{clip(name)}' is not registered")
                 return [region.status()]
             return [r.status() for _, r in sorted(self._regions.items())]
 
@@ -231,23 +231,23 @@ class SharedMemoryRegistry:
         region (as Triton), INVALID_ARGUMENT for a range beyond the region, FAILED_PRECONDITION
         when the object was truncated after registering.
         """
-        where = f"{kind} '{_show(tensor)}'"
+        where = f"{kind} '{clip(tensor)}'"
         with self._lock:
             region = self._regions.get(ref.region)
             if region is None:
                 raise NotFoundError(
-                    f"{where}: shared memory region '{_show(ref.region)}' is not registered "
+                    f"{where}: shared memory region '{clip(ref.region)}' is not registered "
                     "(SystemSharedMemoryRegister it first)")
             if ref.offset + ref.byte_size > region.byte_size:
                 raise InvalidArgumentError(
                     f"{where}: shared_memory_offset {ref.offset} + shared_memory_byte_size "
                     f"{ref.byte_size} = {ref.offset + ref.byte_size} bytes lies beyond shared "
-                    f"memory region '{_show(ref.region)}' ({region.byte_size} bytes)")
+                    f"memory region '{clip(ref.region)}' ({region.byte_size} bytes)")
             size = os.fstat(region.fd).st_size
             if size < region.offset + region.byte_size:
                 raise FailedPreconditionError(
                     f"{where}: shared memory key {region.key!r} of region "
-                    f"'{_show(ref.region)}' now holds {size} bytes, less than the "
+                    f"'{clip(ref.region)}' now holds {size} bytes, less than the "
                     f"{region.offset + region.byte_size} registered (truncated after "
                     "registering); re-create it and register the region again")
             start = region.delta + ref.offset

@@ -76,12 +76,12 @@ class ModelStatistics:
         self._s = StatisticsSnapshot()
         self._batches: dict[int, BatchSizeStatistics] = {}
 
-    def record_success(self, total_ns: int, timings: Timings, batch: int | None = None) -> None:
-        """Count one successful request: `batch` inferences (default `timings.inferences`) and
+    def record_success(self, total_ns: int, timings: Timings) -> None:
+        """Count one successful request: `timings.inferences` inferences and
         `timings.executions` program executions (Triton's inference vs execution count)."""
         with self._lock:
             s = self._s
-            s.inference_count += timings.inferences if batch is None else batch
+            s.inference_count += timings.inferences
             s.execution_count += timings.executions
             s.last_inference_ms = int(time.time() * 1000)
             s.success.add(total_ns)
@@ -90,7 +90,7 @@ class ModelStatistics:
             s.compute_infer.add(timings.infer_ns)
             s.compute_output.add(timings.output_ns)
             if timings.executions:
-                rows = timings.batch_rows or (timings.inferences if batch is None else batch)
+                rows = timings.batch_rows or timings.inferences
                 b = self._batches.get(rows)
                 if b is None:
                     b = self._batches[rows] = BatchSizeStatistics(rows)

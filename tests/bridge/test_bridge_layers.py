@@ -1,12 +1,13 @@
-"""Architecture rule, checked: the model core (runtime, repository, inference, statistics)
-never imports grpc, so it can be driven by any transport and tested without one."""
+"""Architecture rule, checked: the model core (engines, model, loading, repository, inference,
+statistics, settings) never imports grpc, so it can be driven by any transport and tested
+without one."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
 
-CORE = ("runtime", "repository", "inference", "statistics", "settings")
+CORE = ("engines", "model", "loading", "repository", "inference", "statistics", "settings")
 
 
 def test_model_core_does_not_import_grpc():

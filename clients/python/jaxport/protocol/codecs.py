@@ -37,8 +37,7 @@ from typing import Any
 
 import numpy as np
 from jaxport.protocol import dtypes
-from jaxport.protocol.errors import InvalidArgumentError
-from jaxport.protocol.errors import clip as _show
+from jaxport.protocol.errors import InvalidArgumentError, clip
 from jaxport.protocol.gen.inference import grpc_service_pb2 as pb
 
 __all__ = [
@@ -82,7 +81,7 @@ def _row(kind: str, name: str, datatype: str) -> dtypes.DType:
         return dtypes.by_datatype(datatype)
     except dtypes.UnsupportedDtypeError:
         raise InvalidArgumentError(
-            f"{kind} '{_show(name)}': unsupported datatype {_show(datatype)!r}; expected one of "
+            f"{kind} '{clip(name)}': unsupported datatype {clip(datatype)!r}; expected one of "
             f"{', '.join(dtypes.supported_datatypes())}"
         ) from None
 
@@ -91,13 +90,13 @@ def _element_count(kind: str, name: str, shape: Sequence[int]) -> int:
     """prod(shape) as an exact Python int, after rejecting too many or negative dimensions."""
     if len(shape) > MAX_RANK:
         raise InvalidArgumentError(
-            f"{kind} '{_show(name)}': shape has {len(shape)} dimensions; at most {MAX_RANK} "
+            f"{kind} '{clip(name)}': shape has {len(shape)} dimensions; at most {MAX_RANK} "
             "are supported"
         )
     for axis, dim in enumerate(shape):
         if dim < 0:
             raise InvalidArgumentError(
-                f"{kind} '{_show(name)}': dimension {axis} of shape {list(shape)} is {dim}; "
+                f"{kind} '{clip(name)}': dimension {axis} of shape {list(shape)} is {dim}; "
                 "expected a size >= 0 (variable dimensions are not allowed in a request)"
             )
     return math.prod(shape)
@@ -110,7 +109,7 @@ def _check_unique(kind: str, names: Iterable[str]) -> None:
             raise InvalidArgumentError(f"{kind} with an empty name; every {kind} needs a name")
         if name in seen:
             raise InvalidArgumentError(
-                f"duplicate {kind} '{_show(name)}': each {kind} may appear once"
+                f"duplicate {kind} '{clip(name)}': each {kind} may appear once"
             )
         seen.add(name)
 
@@ -122,7 +121,7 @@ def _used_contents_fields(contents: pb.InferTensorContents) -> list[str]:
 def _check_bool_bytes(kind: str, name: str, array: np.ndarray) -> None:
     if array.size and array.view(np.uint8).max() > 1:
         raise InvalidArgumentError(
-            f"{kind} '{_show(name)}': BOOL raw bytes must be 0 or 1, got a byte > 1"
+            f"{kind} '{clip(name)}': BOOL raw bytes must be 0 or 1, got a byte > 1"
         )
 
 
@@ -147,7 +146,7 @@ def decode_tensor(
         expected = count * row.itemsize
         if len(raw) != expected:
             raise InvalidArgumentError(
-                f"{kind} '{_show(name)}': raw contents hold {len(raw)} bytes; expected {expected} "
+                f"{kind} '{clip(name)}': raw contents hold {len(raw)} bytes; expected {expected} "
                 f"(shape {list(shape)} x {row.itemsize} bytes per {datatype} element)"
             )
         array = np.frombuffer(raw, dtype=row.numpy).reshape(shape)
@@ -159,24 +158,24 @@ def decode_tensor(
         if count == 0 and not used:
             return np.zeros(shape, dtype=row.numpy)
         raise InvalidArgumentError(
-            f"{kind} '{_show(name)}': {datatype} has no typed contents field; send it as raw "
+            f"{kind} '{clip(name)}': {datatype} has no typed contents field; send it as raw "
             f"bytes (raw_{kind}_contents)"
         )
     if not used and count:
         raise InvalidArgumentError(
-            f"{kind} '{_show(name)}': no data; expected raw_{kind}_contents or "
+            f"{kind} '{clip(name)}': no data; expected raw_{kind}_contents or "
             f"contents.{row.contents_field} with {count} elements (shape {list(shape)})"
         )
     wrong = [f for f in used if f != row.contents_field]
     if wrong:
         raise InvalidArgumentError(
-            f"{kind} '{_show(name)}': datatype {datatype} uses contents.{row.contents_field}; "
+            f"{kind} '{clip(name)}': datatype {datatype} uses contents.{row.contents_field}; "
             f"got contents.{', contents.'.join(wrong)}"
         )
     values = getattr(contents, row.contents_field) if contents is not None else ()
     if len(values) != count:
         raise InvalidArgumentError(
-            f"{kind} '{_show(name)}': contents.{row.contents_field} holds {len(values)} elements; "
+            f"{kind} '{clip(name)}': contents.{row.contents_field} holds {len(values)} elements; "
             f"expected {count} (shape {list(shape)})"
         )
     if row.contents_field in ("int_contents", "uint_contents") and row.itemsize < 4 and count:
@@ -185,7 +184,7 @@ def decode_tensor(
         low, high = int(wide.min()), int(wide.max())
         if low < info.min or high > info.max:
             raise InvalidArgumentError(
-                f"{kind} '{_show(name)}': {datatype} values must lie in "
+                f"{kind} '{clip(name)}': {datatype} values must lie in "
                 f"[{info.min}, {info.max}]; got values in [{low}, {high}]"
             )
         return wide.astype(row.numpy).reshape(shape)
@@ -210,7 +209,7 @@ def to_parameters(values: Mapping[str, ParameterValue], target: Any) -> None:
         elif isinstance(value, int):
             if not -(2**63) <= value < 2**64:
                 raise InvalidArgumentError(
-                    f"parameter '{_show(key)}': {value} does not fit int64 or uint64"
+                    f"parameter '{clip(key)}': {value} does not fit int64 or uint64"
                 )
             if value >= 2**63:
                 param.uint64_param = value
@@ -222,7 +221,7 @@ def to_parameters(values: Mapping[str, ParameterValue], target: Any) -> None:
             param.string_param = value
         else:
             raise InvalidArgumentError(
-                f"parameter '{_show(key)}': expected bool, int, float or str; "
+                f"parameter '{clip(key)}': expected bool, int, float or str; "
                 f"got {type(value).__name__}"
             )
 
@@ -278,12 +277,12 @@ def _size_param(kind: str, name: str, key: str, param: pb.InferParameter) -> int
     which = param.WhichOneof("parameter_choice")
     if which not in ("int64_param", "uint64_param"):
         raise InvalidArgumentError(
-            f"{kind} '{_show(name)}': parameter '{key}' must be an int64_param, got "
+            f"{kind} '{clip(name)}': parameter '{key}' must be an int64_param, got "
             f"{which or 'no value'}"
         )
     value = getattr(param, which)
     if value < 0:
-        raise InvalidArgumentError(f"{kind} '{_show(name)}': parameter '{key}' is {value}; "
+        raise InvalidArgumentError(f"{kind} '{clip(name)}': parameter '{key}' is {value}; "
                                    "expected >= 0")
     return int(value)
 
@@ -300,19 +299,19 @@ def shared_memory_ref(
         stray = [k for k in (SHM_BYTE_SIZE, SHM_OFFSET) if k in parameters]
         if stray:
             raise InvalidArgumentError(
-                f"{kind} '{_show(name)}': parameter '{stray[0]}' given without "
+                f"{kind} '{clip(name)}': parameter '{stray[0]}' given without "
                 f"'{SHM_REGION}'; name the shared memory region too"
             )
         return None
     region = parameters[SHM_REGION]
     if region.WhichOneof("parameter_choice") != "string_param" or not region.string_param:
         raise InvalidArgumentError(
-            f"{kind} '{_show(name)}': parameter '{SHM_REGION}' must be a non-empty "
+            f"{kind} '{clip(name)}': parameter '{SHM_REGION}' must be a non-empty "
             "string_param naming a registered region"
         )
     if SHM_BYTE_SIZE not in parameters:
         raise InvalidArgumentError(
-            f"{kind} '{_show(name)}': shared memory region '{_show(region.string_param)}' "
+            f"{kind} '{clip(name)}': shared memory region '{clip(region.string_param)}' "
             f"given without '{SHM_BYTE_SIZE}'"
         )
     byte_size = _size_param(kind, name, SHM_BYTE_SIZE, parameters[SHM_BYTE_SIZE])
@@ -323,7 +322,7 @@ def shared_memory_ref(
 
 def _no_resolver(kind: str, name: str, ref: SharedMemoryRef) -> memoryview:
     raise InvalidArgumentError(
-        f"{kind} '{_show(name)}': refers to shared memory region '{_show(ref.region)}' but "
+        f"{kind} '{clip(name)}': refers to shared memory region '{clip(ref.region)}' but "
         "no shared memory is available here"
     )
 
@@ -333,14 +332,14 @@ def _decode_shared(tensor: pb.ModelInferRequest.InferInputTensor, ref: SharedMem
     name = tensor.name
     if _used_contents_fields(tensor.contents):
         raise InvalidArgumentError(
-            f"input '{_show(name)}': has typed contents and shared memory parameters; send "
+            f"input '{clip(name)}': has typed contents and shared memory parameters; send "
             "its data one way, not both"
         )
     row = _row("input", name, tensor.datatype)
     expected = _element_count("input", name, tensor.shape) * row.itemsize
     if ref.byte_size != expected:
         raise InvalidArgumentError(
-            f"input '{_show(name)}': {SHM_BYTE_SIZE} is {ref.byte_size}; expected {expected} "
+            f"input '{clip(name)}': {SHM_BYTE_SIZE} is {ref.byte_size}; expected {expected} "
             f"(shape {list(tensor.shape)} x {row.itemsize} bytes per {tensor.datatype} element)"
         )
     array = decode_tensor("input", name, tensor.datatype, tensor.shape,
@@ -356,9 +355,9 @@ def check_output_fits(name: str, datatype: str, shape: Sequence[int],
     needed = math.prod(shape) * row.itemsize
     if needed > ref.byte_size:
         raise InvalidArgumentError(
-            f"output '{_show(name)}': needs {needed} bytes (shape {list(shape)} x "
+            f"output '{clip(name)}': needs {needed} bytes (shape {list(shape)} x "
             f"{row.itemsize} bytes per {datatype} element) but {SHM_BYTE_SIZE} for shared "
-            f"memory region '{_show(ref.region)}' is {ref.byte_size}"
+            f"memory region '{clip(ref.region)}' is {ref.byte_size}"
         )
 
 
@@ -402,7 +401,7 @@ def decode_request_inputs(
         for tensor, ref in zip(inputs, refs, strict=True):
             if ref is None and _used_contents_fields(tensor.contents):
                 raise InvalidArgumentError(
-                    f"input '{_show(tensor.name)}': has typed contents but the request uses "
+                    f"input '{clip(tensor.name)}': has typed contents but the request uses "
                     "raw_input_contents; send every input one way, not both"
                 )
     arrays: dict[str, np.ndarray] = {}
@@ -479,7 +478,7 @@ def encode_input(
     try:
         row = dtypes.by_numpy(array.dtype)
     except dtypes.UnsupportedDtypeError as exc:
-        raise InvalidArgumentError(f"input '{_show(name)}': {exc}") from None
+        raise InvalidArgumentError(f"input '{clip(name)}': {exc}") from None
     tensor = pb.ModelInferRequest.InferInputTensor(
         name=name, datatype=row.datatype, shape=array.shape
     )
@@ -487,7 +486,7 @@ def encode_input(
         return tensor, to_wire_bytes(array)
     if row.contents_field is None:
         raise InvalidArgumentError(
-            f"input '{_show(name)}': {row.datatype} has no typed contents field; send it raw "
+            f"input '{clip(name)}': {row.datatype} has no typed contents field; send it raw "
             "(raw=True)"
         )
     getattr(tensor.contents, row.contents_field).extend(array.ravel().tolist())
@@ -519,7 +518,7 @@ def build_infer_request(
     out_shm = output_shared_memory or {}
     for name in in_shm:
         if name not in inputs:
-            raise InvalidArgumentError(f"input '{_show(name)}': given a shared memory region "
+            raise InvalidArgumentError(f"input '{clip(name)}': given a shared memory region "
                                        "but not an array (its shape and datatype)")
     for name, value in inputs.items():
         if name in in_shm:
@@ -527,7 +526,7 @@ def build_infer_request(
             try:
                 row = dtypes.by_numpy(array.dtype)
             except dtypes.UnsupportedDtypeError as exc:
-                raise InvalidArgumentError(f"input '{_show(name)}': {exc}") from None
+                raise InvalidArgumentError(f"input '{clip(name)}': {exc}") from None
             tensor = request.inputs.add(name=name, datatype=row.datatype, shape=array.shape)
             to_parameters(in_shm[name].parameters(), tensor.parameters)
             continue

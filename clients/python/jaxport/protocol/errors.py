@@ -10,6 +10,7 @@ that is not a ProtocolError is a bug and becomes INTERNAL there.
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 
 __all__ = [
     "AlreadyExistsError",
@@ -24,6 +25,7 @@ __all__ = [
     "UnauthenticatedError",
     "UnavailableError",
     "clip",
+    "clip_shape",
     "error_for_code",
 ]
 
@@ -31,10 +33,30 @@ MAX_SHOWN = 64
 """Default length at which a caller-supplied string is cut when an error echoes it."""
 
 
-def clip(text: str, limit: int = MAX_SHOWN) -> str:
+MAX_SHOWN_DIMS = 8
+"""Default number of dimensions shown when an error echoes a caller-supplied shape."""
+
+
+def clip(text: str, limit: int = MAX_SHOWN, *, count: bool = False) -> str:
     """A caller-supplied string as echoed in an error message: at most `limit` characters
-    (status details travel in HTTP/2 trailers; a huge name must not make a huge status)."""
-    return text if len(text) <= limit else f"{text[: limit - 3]}..."
+    (status details travel in HTTP/2 trailers; a huge name must not make a huge status).
+
+    `count=True` appends the full length to a cut string (`xxx...(100000 chars)`), for
+    messages where the size itself is what is wrong.
+    """
+    if len(text) <= limit:
+        return text
+    cut = f"{text[: limit - 3]}..."
+    return f"{cut}({len(text)} chars)" if count else cut
+
+
+def clip_shape(shape: Sequence[int], limit: int = MAX_SHOWN_DIMS) -> str:
+    """A caller-supplied shape as echoed in an error message: `[2, 8]`, or its first `limit`
+    dimensions and the rank (`[1, 1, ...] (10002 dimensions)`)."""
+    dims = list(shape)
+    if len(dims) <= limit:
+        return str(dims)
+    return f"[{', '.join(map(str, dims[:limit]))}, ...] ({len(dims)} dimensions)"
 
 
 class Code(enum.StrEnum):

@@ -1,0 +1,132 @@
+"""The two engines that execute one fixed-shape program of an artifact (no grpc in here).
+
+- `exported`: `Exported.call` under one `jax.jit`, lowered and compiled once;
+- `pjrt`: the raw `model.mlirbc` compiled by the PJRT client, every `@main` argument bound from
+  the manifest's flat order (what a C++ runtime does).
+
+Engines interpret no manifest and check no request: `jaxport.bridge.loading` hands them what
+the manifest says (leaves, argument slots, parameters already on the device) and
+`jaxport.bridge.model` hands them inputs it has validated once (`Model.prepare`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+import jax
+import jax.extend.backend
+import numpy as np
+from jax import export as jax_export
+
+ENGINES = ("exported", "pjrt")
+# Inputs of a request up to this size go to the device through one compiled identity.
+SMALL_UPLOAD_BYTES = 1 << 20
+
+InputSig = tuple[tuple[int, ...], np.dtype]
+"""(fixed shape, numpy dtype) of one program input."""
+
+
+def configure_jax() -> None:
+    """Process-wide JAX settings the bridge needs, before the first computation.
+
+    64-bit dtypes (INT64/FP64/UINT64) as-is. CPU programs run on the calling thread instead of
+    being dispatched to XLA's execute threads: every request waits for its outputs anyway, and
+    the hand-off cost ~0.3 ms of CPU per MLP request at concurrency 16 (A/B in
+    docs/performance.md).
+    """
+    jax.config.update("jax_enable_x64", True)
+    jax.config.update("jax_cpu_enable_async_dispatch", False)
+
+
+class Engine(Protocol):
+    """Executes one fixed-shape program; parameters are already resident on the device."""
+
+    def execute(self, inputs: Sequence[jax.Array | np.ndarray]) -> list[jax.Array]:
+        """Run with host or device inputs in Manifest.inputs order; every non-token result."""
+        ...
+
+
+class ExportedEngine:
+    """`Exported.call` under `jax.jit`, lowered and compiled once at load."""
+
+    def __init__(
+        self,
+        exp: jax_export.Exported,
+        input_leaves: Sequence[int],
+        input_sigs: Sequence[InputSig],
+        params_by_leaf: Mapping[int, jax.Array],
+        device: jax.Device,
+    ) -> None:
+        n_leaves = len(exp.in_avals)
+        input_leaves = list(input_leaves)
+        fixed_leaves = [i for i in range(n_leaves) if i not in set(input_leaves)]
+        fixed: list[jax.Array] = []
+        for leaf in fixed_leaves:
+            value = params_by_leaf.get(leaf)
+            if value is None:  # a leaf jax dropped from @main: unused, any value of its aval
+                aval = exp.in_avals[leaf]
+                value = jax.device_put(np.zeros(aval.shape, aval.dtype), device)
+            fixed.append(value)
+        self._fixed = tuple(fixed)
+        in_tree = exp.in_tree
+
+        def call(fixed_args: tuple[jax.Array, ...], inputs: tuple[jax.Array, ...]) -> Any:
+            leaves: list[Any] = [None] * n_leaves
+            for leaf, value in zip(fixed_leaves, fixed_args, strict=True):
+                leaves[leaf] = value
+            for leaf, value in zip(input_leaves, inputs, strict=True):
+                leaves[leaf] = value
+            args, kwargs = jax.tree.unflatten(in_tree, leaves)
+            return tuple(jax.tree.leaves(exp.call(*args, **kwargs)))
+
+        sharding = jax.sharding.SingleDeviceSharding(device)
+        specs = tuple(jax.ShapeDtypeStruct(s, d, sharding=sharding) for s, d in input_sigs)
+        self._compiled = jax.jit(call).lower(self._fixed, specs).compile()
+
+    def execute(self, inputs: Sequence[jax.Array | np.ndarray]) -> list[jax.Array]:
+        return list(self._compiled(self._fixed, tuple(inputs)))
+
+
+class PjrtEngine:
+    """`model.mlirbc` compiled by the PJRT client; `@main` arguments bound from the manifest.
+
+    `slots`: one entry per `@main` argument, the device value for parameters and the platform
+    index, None for inputs. `bindings`: (argument slot, position in Manifest.inputs, its
+    InputSig) for every input argument (inputs jax dropped have no slot).
+    """
+
+    def __init__(
+        self,
+        mlirbc: bytes,
+        slots: Sequence[jax.Array | None],
+        bindings: Sequence[tuple[int, int, InputSig]],
+        device: jax.Device,
+    ) -> None:
+        from jaxlib import xla_client  # the PJRT compile options type lives only here
+
+        backend = jax.extend.backend.get_backend(device.platform)
+        self._slots = list(slots)
+        self._bindings = [(slot, position) for slot, position, _ in bindings]
+        self._device = device
+        self._exe = backend.compile_and_load(mlirbc, [device], xla_client.CompileOptions())
+        # Host -> device for small inputs through one compiled identity: jit's C++ dispatch
+        # moves them all in one call (measured ~15 us vs ~80-180 us per jax.device_put for an
+        # MLP input). Large inputs keep device_put, which does not copy them once more.
+        sigs = [sig for _, _, sig in bindings]
+        self._upload = None
+        if sigs and sum(math.prod(s) * d.itemsize for s, d in sigs) <= SMALL_UPLOAD_BYTES:
+            sharding = jax.sharding.SingleDeviceSharding(device)
+            specs = [jax.ShapeDtypeStruct(s, d, sharding=sharding) for s, d in sigs]
+            self._upload = jax.jit(lambda *xs: xs).lower(*specs).compile()
+
+    def execute(self, inputs: Sequence[jax.Array | np.ndarray]) -> list[jax.Array]:
+        args = list(self._slots)
+        values = [inputs[position] for _, position in self._bindings]
+        if self._upload is not None and not any(isinstance(v, jax.Array) for v in values):
+            values = list(self._upload(*values))
+        for (slot, _), value in zip(self._bindings, values, strict=True):
+            args[slot] = value if isinstance(value, jax.Array) else jax.device_put(
+                value, self._device)
+        return list(self._exe.execute(args))

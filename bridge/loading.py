@@ -1,0 +1,220 @@
+"""Load one artifact version into a ready `Model`. No grpc in here.
+
+TRUST BOUNDARY: an artifact is code. `jax.export.deserialize` and compiling `model.mlirbc` run
+whatever program the artifact contains, custom calls included. The manifest checksums prove
+that the files are the ones the exporter wrote (no corruption, no tampering after export); they
+do not make an untrusted exporter safe. Serve only repositories whose producers you trust.
+
+Loading a version goes through the public artifact API (`jaxport.artifact.open`): manifest
+read and validated, the one path rule (nothing may point outside the artifact directory,
+weights only from local files), sha256 of every file and parameter -> deserialize ->
+parameters by manifest name, put on the device ONCE -> compile ONCE per program -> warm up
+with zeros. Only then is the model handed to the repository as ready. Each phase's seconds end
+up in `Model.load_seconds` (checksum, deserialize, weights, compile, warmup).
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import jax
+import jaxport.artifact
+import numpy as np
+from jax import export as jax_export
+from jaxport.artifact.errors import ArtifactError, ChecksumError
+from jaxport.bridge.engines import ENGINES, Engine, ExportedEngine, InputSig, PjrtEngine
+from jaxport.bridge.model import Model, Program, TensorSig
+from jaxport.protocol import dtypes
+from jaxport.protocol.errors import FailedPreconditionError
+from jaxport.protocol.gen.jaxport.v1 import manifest_pb2
+
+_ARG = manifest_pb2.ArgumentRole
+_RES = manifest_pb2.ResultRole
+
+
+class LoadError(FailedPreconditionError):
+    """An artifact cannot be served; the message says which file or field and why."""
+
+
+def _dtype_row(dt: manifest_pb2.DType, what: str) -> dtypes.DType:
+    try:
+        return dtypes.by_datatype(dt.datatype)
+    except dtypes.UnsupportedDtypeError as exc:
+        raise LoadError(f"manifest: {what}: {exc}") from None
+
+
+def _sig(spec: manifest_pb2.TensorSpec) -> TensorSig:
+    shape = tuple(int(d) for d in spec.shape)
+    return TensorSig(spec.name, shape, _dtype_row(spec.dtype, spec.name))
+
+
+def _input_leaves(manifest: manifest_pb2.Manifest, program: manifest_pb2.Program) -> list[int]:
+    by_name = {a.name: a.leaf_index for a in program.arguments
+               if a.role == _ARG.ARGUMENT_ROLE_INPUT}
+    by_name.update({d.name: d.leaf_index for d in manifest.dropped_leaves if d.kind == "input"})
+    leaves = []
+    for spec in manifest.inputs:
+        if spec.name not in by_name:
+            raise LoadError(f"manifest: input '{spec.name}' is neither an argument nor dropped")
+        leaves.append(by_name[spec.name])
+    return leaves
+
+
+def _input_shapes(manifest: manifest_pb2.Manifest, program: manifest_pb2.Program
+                  ) -> tuple[tuple[int, ...], ...]:
+    shapes = []
+    for spec in manifest.inputs:
+        shape = [int(d) for d in spec.shape]
+        if shape and shape[0] == -1:
+            shape[0] = program.batch_size
+        if any(d < 0 for d in shape):
+            raise LoadError(f"manifest: input '{spec.name}' has a symbolic shape {shape}")
+        shapes.append(tuple(shape))
+    return tuple(shapes)
+
+
+def _result_positions(manifest: manifest_pb2.Manifest, program: manifest_pb2.Program
+                      ) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    plain = [r for r in program.results if r.role != _RES.RESULT_ROLE_TOKEN]
+    outputs_by_name = {r.name: i for i, r in enumerate(plain)
+                       if r.role == _RES.RESULT_ROLE_OUTPUT}
+    positions = []
+    for spec in manifest.outputs:
+        if spec.name not in outputs_by_name:
+            raise LoadError(f"manifest: output '{spec.name}' is not a result of @main")
+        positions.append(outputs_by_name[spec.name])
+    checks = tuple(i for i, r in enumerate(plain) if r.role == _RES.RESULT_ROLE_CHECK)
+    return tuple(positions), checks
+
+
+def _pjrt_arguments(
+    manifest: manifest_pb2.Manifest, program: manifest_pb2.Program,
+    by_leaf: dict[int, jax.Array], device: jax.Device,
+) -> tuple[list[jax.Array | None], list[tuple[int, int, InputSig]]]:
+    """`@main`'s argument slots and input bindings for PjrtEngine, purely from the manifest."""
+    position = {spec.name: i for i, spec in enumerate(manifest.inputs)}
+    slots: list[jax.Array | None] = []
+    bindings: list[tuple[int, int, InputSig]] = []
+    for arg in program.arguments:
+        if arg.role == _ARG.ARGUMENT_ROLE_PARAMETER:
+            slots.append(by_leaf[arg.leaf_index])
+        elif arg.role == _ARG.ARGUMENT_ROLE_INPUT:
+            if arg.name not in position:
+                raise LoadError(f"argument {arg.index} is input {arg.name!r}, which "
+                                "Manifest.inputs does not list")
+            sig = (tuple(int(d) for d in arg.shape), _dtype_row(arg.dtype, arg.name).numpy)
+            bindings.append((len(slots), position[arg.name], sig))
+            slots.append(None)
+        elif arg.role == _ARG.ARGUMENT_ROLE_PLATFORM_INDEX:
+            index = list(manifest.platforms).index(device.platform)
+            dtype = _dtype_row(arg.dtype, "platform index").numpy  # i32, i64 under x64
+            slots.append(jax.device_put(np.asarray(index, dtype), device))
+        else:
+            raise LoadError(
+                f"argument {arg.index} ({arg.name!r}) has role "
+                f"{_ARG.Name(arg.role)}, which --engine pjrt cannot bind; use --engine exported"
+            )
+    return slots, bindings
+
+
+def load_model(name: str, version: int, path: Path, *, engine: str = "exported") -> Model:
+    """Load, verify, compile and warm up one artifact directory. Raises LoadError on refusal."""
+    if engine not in ENGINES:
+        raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
+    seconds: dict[str, float] = {}
+    t = time.perf_counter()
+
+    def lap(phase: str) -> None:
+        nonlocal t
+        now = time.perf_counter()
+        seconds[phase] = now - t
+        t = now
+
+    try:
+        art = jaxport.artifact.open(path)
+    except ChecksumError as exc:
+        raise LoadError(f"checksum verification failed: {exc}") from None
+    except ArtifactError as exc:  # what the manifest says (or is) cannot be served
+        raise LoadError(f"manifest.json: {exc}") from None
+    manifest = art.manifest
+    lap("checksum")
+
+    device = jax.devices()[0]
+    if device.platform not in manifest.platforms:
+        raise LoadError(
+            f"artifact was exported for platforms {list(manifest.platforms)}; "
+            f"this bridge runs on {device.platform}"
+        )
+
+    exps: dict[int, jax_export.Exported] = {}
+    blobs: dict[int, bytes] = {}
+    for program in manifest.programs:
+        if engine == "exported":
+            try:
+                exps[program.batch_size] = art.exported(program.batch_size or None)
+            except ArtifactError as exc:
+                raise LoadError(str(exc)) from None
+        else:
+            blobs[program.batch_size] = (path / program.mlirbc_file).read_bytes()
+    lap("deserialize")
+
+    # Parameters are shared by every program (same leaves, same order); read them once.
+    try:
+        values = art.parameters()
+    except Exception as exc:  # TensorStore's own words
+        raise LoadError(f"reading weights: {exc}") from None
+    by_leaf: dict[int, jax.Array] = {}
+    for arg in manifest.programs[0].arguments:
+        if arg.role != _ARG.ARGUMENT_ROLE_PARAMETER:
+            continue
+        value = values[arg.name]
+        want = tuple(int(d) for d in arg.shape)
+        if tuple(value.shape) != want:
+            raise LoadError(f"parameter '{arg.name}': stored shape {list(value.shape)}, "
+                            f"manifest says {list(want)}")
+        by_leaf[arg.leaf_index] = jax.device_put(value, device)
+    for v in by_leaf.values():
+        v.block_until_ready()
+    lap("weights")
+
+    inputs = tuple(_sig(s) for s in manifest.inputs)
+    outputs = tuple(_sig(s) for s in manifest.outputs)
+    programs: dict[int, Program] = {}
+    for program in manifest.programs:
+        shapes = _input_shapes(manifest, program)
+        outs, checks = _result_positions(manifest, program)
+        build: Callable[[], Engine]
+        if engine == "exported":
+            exp = exps[program.batch_size]
+            n_plain = sum(r.role != _RES.RESULT_ROLE_TOKEN for r in program.results)
+            if len(exp.out_avals) != n_plain:
+                raise LoadError(f"{program.jaxexport_file} has {len(exp.out_avals)} results, "
+                                f"the manifest lists {n_plain}")
+            leaves = _input_leaves(manifest, program)
+            sigs = [(s, sig.dtype.numpy) for s, sig in zip(shapes, inputs, strict=True)]
+            params = {a.leaf_index: by_leaf[a.leaf_index] for a in program.arguments
+                      if a.role == _ARG.ARGUMENT_ROLE_PARAMETER}
+            build = functools.partial(ExportedEngine, exp, leaves, sigs, params, device)
+        else:
+            slots, bindings = _pjrt_arguments(manifest, program, by_leaf, device)
+            blob = blobs[program.batch_size]
+            build = functools.partial(PjrtEngine, blob, slots, bindings, device)
+        try:
+            built = build()
+        except Exception as exc:  # XLA's words: the program does not compile here
+            raise LoadError(f"compiling program (batch size {program.batch_size}) with engine "
+                            f"{engine}: {exc}") from None
+        programs[program.batch_size] = Program(program.batch_size, built, shapes, outs, checks)
+    lap("compile")
+
+    model = Model(name, version, path, manifest, inputs, outputs, programs, engine, seconds)
+    try:
+        model.warm_up()
+    except Exception as exc:
+        raise LoadError(f"warm-up run failed: {exc}") from None
+    lap("warmup")
+    model.load_seconds.update(seconds)
+    return model
