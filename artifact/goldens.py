@@ -1,4 +1,4 @@
-"""Golden cases: seeded sample inputs and the outputs JAX computes for them, as `.npy`.
+"""Golden cases on disk: inputs and the outputs JAX computed for them, as `.npy`.
 
 A consumer in any language loads `goldens/<case>/inputs/<name>.npy`, runs the program and
 compares with `goldens/<case>/outputs/<name>.npy`. numpy has no bfloat16 descriptor: bf16
@@ -9,39 +9,16 @@ arrays are stored as raw 2-byte values (`<V2`); reinterpret them with the manife
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
 from jaxport.artifact.paths import unique_safe_names
 from jaxport.protocol import dtypes
 
-__all__ = ["GOLDENS_DIR", "load_npy", "sample_inputs", "save_npy"]
+__all__ = ["GOLDENS_DIR", "load_npy", "save_npy", "write_arrays"]
 
 GOLDENS_DIR = "goldens"
-
-
-def sample_inputs(
-    specs: Mapping[str, tuple[tuple[int, ...], np.dtype]], seed: int
-) -> dict[str, np.ndarray]:
-    """Deterministic sample inputs: normal floats, integers in [0, 10), random booleans.
-
-    Integers stay small and non-negative so that inputs used as indices or token ids are
-    valid for any reasonable table.
-    """
-    rng = np.random.default_rng(seed)
-    out: dict[str, np.ndarray] = {}
-    for name, (shape, dtype) in specs.items():
-        row = dtypes.by_numpy(dtype)
-        kind = np.dtype(row.numpy).kind
-        if row.numpy_name == "bool":
-            value = rng.random(shape) < 0.5
-        elif kind in "iu":
-            value = rng.integers(0, 10, size=shape)
-        else:
-            value = rng.standard_normal(shape)
-        out[name] = np.asarray(value).astype(row.numpy)
-    return out
 
 
 def save_npy(path: str | os.PathLike[str], array: np.ndarray) -> None:
@@ -58,37 +35,20 @@ def load_npy(path: str | os.PathLike[str], dtype: np.dtype) -> np.ndarray:
     return array
 
 
-def write_cases(
-    artifact_dir: Path,
-    count: int,
-    input_specs: Mapping[str, tuple[tuple[int, ...], np.dtype]],
-    compute: Callable[[dict[str, np.ndarray]], Sequence[np.ndarray]],
-    output_names: Sequence[str],
-    seed: int = 0,
-    prefix: str = "",
-) -> list[tuple[str, dict[str, str], dict[str, str]]]:
-    """Write `count` seeded cases; returns (case name, input paths, output paths) per case.
+def write_arrays(
+    artifact_dir: str | os.PathLike[str], case: str, kind: str, arrays: Mapping[str, np.ndarray]
+) -> dict[str, str]:
+    """Save one case's arrays as `goldens/<case>/<kind>/<stem>.npy`; returns name -> that path
+    relative to the artifact (what `GoldenCase.inputs` / `outputs` / `check_outputs` hold).
 
-    `compute(inputs)` returns the outputs in `output_names` order.
+    `kind` is `inputs`, `outputs` or `checks`; each stem is the name made file-safe
+    (`paths.unique_safe_names`).
     """
-    cases = []
-    for i in range(count):
-        case = f"{prefix}case{i}"
-        base = artifact_dir / GOLDENS_DIR / case
-        (base / "inputs").mkdir(parents=True)
-        (base / "outputs").mkdir(parents=True)
-        inputs = sample_inputs(input_specs, seed + i)
-        outputs = compute(inputs)
-        in_paths, out_paths = {}, {}
-        in_stems = unique_safe_names(list(inputs))
-        out_stems = unique_safe_names(list(output_names))
-        for stem, (name, value) in zip(in_stems, inputs.items(), strict=True):
-            rel = f"{GOLDENS_DIR}/{case}/inputs/{stem}.npy"
-            save_npy(artifact_dir / rel, value)
-            in_paths[name] = rel
-        for stem, name, value in zip(out_stems, output_names, outputs, strict=True):
-            rel = f"{GOLDENS_DIR}/{case}/outputs/{stem}.npy"
-            save_npy(artifact_dir / rel, np.asarray(value))
-            out_paths[name] = rel
-        cases.append((case, in_paths, out_paths))
-    return cases
+    rel_dir = f"{GOLDENS_DIR}/{case}/{kind}"
+    (Path(artifact_dir) / rel_dir).mkdir(parents=True, exist_ok=True)
+    paths = {}
+    for stem, (name, value) in zip(unique_safe_names(list(arrays)), arrays.items(), strict=True):
+        rel = f"{rel_dir}/{stem}.npy"
+        save_npy(Path(artifact_dir) / rel, np.asarray(value))
+        paths[name] = rel
+    return paths

@@ -456,7 +456,7 @@ def instrument(
 def apply_checks(
     export_fn: Any, fn: Callable[..., Any], params: Any, inputs: Any, checks: Any
 ) -> Any:
-    """Return `export_fn` (api.ExportFunction) with check outputs added for `checks`.
+    """Return `export_fn` (trace.ExportFunction) with check outputs added for `checks`.
 
     No checks: `export_fn` unchanged (the artifact is exactly what it was), after making sure
     `fn` has no `checkify.check` that would need them. Otherwise the exported function is the
@@ -516,8 +516,8 @@ def write_check_goldens(
     check gets `expected_check` / `expected_error` (JAX's own `err.get()`) and no `outputs`.
     `cases` (name -> inputs in input order, or name -> {input name: array}) adds the caller's
     cases, typically ones that trip each check; with batch sizes each goes to the program of
-    its leading dimension. Unbatched, `check_golden_coverage` runs at the end; a batched export
-    calls it once after its last program.
+    its leading dimension. The export calls `check_golden_coverage` once, after its last
+    program.
     """
     from pathlib import Path
 
@@ -534,9 +534,6 @@ def write_check_goldens(
         return
     n_out = len(export_fn.output_names)
     check_names = list(export_fn.result_names[n_out:])
-    check_stems = unique_safe_names(check_names)
-    out_stems = unique_safe_names(list(export_fn.output_names))
-    in_stems = unique_safe_names(list(inputs))
     jitted = jax.jit(export_fn.fn)
     reference = jax.jit(checkify.checkify(fn, errors=_error_sets(table.enabled)))
 
@@ -550,11 +547,8 @@ def write_check_goldens(
                 f"internal: golden {case.name}: check outputs read {failure!r} but JAX "
                 f"says {expected!r}"
             )
-        base = f"{goldens_mod.GOLDENS_DIR}/{case.name}/checks"
-        (root / base).mkdir(parents=True, exist_ok=True)
-        for name, stem, value in zip(check_names, check_stems, checks_out, strict=True):
-            goldens_mod.save_npy(root / f"{base}/{stem}.npy", value)
-            case.check_outputs[name] = f"{base}/{stem}.npy"
+        case.check_outputs.update(goldens_mod.write_arrays(
+            root, case.name, "checks", dict(zip(check_names, checks_out, strict=True))))
         if failure:
             case.expected_check, case.expected_error = failure
             for rel in case.outputs.values():
@@ -575,24 +569,12 @@ def write_check_goldens(
     for stem, name in zip(unique_safe_names([prefix + n for n in names]), names, strict=True):
         values = _case_inputs(name, cases[name], inputs)
         case = manifest.goldens.add(name=stem, batch_size=batch_size)
-        base = root / goldens_mod.GOLDENS_DIR / stem
-        (base / "inputs").mkdir(parents=True)
-        for in_name, in_stem, value in zip(inputs, in_stems, values, strict=True):
-            rel = f"{goldens_mod.GOLDENS_DIR}/{stem}/inputs/{in_stem}.npy"
-            goldens_mod.save_npy(root / rel, value)
-            case.inputs[in_name] = rel
+        case.inputs.update(goldens_mod.write_arrays(
+            root, stem, "inputs", dict(zip(inputs, values, strict=True))))
         outs = run(case, values)
         if not case.expected_check:
-            (base / "outputs").mkdir()
-            for out_name, out_stem, value in zip(
-                export_fn.output_names, out_stems, outs, strict=True
-            ):
-                rel = f"{goldens_mod.GOLDENS_DIR}/{stem}/outputs/{out_stem}.npy"
-                goldens_mod.save_npy(root / rel, value)
-                case.outputs[out_name] = rel
-
-    if not batch_size:
-        check_golden_coverage(manifest)
+            case.outputs.update(goldens_mod.write_arrays(
+                root, stem, "outputs", dict(zip(export_fn.output_names, outs, strict=True))))
 
 
 def require_same_table(tables: Sequence[Any], sizes: Sequence[int]) -> None:

@@ -253,10 +253,10 @@ def _compute_floor_worker(artifact: str, xs: list[np.ndarray], expected: list[di
     from jax import export as jax_export
     from jaxport.artifact import manifest as manifest_io
     from jaxport.artifact import weights as weights_io
-    from jaxport.bridge import runtime
+    from jaxport.bridge.engines import configure_jax
     from jaxport.protocol.gen.jaxport.v1 import manifest_pb2
 
-    runtime.configure_jax()  # the bridge's settings, then the dispatch mode under test
+    configure_jax()  # the bridge's settings, then the dispatch mode under test
     jax.config.update("jax_cpu_enable_async_dispatch", dispatch == "async")
     path = Path(artifact)
     manifest = manifest_io.load(path)
@@ -365,7 +365,7 @@ def _exporter_worker(work: str, total_bytes: int) -> dict[str, float | str]:
     """Exporter figures: weight writes vs np.save (A/B in this process), then the peak RSS of
     a full export in a fresh process per kind of params (numpy, jax.Array, Orbax-restored)."""
     from jaxport.artifact import weights as weights_io
-    from jaxport.exporter.api import fsync_tree
+    from jaxport.exporter.write import fsync_tree
 
     params = models.big_params(total_bytes)
     nbytes = sum(a.nbytes for a in params.values())

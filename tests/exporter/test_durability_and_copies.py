@@ -11,7 +11,8 @@ import ml_dtypes
 import numpy as np
 import pytest
 from jaxport.artifact import goldens, manifest, weights
-from jaxport.exporter import api
+from jaxport.exporter import api, trace, write
+from jaxport.exporter import goldens as export_goldens
 from jaxport.protocol.gen.jaxport.v1 import manifest_pb2
 
 
@@ -103,7 +104,7 @@ def test_fsync_tree_syncs_files_and_directories(tmp_path, monkeypatch):
     (tmp_path / "a" / "b" / "f").write_bytes(b"x")
     (tmp_path / "g").write_bytes(b"y")
     spy = _SyncSpy(monkeypatch)
-    api.fsync_tree(tmp_path)
+    write.fsync_tree(tmp_path)
     synced = [e[1] for e in spy.events]
     assert sorted(synced) == sorted(str(tmp_path / p) for p in ("a/b/f", "g", "a/b", "a", "."))
     # files of a directory before the directory itself, children before parents
@@ -144,7 +145,7 @@ def test_params_on_device_keeps_jax_arrays_and_transfers_numpy_once():
     on_device = jax.device_put(np.ones((4, 4), np.float32))
     aligned = _aligned((64, 64), np.float32)
     host = np.arange(7, dtype=np.int32)
-    out = api.params_on_device({"d": on_device, "a": aligned, "h": [host]})
+    out = export_goldens.params_on_device({"d": on_device, "a": aligned, "h": [host]})
     assert out["d"] is on_device
     assert isinstance(out["a"], jax.Array) and isinstance(out["h"][0], jax.Array)
     # CPU: a 64-byte aligned numpy buffer is used in place, not copied
@@ -154,7 +155,7 @@ def test_params_on_device_keeps_jax_arrays_and_transfers_numpy_once():
 
 def test_check_params_keeps_jax_arrays_without_a_host_copy():
     d = jax.device_put(np.ones((3,), np.float32))
-    checked = api.check_params({"d": d, "n": [1.0, 2.0] * np.ones(2, np.float64)})
+    checked = trace.check_params({"d": d, "n": [1.0, 2.0] * np.ones(2, np.float64)})
     assert checked["d"] is d
     assert isinstance(checked["n"], np.ndarray)
 
@@ -184,12 +185,12 @@ _TWO_DEVICES = r"""
 import sys
 import jax, numpy as np
 from jaxport.artifact import manifest, weights
-from jaxport.exporter import api
+from jaxport.exporter import api, goldens
 assert len(jax.devices()) == 2
 d0, d1 = jax.devices()
 params = {"w": jax.device_put(np.arange(32, dtype=np.float32).reshape(8, 4), d0),
           "b": jax.device_put(np.ones(4, np.float32), d1), "h": np.float32(2) * np.ones(4)}
-moved = api.params_on_device(params)
+moved = goldens.params_on_device(params)
 assert {d for a in jax.tree.leaves(moved) for d in a.devices()} == {d0}, moved
 m = api.export(lambda p, x: x @ p["w"] + p["b"] * p["h"], params,
                {"x": jax.ShapeDtypeStruct((2, 8), np.float32)}, sys.argv[1], quiet=True)
@@ -224,14 +225,14 @@ def test_a_directory_fsync_the_file_system_refuses_is_tolerated_a_file_fsync_is_
         real_fsync(fd)
 
     monkeypatch.setattr(os, "fsync", no_dir_fsync)
-    api.fsync_tree(tmp_path)  # directories refused: tolerated
+    write.fsync_tree(tmp_path)  # directories refused: tolerated
 
     def no_file_fsync(fd: int) -> None:
         raise OSError(errno.EINVAL, "Invalid argument")
 
     monkeypatch.setattr(os, "fsync", no_file_fsync)
     with pytest.raises(OSError, match="Invalid argument"):
-        api.fsync_tree(tmp_path)  # a file that cannot be made durable fails the export
+        write.fsync_tree(tmp_path)  # a file that cannot be made durable fails the export
 
 
 def test_slab_writes_of_a_big_array_round_trip_and_report_progress(tmp_path, monkeypatch):

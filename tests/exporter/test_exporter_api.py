@@ -214,7 +214,7 @@ def test_crash_mid_export_leaves_nothing_and_keeps_old_artifact(tmp_path, monkey
     def boom(*args, **kwargs):
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr(goldens, "write_cases", boom)
+    monkeypatch.setattr(goldens, "write_arrays", boom)
     with pytest.raises(RuntimeError, match="disk full"):
         api.export(fn, params, inputs, out, quiet=True, force=True)
     with pytest.raises(RuntimeError, match="disk full"):

@@ -1,0 +1,97 @@
+"""Golden cases: seeded sample inputs, and the outputs JAX itself computes for them.
+
+The goldens are computed by the jitted function (not the exported program) with the params on
+the device once for every case (`params_on_device`); `jaxport.artifact.goldens` writes them.
+Check outputs and the caller's own cases for a checked program are added by
+`jaxport.exporter.checks.write_check_goldens`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import jax
+import numpy as np
+from jaxport.artifact import goldens as goldens_io
+from jaxport.exporter.program import Lowered
+from jaxport.protocol import dtypes
+from jaxport.protocol.gen.jaxport.v1 import manifest_pb2
+
+__all__ = ["params_on_device", "sample_inputs", "write_goldens"]
+
+
+def sample_inputs(
+    specs: Mapping[str, tuple[tuple[int, ...], np.dtype]], seed: int
+) -> dict[str, np.ndarray]:
+    """Deterministic sample inputs: normal floats, integers in [0, 10), random booleans.
+
+    Integers stay small and non-negative so that inputs used as indices or token ids are
+    valid for any reasonable table.
+    """
+    rng = np.random.default_rng(seed)
+    out: dict[str, np.ndarray] = {}
+    for name, (shape, dtype) in specs.items():
+        row = dtypes.by_numpy(dtype)
+        kind = np.dtype(row.numpy).kind
+        if row.numpy_name == "bool":
+            value = rng.random(shape) < 0.5
+        elif kind in "iu":
+            value = rng.integers(0, 10, size=shape)
+        else:
+            value = rng.standard_normal(shape)
+        out[name] = np.asarray(value).astype(row.numpy)
+    return out
+
+
+def params_on_device(params: Any) -> Any:
+    """The params as device arrays, for computing goldens: each leaf transferred at most once.
+
+    jax would otherwise copy every numpy leaf to the device on EVERY call of the jitted function
+    (a full extra copy of the parameters per golden case). `jax.Array` leaves are used as they
+    are; numpy leaves are put on the device once, zero-copy where the CPU client allows it
+    (64-byte aligned buffers) and copied otherwise. Leaves spread over several devices are all
+    moved to the default device, so one jitted call can take them.
+    """
+    leaves, treedef = jax.tree.flatten(params)
+    devices = {d for leaf in leaves if isinstance(leaf, jax.Array) for d in leaf.devices()}
+    if len(devices) > 1:
+        target = jax.devices()[0]
+        leaves = [jax.device_put(leaf, target) for leaf in leaves]
+    else:
+        target = next(iter(devices), None)
+        leaves = [leaf if isinstance(leaf, jax.Array) else
+                  jax.device_put(leaf, target, may_alias=True) for leaf in leaves]
+    return jax.tree.unflatten(treedef, leaves)
+
+
+
+def write_goldens(
+    root: Path,
+    manifest: manifest_pb2.Manifest,
+    lowered: Lowered,
+    params: Any,
+    count: int,
+    seed: int,
+) -> None:
+    """Write `count` cases for one program and add them to `manifest.goldens`.
+
+    Case i has `sample_inputs(seed + i)` and the outputs the jitted function gives for them;
+    it is named `case<i>`, or `b<N>_case<i>` for batch size N (and marked for that program).
+    """
+    export_fn = lowered.export_fn
+    jitted = jax.jit(export_fn.fn)
+    n_out = len(export_fn.output_names)
+    specs = {k: (tuple(v.shape), np.dtype(v.dtype)) for k, v in lowered.inputs.items()}
+    for i in range(count):
+        name = f"{lowered.golden_prefix}case{i}"
+        inputs = sample_inputs(specs, seed + i)
+        results = jitted(params, *inputs.values())
+        outputs = {k: np.asarray(r)
+                   for k, r in zip(export_fn.output_names, results[:n_out], strict=True)}
+        manifest.goldens.add(
+            name=name, batch_size=lowered.batch_size,
+            inputs=goldens_io.write_arrays(root, name, "inputs", inputs),
+            outputs=goldens_io.write_arrays(root, name, "outputs", outputs),
+        )

@@ -1,0 +1,301 @@
+"""What the manifest says about the exported programs: its header, inputs, outputs, dropped
+leaves, batching, and one `Program` per lowered `@main` (`build_program`).
+
+An export lowers one program per size: the unbatched program (batch size 0, files
+`model.{mlirbc,mlir,jaxexport}`, inputs and outputs with their fixed shapes), or one per batch
+size (`model.b<N>.*`; dimension 0 of every input and output is the batch dimension, -1 in the
+manifest's inputs/outputs, and `manifest.batching` lists the sizes). `program_inputs` plans them,
+`Lowered` is one of them as lowered, and `describe` checks that they agree (same weights, same
+check table, outputs batched) and builds the manifest they share.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import jax
+import numpy as np
+from jax import export as jax_export
+from jaxport.artifact import manifest as manifest_mod
+from jaxport.exporter import checks as checks_mod
+from jaxport.exporter import module as module_mod
+from jaxport.exporter.errors import ExportError
+from jaxport.exporter.trace import ExportFunction, LeafInfo
+from jaxport.protocol import dtypes
+from jaxport.protocol.gen.jaxport.v1 import manifest_pb2
+
+__all__ = ["Lowered", "build_program", "check_batch_sizes", "describe", "program_inputs"]
+
+_ARG = manifest_pb2.ArgumentRole
+_RES = manifest_pb2.ResultRole
+
+
+# --------------------------------------------------------------------------------------------
+# sizes: the unbatched program, or one program per batch size
+
+
+def check_batch_sizes(
+    batch_sizes: Sequence[int] | None, input_specs: Mapping[str, jax.ShapeDtypeStruct]
+) -> tuple[int, ...]:
+    """Validated batch sizes, ascending (empty when not batching)."""
+    if batch_sizes is None:
+        return ()
+    sizes = list(batch_sizes)
+    if not sizes:
+        raise ExportError("batch sizes are empty; give at least one, e.g. --batch-sizes 1,8,32")
+    for b in sizes:
+        if isinstance(b, bool) or not isinstance(b, (int, np.integer)) or b < 1:
+            raise ExportError(f"batch size {b!r} is not a positive integer (got {sizes})")
+    if len(set(sizes)) != len(sizes):
+        raise ExportError(f"batch size listed twice in {sizes}")
+    for in_name, spec in input_specs.items():
+        if not spec.shape:
+            raise ExportError(
+                f"input {in_name!r} is a scalar; with batch sizes dimension 0 of every input "
+                "is the batch dimension (give it a leading dimension, e.g. x:f32[1,16])"
+            )
+    return tuple(sorted(int(b) for b in sizes))
+
+
+def program_inputs(
+    input_specs: Mapping[str, jax.ShapeDtypeStruct], batch_sizes: Sequence[int]
+) -> list[tuple[int, dict[str, jax.ShapeDtypeStruct]]]:
+    """(batch size, input specs) of each program to export: `[(0, input_specs)]` without
+    batch sizes, else one per size with dimension 0 of every input set to it."""
+    if not batch_sizes:
+        return [(0, dict(input_specs))]
+    return [(b, {k: jax.ShapeDtypeStruct((b, *v.shape[1:]), v.dtype)
+                 for k, v in input_specs.items()}) for b in batch_sizes]
+
+
+@dataclass
+class Lowered:
+    """One program as lowered, with everything written for it."""
+
+    batch_size: int  # 0: the unbatched program
+    inputs: dict[str, jax.ShapeDtypeStruct]  # at this batch size
+    infos: list[LeafInfo]  # leaves of (params, *inputs) at this batch size
+    export_fn: ExportFunction
+    exported: jax_export.Exported
+    text: str  # exported.mlir_module()
+    module: module_mod.ModuleInfo
+    serialized: bytes  # exported.serialize()
+
+    @property
+    def files_prefix(self) -> str:
+        """`model` (unbatched) or `model.b<N>`: the program's files are `<prefix>.mlirbc` etc."""
+        return f"model.b{self.batch_size}" if self.batch_size else "model"
+
+    @property
+    def golden_prefix(self) -> str:
+        """Prefix of its golden case names: `` (unbatched) or `b<N>_`."""
+        return f"b{self.batch_size}_" if self.batch_size else ""
+
+
+# --------------------------------------------------------------------------------------------
+# the manifest, less programs, goldens and files
+
+
+def describe(
+    lowered: Sequence[Lowered],
+    input_specs: Mapping[str, jax.ShapeDtypeStruct],
+    *,
+    name: str,
+    source_function: str,
+    fn_name: str,
+) -> manifest_pb2.Manifest:
+    """The manifest every program shares: header, check table, dropped leaves, inputs, outputs
+    and (batched) `batching`. Programs, goldens and files are added as they are written.
+
+    Batched programs must agree: the same kept parameters (one set of weights), the same check
+    table, and every output batched along dimension 0 with the same non-batch shape.
+    """
+    first = lowered[0]
+    batched = first.batch_size != 0
+    checks_mod.require_same_table([low.export_fn.checks for low in lowered],
+                                  [low.batch_size for low in lowered])
+    kept = set(first.exported.module_kept_var_idx)
+    if batched:
+        _require_batched_outputs(lowered, kept, fn_name)
+    manifest = manifest_pb2.Manifest(
+        schema_version=manifest_mod.SCHEMA_VERSION,
+        name=name,
+        source_function=source_function,
+        versions=_versions(first.exported),
+        platforms=list(first.exported.platforms),
+        nr_devices=first.exported.nr_devices,
+    )
+    if first.export_fn.checks is not None:
+        manifest.checks.CopyFrom(first.export_fn.checks)
+    for leaf in first.infos:
+        if leaf.leaf_index not in kept:
+            manifest.dropped_leaves.add(leaf_index=leaf.leaf_index, key_path=leaf.key_path,
+                                        name=leaf.name, kind=leaf.kind)
+    for in_name, spec in input_specs.items():
+        shape = [-1, *spec.shape[1:]] if batched else list(spec.shape)
+        manifest.inputs.add(name=in_name, shape=shape,
+                            dtype=manifest_mod.dtype_message(spec.dtype))
+    out_avals = dict(zip(first.export_fn.result_names, first.exported.out_avals, strict=True))
+    for out_name in first.export_fn.output_names:
+        aval = out_avals[out_name]
+        shape = [-1, *aval.shape[1:]] if batched else list(aval.shape)
+        manifest.outputs.add(name=out_name, shape=shape,
+                             dtype=manifest_mod.dtype_message(aval.dtype))
+    if batched:
+        manifest.batching.CopyFrom(manifest_pb2.Batching(
+            batch_sizes=[low.batch_size for low in lowered], batched_inputs=list(input_specs),
+            batched_outputs=list(first.export_fn.output_names)))
+    return manifest
+
+
+def _require_batched_outputs(lowered: Sequence[Lowered], kept: set[int], fn_name: str) -> None:
+    """Batched programs share one set of weights and batch every output along dimension 0."""
+    first_size = lowered[0].batch_size
+    out_shapes: dict[str, tuple[int, ...]] = {}
+    for low in lowered:
+        b = low.batch_size
+        if set(low.exported.module_kept_var_idx) != kept:
+            raise ExportError(
+                f"{fn_name} uses different parameters at batch size {b} than at "
+                f"{first_size}; batched programs must share one set of weights"
+            )
+        avals = dict(zip(low.export_fn.result_names, low.exported.out_avals, strict=True))
+        for out_name in low.export_fn.output_names:
+            shape = tuple(avals[out_name].shape)
+            if not shape or shape[0] != b:
+                raise ExportError(
+                    f"output {out_name!r} has shape {list(shape)} at batch size {b}; with "
+                    "batch sizes every output needs the batch dimension first (one row per "
+                    "input row), so requests can be batched and split back"
+                )
+            if out_shapes.setdefault(out_name, shape[1:]) != shape[1:]:
+                raise ExportError(
+                    f"output {out_name!r} changes its non-batch shape with the batch size "
+                    f"({list(out_shapes[out_name])} vs {list(shape[1:])} at {b})"
+                )
+
+
+def _versions(exported: jax_export.Exported) -> manifest_pb2.Versions:
+    from jax._src.export import serialization as jax_serialization
+    from jax.extend.mlir.dialects import stablehlo
+
+    target = stablehlo.get_version_from_compatibility_requirement(
+        stablehlo.StablehloCompatibilityRequirement.WEEK_4
+    )
+    try:
+        own = importlib.metadata.version("jaxport")
+    except importlib.metadata.PackageNotFoundError:
+        own = "0+unknown"
+    return manifest_pb2.Versions(
+        jaxport=own,
+        jax=jax.__version__,
+        jaxlib=importlib.metadata.version("jaxlib"),
+        stablehlo_target=str(target),
+        calling_convention=exported.calling_convention_version,
+        serialization=int(jax_serialization._SERIALIZATION_VERSION),
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# one program: @main exactly as lowered
+
+
+def _shape_type(shape: Sequence[int], dtype: np.dtype) -> str:
+    mlir = dtypes.by_numpy(dtype).mlir
+    return "tensor<" + "".join(f"{d}x" for d in shape) + mlir + ">"
+
+
+def _platform_index_dtype(info: module_mod.ModuleInfo) -> np.dtype:
+    """The element type of `@main`'s platform index argument, as the module declares it.
+
+    jax types the platform index like a dimension variable, i.e. as its default integer:
+    int64 when jax_enable_x64 was on during lowering (a 64-bit leaf, or the caller's own
+    setting), int32 otherwise. The module is the authority, so read it from there.
+    """
+    types = info.main_argument_types
+    elem = module_mod.scalar_element_type(types[0]) if types else None
+    if elem not in ("i32", "i64"):
+        raise ExportError(
+            f"internal: @main's first argument is {types[:1]}; with several platforms it must "
+            "be the platform index, an i32 or i64 scalar"
+        )
+    return dtypes.by_mlir(elem).numpy
+
+
+def build_program(
+    lowered: Lowered, weights: Mapping[int, tuple[str, str]]
+) -> manifest_pb2.Program:
+    """Describe `@main` exactly: platform index, tokens, kept leaves; then its results.
+
+    `weights` maps each stored parameter's leaf index to (tensorstore spec JSON, sha256).
+    Cross-checks the description against the argument types in the module text, so the
+    manifest cannot silently disagree with the program.
+    """
+    exported, export_fn, infos, info = (
+        lowered.exported, lowered.export_fn, lowered.infos, lowered.module)
+    prefix = lowered.files_prefix
+    program = manifest_pb2.Program(
+        mlirbc_file=f"{prefix}.mlirbc",
+        mlir_file=f"{prefix}.mlir",
+        jaxexport_file=f"{prefix}.jaxexport",
+        batch_size=lowered.batch_size,
+        custom_call_targets=info.custom_call_targets,
+    )
+    expected_types: list[str] = []
+    if len(exported.platforms) > 1:
+        index_dtype = _platform_index_dtype(info)
+        program.arguments.add(
+            index=len(program.arguments), role=_ARG.ARGUMENT_ROLE_PLATFORM_INDEX,
+            name="platform_index", leaf_index=-1, shape=[],
+            dtype=manifest_mod.dtype_message(index_dtype), byte_size=index_dtype.itemsize,
+        )
+        expected_types.append(_shape_type((), index_dtype))
+    for n, _ in enumerate(exported.ordered_effects):
+        program.arguments.add(index=len(program.arguments), role=_ARG.ARGUMENT_ROLE_TOKEN,
+                              name=f"token_{n}", leaf_index=-1)
+        expected_types.append("!stablehlo.token")
+    for leaf_index in exported.module_kept_var_idx:
+        leaf = infos[leaf_index]
+        aval = exported.in_avals[leaf_index]
+        if tuple(aval.shape) != leaf.shape or np.dtype(aval.dtype) != leaf.dtype:
+            raise ExportError(
+                f"internal: leaf {leaf.name} is {leaf.dtype}{list(leaf.shape)} but jax lowered "
+                f"{aval.dtype}{list(aval.shape)} (is jax_enable_x64 off for a 64-bit leaf?)"
+            )
+        arg = program.arguments.add(
+            index=len(program.arguments),
+            role=(_ARG.ARGUMENT_ROLE_PARAMETER if leaf.kind == "parameter"
+                  else _ARG.ARGUMENT_ROLE_INPUT),
+            name=leaf.name, key_path=leaf.key_path, leaf_index=leaf.leaf_index,
+            shape=list(leaf.shape), dtype=manifest_mod.dtype_message(leaf.dtype),
+            byte_size=int(np.prod(leaf.shape, dtype=np.int64)) * leaf.dtype.itemsize,
+        )
+        if leaf.kind == "parameter":
+            arg.tensorstore_spec_json, arg.sha256 = weights[leaf_index]
+        expected_types.append(_shape_type(leaf.shape, leaf.dtype))
+    if info.main_argument_types != expected_types:
+        raise ExportError(
+            f"internal: @main arguments {info.main_argument_types} do not match the manifest "
+            f"description {expected_types}"
+        )
+    if len(export_fn.result_names) != len(exported.out_avals):
+        raise ExportError("internal: result names do not match the lowered results")
+    for n, _ in enumerate(exported.ordered_effects):
+        program.results.add(
+            index=len(program.results), role=_RES.RESULT_ROLE_TOKEN, name=f"token_{n}"
+        )
+    checks = export_fn.result_checks or [None] * len(export_fn.result_names)
+    for name, role, check, aval in zip(
+        export_fn.result_names, export_fn.result_roles, checks, exported.out_avals, strict=True
+    ):
+        dt = np.dtype(aval.dtype)
+        res = program.results.add(
+            index=len(program.results), role=role, name=name, shape=list(aval.shape),
+            dtype=manifest_mod.dtype_message(dt),
+            byte_size=int(np.prod(aval.shape, dtype=np.int64)) * dt.itemsize,
+        )
+        if check is not None:
+            res.check.CopyFrom(check)
+    return program

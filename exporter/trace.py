@@ -1,0 +1,326 @@
+"""From the user's function to a lowered `jax.export.Exported`.
+
+- validation: `check_inputs` (fixed shapes, supported dtypes), `check_params` (arrays only),
+  `check_platforms`; `leaf_infos` lists every leaf of `(params, *inputs)` in jax's flatten order
+  and `needs_x64` says whether tracing needs 64-bit mode;
+- `prepare_function`: the function actually exported, returning a flat tuple of results, plus
+  each result's name and role (checkify support, `jaxport.exporter.checks.apply_checks`, wraps
+  this step);
+- `lower` / `serialize`: `jax.export` with its failure modes mapped to one-line ExportErrors
+  (`describe_trace_error` words a failed trace).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import export as jax_export
+from jaxport.exporter.errors import ExportError
+from jaxport.protocol import dtypes
+from jaxport.protocol.gen.jaxport.v1 import manifest_pb2
+
+__all__ = [
+    "ExportFunction",
+    "LeafInfo",
+    "check_inputs",
+    "check_params",
+    "check_platforms",
+    "describe_trace_error",
+    "leaf_infos",
+    "lower",
+    "needs_x64",
+    "prepare_function",
+    "serialize",
+]
+
+_RES = manifest_pb2.ResultRole
+_KNOWN_PLATFORMS = ("cpu", "cuda", "rocm", "tpu")
+
+
+@dataclass
+class LeafInfo:
+    """One pytree leaf of (params, *inputs) in jax's flatten order."""
+
+    leaf_index: int
+    kind: str  # "parameter" or "input"
+    name: str  # "params.w1" / input name
+    key_path: str  # "['w1']" within params; "[i]" (position among inputs) for inputs
+    shape: tuple[int, ...]
+    dtype: np.dtype
+
+
+@dataclass
+class ExportFunction:
+    """The function that is lowered, and what its flat results are.
+
+    `fn(params, *inputs)` returns a flat tuple whose order is `@main`'s result order;
+    `result_names[i]`, `result_roles[i]` and `result_checks[i]` describe result i. Model
+    outputs (role OUTPUT) come first, in `output_names` order.
+    """
+
+    fn: Callable[..., tuple[Any, ...]]
+    output_names: list[str]
+    result_names: list[str]
+    result_roles: list[int]
+    result_checks: list[manifest_pb2.CheckLeaf | None] = field(default_factory=list)
+    # Filled by wrappers that add checks (checkify); exported as manifest.checks.
+    checks: manifest_pb2.Checks | None = None
+
+
+# --------------------------------------------------------------------------------------------
+# validation
+
+
+def _dtype_row(dtype: Any, what: str) -> dtypes.DType:
+    try:
+        return dtypes.by_numpy(dtype)
+    except (dtypes.UnsupportedDtypeError, TypeError) as exc:
+        raise ExportError(f"{what}: {exc}") from None
+
+
+def check_inputs(inputs: Mapping[str, Any]) -> dict[str, jax.ShapeDtypeStruct]:
+    """Validate input specs: names, fixed integer shapes, supported dtypes."""
+    if not isinstance(inputs, Mapping) or not inputs:
+        raise ExportError("inputs must be a non-empty mapping of name -> jax.ShapeDtypeStruct")
+    out: dict[str, jax.ShapeDtypeStruct] = {}
+    for name, spec in inputs.items():
+        if not isinstance(name, str) or not name:
+            raise ExportError(f"input name {name!r} must be a non-empty string")
+        shape = getattr(spec, "shape", None)
+        dtype = getattr(spec, "dtype", None)
+        if shape is None or dtype is None:
+            raise ExportError(f"input {name!r}: expected a jax.ShapeDtypeStruct, got {spec!r}")
+        for d in shape:
+            if not isinstance(d, (int, np.integer)) or isinstance(d, bool):
+                raise ExportError(
+                    f"input {name!r} has symbolic dimension {str(d)!r} in shape {tuple(shape)}; "
+                    "jaxport exports fixed shapes only: give every dimension a number"
+                )
+            if d < 0:
+                raise ExportError(f"input {name!r} has a negative dimension in {tuple(shape)}")
+        row = _dtype_row(dtype, f"input {name!r}")
+        out[name] = jax.ShapeDtypeStruct(tuple(int(d) for d in shape), row.numpy)
+    return out
+
+
+def _param_name(path: tuple[Any, ...]) -> str:
+    parts = ["params"]
+    for key in path:
+        if isinstance(key, jax.tree_util.DictKey):
+            parts.append(str(key.key))
+        elif isinstance(key, jax.tree_util.SequenceKey):
+            parts.append(str(key.idx))
+        elif isinstance(key, jax.tree_util.GetAttrKey):
+            parts.append(key.name)
+        else:
+            parts.append(str(getattr(key, "key", key)))
+    return ".".join(parts)
+
+
+def check_params(params: Any) -> Any:
+    """Params with every leaf an array of a supported dtype, never copied when avoidable.
+
+    A `jax.Array` leaf stays as it is (already on its device: goldens use it in place and its
+    bytes are written through a zero-copy host view on CPU); anything else becomes a numpy
+    array (a view when it already is one).
+    """
+    def convert(path: tuple[Any, ...], leaf: Any) -> np.ndarray | jax.Array:
+        where = f"params leaf {jax.tree_util.keystr(path) or '(root)'}"
+        if isinstance(leaf, jax.ShapeDtypeStruct) or not hasattr(leaf, "dtype"):
+            raise ExportError(
+                f"{where} is a {type(leaf).__name__}, not an array; params must be a pytree "
+                "of arrays (numpy or jax)"
+            )
+        if jnp.issubdtype(leaf.dtype, jax.dtypes.prng_key):
+            raise ExportError(f"{where} is a PRNG key array; pass jax.random.key_data(key)")
+        row = _dtype_row(leaf.dtype, where)
+        if isinstance(leaf, jax.Array) and np.dtype(leaf.dtype) == np.dtype(row.numpy):
+            return leaf
+        return np.asarray(leaf, dtype=row.numpy)
+
+    return jax.tree_util.tree_map_with_path(convert, params)
+
+
+def leaf_infos(params: Any, inputs: Mapping[str, jax.ShapeDtypeStruct]) -> list[LeafInfo]:
+    """Every leaf of (params, *inputs) in jax's flatten order (= `Exported.in_avals` order)."""
+    infos: list[LeafInfo] = []
+    for path, leaf in jax.tree_util.tree_flatten_with_path(params)[0]:
+        infos.append(
+            LeafInfo(len(infos), "parameter", _param_name(path), jax.tree_util.keystr(path),
+                     tuple(leaf.shape), np.dtype(leaf.dtype))
+        )
+    for i, (name, spec) in enumerate(inputs.items()):
+        infos.append(LeafInfo(len(infos), "input", name, f"[{i}]", tuple(spec.shape),
+                              np.dtype(spec.dtype)))
+    return infos
+
+
+def needs_x64(infos: Sequence[LeafInfo]) -> bool:
+    """Whether any leaf is 64-bit (then JAX must run with jax_enable_x64)."""
+    return any(i.dtype.itemsize == 8 for i in infos)
+
+
+def check_platforms(platforms: Sequence[str]) -> tuple[str, ...]:
+    """The platforms to lower for: known names, lower case, each once."""
+    plats = tuple(p.strip().lower() for p in platforms if p.strip())
+    if not plats:
+        raise ExportError("no platform given; use e.g. --platforms cpu")
+    for p in plats:
+        if p not in _KNOWN_PLATFORMS:
+            raise ExportError(f"unknown platform {p!r}; supported: {', '.join(_KNOWN_PLATFORMS)}")
+    if len(set(plats)) != len(plats):
+        raise ExportError(f"platform listed twice in {list(plats)}")
+    return plats
+
+
+# --------------------------------------------------------------------------------------------
+# the exported function
+
+
+def _output_name(path: tuple[Any, ...]) -> str:
+    if not path:
+        return "output"
+    parts = []
+    for n, key in enumerate(path):
+        if isinstance(key, jax.tree_util.SequenceKey):
+            parts.append(f"output_{key.idx}" if n == 0 else str(key.idx))
+        elif isinstance(key, jax.tree_util.DictKey):
+            parts.append(str(key.key))
+        elif isinstance(key, jax.tree_util.GetAttrKey):
+            parts.append(key.name)
+        else:
+            parts.append(str(key))
+    return ".".join(parts)
+
+
+def describe_trace_error(exc: BaseException, fn_name: str, params: Any) -> ExportError:
+    """A failed trace or lowering of `fn_name` as one line, with the likely fix."""
+    first = (str(exc).strip().splitlines() or [""])[0]
+    not_jittable = (
+        jax.errors.ConcretizationTypeError,
+        jax.errors.TracerBoolConversionError,
+        jax.errors.TracerIntegerConversionError,
+        jax.errors.TracerArrayConversionError,
+    )
+    if isinstance(exc, not_jittable):
+        return ExportError(
+            f"{fn_name} is not jit-able: {type(exc).__name__}: {first} "
+            "(use jnp/lax ops instead of Python control flow or numpy on traced values)"
+        )
+    if isinstance(exc, KeyError | IndexError | AttributeError):
+        top = params if not isinstance(params, dict) else sorted(map(str, params))
+        return ExportError(
+            f"calling {fn_name}(params, *inputs) failed with {type(exc).__name__}: {first}; "
+            f"does the params tree match what the function expects? (params top level: {top})"
+        )
+    return ExportError(f"tracing {fn_name}(params, *inputs) failed: {type(exc).__name__}: {first}")
+
+
+def prepare_function(
+    fn: Callable[..., Any],
+    params: Any,
+    inputs: Mapping[str, jax.ShapeDtypeStruct],
+    output_names: Sequence[str] | None = None,
+    fn_name: str = "",
+) -> ExportFunction:
+    """Trace `fn` abstractly, name its output leaves, and flatten its results to a tuple."""
+    fn_name = fn_name or getattr(fn, "__name__", repr(fn))
+    params_spec = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), params)
+    try:
+        out_shape = jax.eval_shape(fn, params_spec, *inputs.values())
+    except ExportError:
+        raise
+    except Exception as exc:
+        raise describe_trace_error(exc, fn_name, params) from None
+    paths_leaves = jax.tree_util.tree_flatten_with_path(out_shape)[0]
+    if not paths_leaves:
+        raise ExportError(
+            f"{fn_name} returns no arrays; it must return an array or a pytree of arrays"
+        )
+    derived = [_output_name(p) for p, _ in paths_leaves]
+    if output_names:
+        names = list(output_names)
+        if len(names) != len(derived):
+            raise ExportError(
+                f"{len(names)} output names given ({', '.join(names)}) but {fn_name} returns "
+                f"{len(derived)} arrays ({', '.join(derived)})"
+            )
+    else:
+        names = derived
+    if len(set(names)) != len(names):
+        raise ExportError(f"output names must be unique, got {names}")
+    for name, (_, leaf) in zip(names, paths_leaves, strict=True):
+        _dtype_row(leaf.dtype, f"output {name!r}")
+
+    def flat_fn(p: Any, *xs: Any) -> tuple[Any, ...]:
+        return tuple(jax.tree.leaves(fn(p, *xs)))
+
+    flat_fn.__name__ = getattr(fn, "__name__", "model")
+    return ExportFunction(
+        fn=flat_fn,
+        output_names=names,
+        result_names=list(names),
+        result_roles=[_RES.RESULT_ROLE_OUTPUT] * len(names),
+        result_checks=[None] * len(names),
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# lowering
+
+
+def lower(
+    export_fn: ExportFunction,
+    params: Any,
+    inputs: Mapping[str, jax.ShapeDtypeStruct],
+    platforms: Sequence[str],
+    fn_name: str,
+) -> jax_export.Exported:
+    """`jax.export.export(jax.jit(fn))` with its failure modes mapped to ExportErrors."""
+    params_spec = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), params)
+    try:
+        return jax_export.export(jax.jit(export_fn.fn), platforms=tuple(platforms))(
+            params_spec, *inputs.values()
+        )
+    except NotImplementedError as exc:
+        if "host_callbacks" in str(exc):
+            raise ExportError(
+                f"{fn_name} uses a host callback (jax.pure_callback / io_callback / debug "
+                "callback), which cannot be serialized; move it outside the exported function"
+            ) from None
+        raise ExportError(f"cannot export {fn_name}: {str(exc).splitlines()[0]}") from None
+    except ValueError as exc:
+        text = str(exc)
+        if "custom calls whose targets have no compatibility guarantees" in text:
+            targets = sorted(set(re.findall(r"custom_call @([\w$.\-]+)", text)))
+            raise ExportError(
+                f"{fn_name} uses custom calls with no compatibility guarantee "
+                f"({', '.join(targets) or 'unnamed'}); a consumer's runtime would not have "
+                "them: use standard jax ops"
+            ) from None
+        if "was exported for platforms" in text or "Unknown platform" in text.lower():
+            raise ExportError(
+                f"cannot lower for platforms {list(platforms)}: {text.splitlines()[0]}"
+            ) from None
+        raise describe_trace_error(exc, fn_name, params) from None
+    except ExportError:
+        raise
+    except Exception as exc:
+        raise describe_trace_error(exc, fn_name, params) from None
+
+
+def serialize(exported: jax_export.Exported) -> bytes:
+    """`Exported.serialize()`, explaining a missing flatbuffers install in one line."""
+    try:
+        return bytes(exported.serialize())
+    except ImportError as exc:
+        raise ExportError(
+            f"cannot write model.jaxexport: {str(exc).splitlines()[0]} "
+            "(flatbuffers is not a jax dependency: pip install flatbuffers)"
+        ) from None
