@@ -1,5 +1,6 @@
 """Fixtures shared by the reliability tests: the test PKI, two small models exported once per
-session, per-test model repositories and real bridge processes on port 0."""
+session, per-test model repositories and real bridge processes on port 0 (the session's bridge
+with the test gate enabled, see `support.gate`)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ if str(_TESTS) not in sys.path:
 
 from live import make_repository  # noqa: E402
 from support.certs import Pki, make_pki  # noqa: E402
+from support.gate import Gate  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -54,9 +56,16 @@ def hostile_repo(tmp_path_factory: pytest.TempPathFactory, artifacts: dict[str, 
 
 
 @pytest.fixture(scope="session")
-def bridge(hostile_repo) -> Iterator:
-    """One plain bridge with default limits over the hostile repository, for the session."""
+def gate(tmp_path_factory: pytest.TempPathFactory) -> Gate:
+    """The test gate of the session's `bridge`: a test holds its executions of a model."""
+    return Gate(tmp_path_factory.mktemp("gate"))
+
+
+@pytest.fixture(scope="session")
+def bridge(hostile_repo, gate: Gate) -> Iterator:
+    """One plain bridge with default limits over the hostile repository, for the session; its
+    executions can be held through `gate`."""
     from bridge_launch import start_bridge
 
-    with start_bridge(hostile_repo.root) as b:
+    with start_bridge(hostile_repo.root, env=gate.env) as b:
         yield b

@@ -50,8 +50,9 @@ def fuzzy_request(x: np.ndarray | None = None, flag: np.ndarray | None = None,
     return req
 
 
-def slow_request(iters: int, request_id: str = "") -> pb.ModelInferRequest:
-    """A `slow` request running `iters` matmul rounds (~8 us each)."""
+def slow_request(iters: int = 10, request_id: str = "") -> pb.ModelInferRequest:
+    """A `slow` request running `iters` matmul rounds (to keep one running, hold it at the
+    bridge's test gate: `support.gate`)."""
     req = pb.ModelInferRequest(model_name="slow", id=request_id)
     req.inputs.add(name="x", datatype="FP32", shape=[SLOW_N, SLOW_N])
     req.inputs.add(name="iters", datatype="INT32", shape=[])
@@ -79,22 +80,6 @@ def status_name(exc: grpc.RpcError) -> str:
     return exc.code().name
 
 
-def iters_for(s: pb_grpc.GRPCInferenceServiceStub, seconds: float, **kw) -> int:
-    """How many `slow` rounds take at least about `seconds` on this bridge (measured).
-
-    The fastest of three probes sets the rate, so a busy machine makes the request run
-    longer than asked, never shorter (tests rely on it still running).
-    """
-    probe = 10000
-    s.ModelInfer(slow_request(probe), timeout=60, **kw)  # first call may include warm-up
-    best = float("inf")
-    for _ in range(3):
-        t0 = time.perf_counter()
-        s.ModelInfer(slow_request(probe), timeout=60, **kw)
-        best = min(best, time.perf_counter() - t0)
-    return max(1000, int(seconds * probe / best))
-
-
 def admission_counts(bridge, model: str) -> dict[str, float]:
     """`jaxport_admission_total{model=MODEL,outcome=...}` from the bridge's /metrics."""
     text = urllib.request.urlopen(bridge.metrics_url, timeout=10).read().decode()
@@ -106,10 +91,39 @@ def admission_counts(bridge, model: str) -> dict[str, float]:
     return counts
 
 
-def wait_admitted(bridge, model: str, before: float, n: int, timeout: float = 30.0) -> None:
-    """Block until `n` more requests of `model` than `before` have been admitted."""
+def wait_admission(bridge, model: str, outcomes: tuple[str, ...], at_least: float,
+                   timeout: float = 60.0) -> dict[str, float]:
+    """Block until the bridge has counted `at_least` admission outcomes of `model` among
+    `outcomes` (summed, since the start); the counts then.
+
+    A caller whose deadline passes while it waits is counted `expired` or `cancelled`,
+    whichever the bridge notices first (grpc ends the call at the deadline too), so tests
+    about refused waiters wait for `("expired", "cancelled")`."""
     end = time.monotonic() + timeout
-    while admission_counts(bridge, model)["admitted"] < before + n:
+    while sum((counts := admission_counts(bridge, model))[o] for o in outcomes) < at_least:
         if time.monotonic() > end:
-            raise TimeoutError(f"{n} requests of {model!r} not admitted in {timeout}s")
+            raise TimeoutError(f"admission {outcomes} of {model!r}: {counts}, not {at_least:.0f}"
+                               f" after {timeout:.0f} s")
+        time.sleep(0.02)
+    return counts
+
+
+def is_worker_refusal(exc: grpc.RpcError) -> bool:
+    """grpc's own refusal of a call beyond --worker-threads (maximum_concurrent_rpcs)."""
+    return (exc.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+            and "Concurrent RPC limit" in (exc.details() or ""))
+
+
+def call_when_a_worker_is_free(method, request, timeout: float = 60.0, **kw):
+    """`method(request)`, sent again while grpc refuses it for want of a free worker thread.
+
+    A call that ended on the client may still occupy its server worker for a moment (grpc
+    retires it after sending the status), so the next call can find every worker taken."""
+    end = time.monotonic() + timeout
+    while True:
+        try:
+            return method(request, timeout=timeout, **kw)
+        except grpc.RpcError as exc:
+            if not is_worker_refusal(exc) or time.monotonic() > end:
+                raise
         time.sleep(0.02)

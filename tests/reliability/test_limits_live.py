@@ -1,5 +1,5 @@
 """Admission control and message limits on a live bridge with tiny limits
-(1 execution slot and a line of 2 per model, 4 worker threads, 1 MiB messages).
+(1 execution slot and a line of 2 per model, 6 worker threads, 1 MiB messages).
 
 - a burst above capacity is shed at once with RESOURCE_EXHAUSTED, the admitted ones complete;
 - a message over the size limit gets RESOURCE_EXHAUSTED;
@@ -7,100 +7,149 @@
 - a request whose deadline passes while it waits gets DEADLINE_EXCEEDED and is NOT executed,
   and a caller that cancels while waiting is not executed either: ModelStatistics'
   execution_count does not move for them, and the bridge logs "request not executed".
+
+Nothing here depends on how long anything takes: the request occupying the slot is held at the
+bridge's test gate (`support.gate`) until the test releases it, and "waiting in the line" is
+proven by the bridge shedding a probe sent after the waiters (it sheds only with a full line).
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from collections import Counter
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import grpc
 import numpy as np
 import pytest
 from bridge_launch import start_bridge
+from jaxport.protocol.gen.inference import grpc_service_pb2 as pb
 from live import (
     admission_counts,
+    call_when_a_worker_is_free,
     execution_count,
     fuzzy_request,
-    iters_for,
+    is_worker_refusal,
     make_repository,
     slow_request,
     stub,
+    wait_admission,
     wait_ready,
 )
 from rel_models import FUZZ_MODEL, SLOW_MODEL
+from support.gate import Gate
 
 MAX_MESSAGE = 1024 * 1024
-WORKERS = 4  # = 1 running + 2 waiting + 1 spare for the call being shed
-HOLD_S = 2.0
+MAX_QUEUE = 2
+# 1 running + 2 waiting + 1 being shed, and 2 spare for calls grpc has answered but not yet
+# retired (see `call_when_a_worker_is_free`).
+WORKERS = 6
+# A probe that finds room in the line (a waiter has not arrived yet) gives up after this long;
+# only then can the bridge have admitted the waiter behind it (never a premise of a verdict).
+PROBE_TIMEOUT_S = 30.0
+# How the bridge counts a waiter it did not execute because its caller can no longer use it.
+REFUSED = ("expired", "cancelled")
 
 
 @pytest.fixture(scope="module")
 def tight(tmp_path_factory, artifacts):
     repo = make_repository(tmp_path_factory.mktemp("tight"), artifacts, [FUZZ_MODEL, SLOW_MODEL])
+    gate = Gate(tmp_path_factory.mktemp("gate"))
     with start_bridge(
         repo,
         "--max-inflight-per-model", "1",
-        "--max-queue-per-model", "2",
+        "--max-queue-per-model", str(MAX_QUEUE),
         "--worker-threads", str(WORKERS),
         "--max-message-bytes", str(MAX_MESSAGE),
+        env=gate.env,
     ) as b:
         channel = b.channel()
         s = stub(channel)
         wait_ready(s)
-        hold_iters = iters_for(s, HOLD_S)
-        yield b, s, hold_iters
+        yield b, s, gate
         channel.close()
 
 
-def _holding(b, s, pool: ThreadPoolExecutor, iters: int):
-    """Start a request that occupies the only slot of `slow` and wait until it has it."""
-    admitted = admission_counts(b, SLOW_MODEL)["admitted"]
-    fut = pool.submit(s.ModelInfer, slow_request(iters, "hold"), timeout=60)
-    end = time.monotonic() + 30
-    while admission_counts(b, SLOW_MODEL)["admitted"] == admitted:
-        assert time.monotonic() < end, "the holding request was never admitted"
-        time.sleep(0.02)
-    return fut
+@contextlib.contextmanager
+def _holding(s, gate: Gate, pool: ThreadPoolExecutor) -> Iterator[Future]:
+    """A request that occupies the only slot of `slow`, provably executing (held at the gate)
+    until the block ends; the block's value is its future."""
+    with gate.holding(SLOW_MODEL):
+        hold = pool.submit(s.ModelInfer, slow_request(10, "hold"), timeout=300)
+        gate.wait_held(SLOW_MODEL, 1, calls=[hold])
+        yield hold
+
+
+def _is_shed(exc: grpc.RpcError) -> bool:
+    """Refused by admission control because slot and line of `slow` are full."""
+    return (exc.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+            and f"'{SLOW_MODEL}" in exc.details() and "capacity" in exc.details())
+
+
+def _line_up(b, s, requests: list[pb.ModelInferRequest]) -> list[grpc.Future]:
+    """Send `requests` (no deadline, as many as the line holds) behind the held slot; return
+    their calls once all provably wait in the line: a probe sent after them was shed (the
+    bridge sheds only with a full line) and none of them has been answered."""
+    assert len(requests) == MAX_QUEUE
+    calls = [s.ModelInfer.future(r, timeout=300) for r in requests]
+    for attempt in range(20):
+        for i, call in enumerate(calls):
+            if call.done():  # shed because a probe reached the line first: send it again
+                exc = call.exception()
+                assert exc is not None and (_is_shed(exc) or is_worker_refusal(exc)), exc
+                calls[i] = s.ModelInfer.future(requests[i], timeout=300)
+        counts = admission_counts(b, SLOW_MODEL)
+        try:
+            s.ModelInfer(slow_request(10, f"probe{attempt}"), timeout=PROBE_TIMEOUT_S)
+        except grpc.RpcError as exc:
+            if _is_shed(exc) and not any(c.done() for c in calls):
+                return calls
+            if exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
+                # It waited in the line; wait until the bridge has dropped it from there.
+                wait_admission(b, SLOW_MODEL, REFUSED, counts["expired"] + counts["cancelled"] + 1)
+            else:
+                assert _is_shed(exc) or is_worker_refusal(exc), exc
+            continue
+        raise AssertionError("a probe was executed while the only slot was held")
+    raise AssertionError(f"{[r.id for r in requests]} never all waited in the line")
 
 
 def test_burst_above_capacity_is_shed_immediately(tight) -> None:
-    b, s, hold_iters = tight
-    with ThreadPoolExecutor(8) as pool:
-        hold = _holding(b, s, pool, hold_iters)
-        t_burst = time.perf_counter()
-        # 12 more while the slot is held: whichever 2 arrive first wait, the other 10 are shed.
-        waiting = [s.ModelInfer.future(slow_request(10, f"w{i}"), timeout=60) for i in range(2)]
-        outcomes: dict[str, int] = {}
-        latencies = []
+    b, s, gate = tight
+    shed_before = admission_counts(b, SLOW_MODEL)["shed"]
+    outcomes: Counter[str] = Counter()
+    with ThreadPoolExecutor(2) as pool, _holding(s, gate, pool) as hold:
+        waiting = _line_up(b, s, [slow_request(10, f"w{i}") for i in range(MAX_QUEUE)])
+        # Slot and line are full, and stay full until the test releases the gate: each of the
+        # 10 calls of the burst must be answered RESOURCE_EXHAUSTED now, while the request in
+        # the slot is still held (a call parked for the slot would never be answered).
+        worker_retries = 0
         for i in range(10):
-            t0 = time.perf_counter()
-            try:
-                s.ModelInfer(slow_request(10, f"burst{i}"), timeout=30)
-                outcomes["OK"] = outcomes.get("OK", 0) + 1
-            except grpc.RpcError as exc:
-                latencies.append(time.perf_counter() - t0)
-                assert exc.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, exc
-                assert "'slow" in exc.details() and "capacity" in exc.details(), exc.details()
-                outcomes["RESOURCE_EXHAUSTED"] = outcomes.get("RESOURCE_EXHAUSTED", 0) + 1
-        burst_s = time.perf_counter() - t_burst
-        assert not hold.done(), "premise broken: the holding request ended before the burst"
-        for f in waiting:
-            try:
-                f.result(60)
-                outcomes["OK"] = outcomes.get("OK", 0) + 1
-            except grpc.RpcError as exc:
-                assert exc.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, exc
-                outcomes["RESOURCE_EXHAUSTED"] = outcomes.get("RESOURCE_EXHAUSTED", 0) + 1
+            while True:
+                with pytest.raises(grpc.RpcError) as info:
+                    s.ModelInfer(slow_request(10, f"burst{i}"), timeout=120)
+                if not is_worker_refusal(info.value):
+                    break
+                worker_retries += 1
+            assert _is_shed(info.value), info.value
+            outcomes[info.value.code().name] += 1
+        assert gate.held(SLOW_MODEL) == 1 and not hold.done()
+        assert not any(w.done() for w in waiting)
         # Another model is not affected by this one being full.
-        assert s.ModelInfer(fuzzy_request(), timeout=10).model_name == FUZZ_MODEL
-        assert hold.result(60).id == "hold"
-    print(f"\nlimits(live): 1 running, then 12 more -> {outcomes}; max shed latency "
-          f"{max(latencies) * 1e3:.1f} ms (hold {HOLD_S:.0f} s; 10 sequential calls took "
-          f"{burst_s:.2f} s)")
+        assert s.ModelInfer(fuzzy_request(), timeout=60).model_name == FUZZ_MODEL
+    # Released: the held request and the two that waited complete.
+    assert hold.result(120).id == "hold"
+    assert [w.result(120).id for w in waiting] == ["w0", "w1"]
+    outcomes["OK"] += len(waiting)
+    shed = admission_counts(b, SLOW_MODEL)["shed"] - shed_before
+    print(f"\nlimits(live): 1 running (held), 2 waiting, then a burst of 10 -> {dict(outcomes)}, "
+          f"all shed while the slot was held ({worker_retries} calls resent for want of a "
+          f"worker thread; {shed:.0f} sheds counted, probes included)")
     assert outcomes == {"OK": 2, "RESOURCE_EXHAUSTED": 10}
-    assert max(latencies) < HOLD_S / 2  # shed at once, not after waiting for the slot
+    assert shed >= 10
 
 
 def test_message_over_the_size_limit_is_resource_exhausted(tight) -> None:
@@ -108,55 +157,73 @@ def test_message_over_the_size_limit_is_resource_exhausted(tight) -> None:
     req = fuzzy_request()
     req.raw_input_contents[0] = np.zeros(2 * MAX_MESSAGE // 4, "<f4").tobytes()
     with pytest.raises(grpc.RpcError) as info:
-        s.ModelInfer(req, timeout=30)
+        s.ModelInfer(req, timeout=60)
     assert info.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert not is_worker_refusal(info.value), info.value.details()
     print(f"\nlimits(live): {req.ByteSize()} byte message over the {MAX_MESSAGE} byte limit -> "
           f"{info.value.code().name}: {info.value.details()}")
-    assert s.ModelInfer(fuzzy_request(), timeout=10).model_name == FUZZ_MODEL
+    assert call_when_a_worker_is_free(s.ModelInfer, fuzzy_request()).model_name == FUZZ_MODEL
 
 
 def test_expired_and_cancelled_waiters_are_never_executed(tight) -> None:
-    b, s, hold_iters = tight
+    b, s, gate = tight
     before = execution_count(s, SLOW_MODEL)
-    refused_before = admission_counts(b, SLOW_MODEL)
+    counts_before = admission_counts(b, SLOW_MODEL)
     log_mark = len(b.log_text())
-    with ThreadPoolExecutor(8) as pool:
-        hold = _holding(b, s, pool, hold_iters)
-        t0 = time.perf_counter()
+    with ThreadPoolExecutor(2) as pool, _holding(s, gate, pool) as hold:
+        # Its deadline passes while it waits behind the held request.
         with pytest.raises(grpc.RpcError) as info:
-            s.ModelInfer(slow_request(10, "late"), timeout=0.3)
-        waited = time.perf_counter() - t0
-        assert info.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
-        gone = s.ModelInfer.future(slow_request(10, "gone"), timeout=30)
-        time.sleep(0.2)
-        gone.cancel()
-        assert hold.result(60).id == "hold"
-    time.sleep(0.5)
+            call_when_a_worker_is_free(s.ModelInfer, slow_request(10, "late"), timeout=1.0)
+        assert info.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED, info.value
+        refused_before = counts_before["expired"] + counts_before["cancelled"]
+        wait_admission(b, SLOW_MODEL, REFUSED, refused_before + 1)
+        # Its caller cancels once it provably waits in the line.
+        gone, kept = _line_up(b, s, [slow_request(10, "gone"), slow_request(10, "kept")])
+        refused = sum(admission_counts(b, SLOW_MODEL)[o] for o in REFUSED)
+        assert gone.cancel()
+        wait_admission(b, SLOW_MODEL, REFUSED, refused + 1)
+        assert gate.held(SLOW_MODEL) == 1 and not hold.done()
+    assert hold.result(120).id == "hold"
+    assert kept.result(120).id == "kept"
     after = execution_count(s, SLOW_MODEL)
-    refused = admission_counts(b, SLOW_MODEL)
-    log = b.log_text()[log_mark:]
-    not_executed = [ln for ln in log.splitlines() if "request not executed" in ln]
-    print(f"\ndeadline(live): 0.3 s deadline behind a {HOLD_S:.0f} s request -> "
-          f"DEADLINE_EXCEEDED after {waited:.2f} s; executions {before} -> {after}; "
-          f"admission metric {refused_before} -> {refused}; log: {not_executed}")
-    assert after == before + 1, "only the holding request may have run"
-    assert len(not_executed) == 2 and all("model=slow" in ln for ln in not_executed)
-    assert refused["expired"] + refused["cancelled"] == (
-        refused_before["expired"] + refused_before["cancelled"] + 2
-    )
+    counts = admission_counts(b, SLOW_MODEL)
+    not_executed = [ln for ln in b.log_text()[log_mark:].splitlines()
+                    if "request not executed" in ln]
+    print(f"\ndeadline(live): a 1 s deadline and a cancel behind a held request -> "
+          f"DEADLINE_EXCEEDED, CANCELLED; executions {before} -> {after}; "
+          f"admission {counts_before} -> {counts}; log: {not_executed}")
+    assert after == before + 2, "only the held request and the one kept waiting may have run"
+    # "late" is logged expired or cancelled (whichever the bridge noticed first), "gone"
+    # cancelled; a probe that waited (see _line_up) would add a line of its own.
+    assert len([ln for ln in not_executed if "model=slow" in ln]) >= 2, not_executed
+    assert any("model=slow" in ln and "outcome=cancelled" in ln for ln in not_executed), \
+        not_executed
 
 
-def test_short_deadline_on_a_slow_request_is_deadline_exceeded(tight) -> None:
-    _b, s, hold_iters = tight
-    t0 = time.perf_counter()
-    with pytest.raises(grpc.RpcError) as info:
-        s.ModelInfer(slow_request(hold_iters, "too-slow"), timeout=0.3)
-    print(f"\ndeadline(live): {HOLD_S:.0f} s of work with a 0.3 s deadline -> "
-          f"{info.value.code().name} after {time.perf_counter() - t0:.2f} s")
+def test_short_deadline_on_a_running_request_is_deadline_exceeded(tight) -> None:
+    _b, s, gate = tight
+    # The deadline must pass while the request executes (held); a request whose deadline
+    # passed before it started is not executed at all, so then try again with a longer one.
+    for deadline_s in (2.0, 10.0, 60.0):
+        with gate.holding(SLOW_MODEL):
+            call = s.ModelInfer.future(slow_request(10, "too-slow"), timeout=deadline_s)
+            try:
+                gate.wait_held(SLOW_MODEL, 1, calls=[call])
+            except grpc.RpcError as exc:
+                assert exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED, exc
+                continue
+            with pytest.raises(grpc.RpcError) as info:
+                call.result()
+            still_held = gate.held(SLOW_MODEL)
+        break
+    else:
+        raise AssertionError("the request never started executing within its deadline")
+    print(f"\ndeadline(live): a {deadline_s:.0f} s deadline passing while the request executes "
+          f"(held) -> {info.value.code().name}")
     assert info.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
-    time.sleep(HOLD_S + 0.5)  # the running XLA call finishes; the model serves again
-    assert s.ModelInfer(slow_request(10, "after"), timeout=30).id == "after"
-
+    assert still_held == 1  # answered while the execution was still running
+    # The execution finishes once released; the model serves again.
+    assert s.ModelInfer(slow_request(10, "after"), timeout=120).id == "after"
 
 
 def test_more_calls_than_worker_threads_are_refused_not_parked(tight) -> None:
@@ -166,21 +233,33 @@ def test_more_calls_than_worker_threads_are_refused_not_parked(tight) -> None:
 
     def one_then_idle(k: int):
         yield fuzzy_request(request_id=f"stream{k}")
-        release.wait(30)  # an open stream holds its worker without asking for a model slot
+        release.wait(300)  # an open stream holds its worker without asking for a model slot
 
-    streams = [s.ModelStreamInfer(one_then_idle(k), timeout=60) for k in range(WORKERS)]
+    def open_stream(k: int):
+        end = time.monotonic() + 60
+        while True:  # a worker may still be retiring an earlier call: then open it again
+            st = s.ModelStreamInfer(one_then_idle(k), timeout=600)
+            try:  # answered once: its handler holds a worker
+                assert next(st).infer_response.id == f"stream{k}"
+                return st
+            except grpc.RpcError as exc:
+                if not is_worker_refusal(exc) or time.monotonic() > end:
+                    raise
+            time.sleep(0.02)
+
+    streams = []
     try:
-        for k, st in enumerate(streams):  # each answered once: its handler holds a worker
-            assert next(st).infer_response.id == f"stream{k}"
-        t0 = time.perf_counter()
+        for k in range(WORKERS):
+            streams.append(open_stream(k))
+        # Every worker stays busy until `release`: a parked call would get no answer before
+        # its deadline; a refused one is answered now.
         with pytest.raises(grpc.RpcError) as info:
-            s.ModelInfer(fuzzy_request(), timeout=30)
-        waited = time.perf_counter() - t0
+            s.ModelInfer(fuzzy_request(), timeout=120)
     finally:
         release.set()
     assert all(list(st) == [] for st in streams)
-    print(f"\nlimits(live): {WORKERS} workers busy -> another call {info.value.code().name} "
-          f"after {waited * 1e3:.1f} ms: {info.value.details()}")
+    print(f"\nlimits(live): {WORKERS} workers busy -> another call {info.value.code().name}: "
+          f"{info.value.details()}")
     assert info.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
-    assert waited < 5.0
-    assert s.ModelInfer(fuzzy_request(request_id="after"), timeout=10).id == "after"
+    after = call_when_a_worker_is_free(s.ModelInfer, fuzzy_request(request_id="after"))
+    assert after.id == "after"

@@ -1,0 +1,91 @@
+"""`Gate`: the test side of the bridge's test gate (`jaxport.bridge.testing`).
+
+A bridge started with `env=gate.env` holds every execution of model M while the test holds M:
+
+    gate = Gate(tmp_path / "gate")
+    with BridgeProcess(repo, env=gate.env) as bridge, gate.holding("slow"):
+        call = stub.ModelInfer.future(request, timeout=120)
+        gate.wait_held("slow", 1, calls=[call])   # now provably executing, and it stays so
+        ...                                       # until the block ends (the hold is removed)
+
+So a test that needs a request "still running" waits on its own signal, never on how long a
+model happens to compute on a busy machine.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+__all__ = ["ENV", "Gate"]
+
+ENV = "JAXPORT_TEST_GATE_DIR"  # = jaxport.bridge.testing.ENV (not imported: no JAX needed here)
+POLL_S = 0.01
+
+
+class Gate:
+    """Hold files and the bridge's `entered`/`left` markers in one directory."""
+
+    def __init__(self, directory: str | os.PathLike[str]) -> None:
+        self.directory = Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+
+    @property
+    def env(self) -> dict[str, str]:
+        """Environment that enables the gate in a bridge process, on this directory."""
+        return {ENV: str(self.directory)}
+
+    def hold(self, model: str) -> None:
+        """From now on, executions of `model` wait (already running ones are not affected)."""
+        (self.directory / f"{model}.hold").touch()
+
+    def release(self, model: str) -> None:
+        """Let every held and future execution of `model` run."""
+        (self.directory / f"{model}.hold").unlink(missing_ok=True)
+
+    @contextlib.contextmanager
+    def holding(self, model: str) -> Iterator[None]:
+        """Hold `model` for the block; released on exit, also when the block fails. After a
+        block that succeeded, also wait until every held execution has passed the gate, so
+        the next count of `held()` starts from zero."""
+        self.hold(model)
+        try:
+            yield
+        except BaseException:
+            self.release(model)
+            raise
+        self.release(model)
+        self.wait_held(model, 0, at_most=True)
+
+    def entered(self, model: str) -> int:
+        """Executions of `model` that have reached the gate while it was held, so far."""
+        return sum(1 for _ in self.directory.glob(f"{model}.entered.*"))
+
+    def held(self, model: str) -> int:
+        """Executions of `model` waiting at the gate right now."""
+        left = sum(1 for _ in self.directory.glob(f"{model}.left.*"))
+        return self.entered(model) - left
+
+    def wait_held(self, model: str, n: int, calls: Iterable[object] = (),
+                  timeout: float = 120.0, at_most: bool = False) -> None:
+        """Block until `n` executions of `model` are held at the gate (`at_most`: until no
+        more than `n` are).
+
+        `calls` (futures with `done()`/`result()`): if one of them ends first, its outcome is
+        raised instead of waiting for the timeout (it never reached execution).
+        """
+        calls = list(calls)
+        end = time.monotonic() + timeout
+        while (self.held(model) > n) if at_most else (self.held(model) < n):
+            for call in calls:
+                if call.done():
+                    call.result()  # raises the call's error, if it failed
+                    raise AssertionError(f"a call to {model!r} completed while it was held")
+            if time.monotonic() > end:
+                raise TimeoutError(f"{self.held(model)} executions of {model!r} held at the "
+                                   f"test gate after {timeout:.0f} s, wanted "
+                                   f"{'at most' if at_most else 'at least'} {n}")
+            time.sleep(POLL_S)
