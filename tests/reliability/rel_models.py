@@ -2,9 +2,10 @@
 
 - `fuzzy`: y = where(flag, x * w, x + b) with x FP32[2,3], flag BOOL[2] — two datatypes and a
   rank-2 and a rank-1 input give the fuzzer something to get wrong.
-- `slow`: `iters` (INT32 scalar) rounds of tanh(h @ w) on a 128x128 FP32 state, ~8 us per
-  round on this machine: a request can be made to run for a chosen time, so tests can hold
-  slots, queue behind them and run into deadlines.
+- `slow`: `iters` (INT32 scalar) rounds of tanh(h @ w) on a 128x128 FP32 state. Tests that
+  need one of its requests to keep running (holding a slot, queueing behind it, running into
+  a deadline, in flight during a drain) hold it at the bridge's test gate (`support.gate`),
+  never by asking for many rounds: how long rounds take depends on how busy the machine is.
 """
 
 from __future__ import annotations
