@@ -75,3 +75,11 @@ soak: setup
 
 clean:
 	rm -rf $(VENV) demo-out
+
+# The native serving front (issue 12, docs/front.md): grpc-go in front of Python execution
+# workers. Built next to the venv's python, which it starts as `python -m jaxport.bridge.worker`.
+.PHONY: front
+front:
+	@command -v go >/dev/null || { echo "error: make front needs Go >= 1.26 (go on PATH)" >&2; exit 1; }
+	mkdir -p $(VENV)/bin
+	cd bridge/front && go vet ./... && go build -o ../../$(VENV)/bin/jaxport-front .

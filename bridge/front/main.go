@@ -1,0 +1,326 @@
+// Command jaxport-front is the native serving front of jaxport (issue 12): a grpc-go server
+// that terminates the Open Inference Protocol and forwards every call of
+// inference.GRPCInferenceService, as (method, serialized request), to one of N Python
+// execution workers (python -m jaxport.bridge.worker) over a Unix socket. The workers run
+// today's servicer, so protocol behaviour is written once, in Python; the front adds
+// transport: health, reflection, message limits, deadlines, worker supervision.
+//
+//	jaxport-front --repository REPO [--port 8001] [--workers 2] [--worker-cmd "python -m jaxport.bridge.worker"] [jaxport serve flags...]
+//
+// Flags the front does not know are handed to every worker verbatim (they are `jaxport serve`
+// flags: --engine, --batching, ...). --repository, --max-message-bytes, --worker-threads and
+// --grace-period-s are read by both. Each front flag can be set as JAXPORT_<FLAG> too.
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+)
+
+type front struct {
+	host            string
+	port            int
+	portFile        string
+	metricsPort     int
+	nWorkers        int
+	workerCmd       []string
+	maxMessageBytes int
+	gracePeriod     time.Duration
+	workerArgs      []string // forwarded to every worker
+
+	workers []*worker
+	health  *health.Server
+	hmu     sync.Mutex
+	stopped bool
+}
+
+const defaultMaxMessageBytes = 96 * 1024 * 1024
+
+// option is one flag of the front; shared ones are forwarded to the workers as well.
+type option struct {
+	name   string
+	shared bool
+	set    func(f *front, v string) error
+}
+
+func intOpt(dst func(*front) *int) func(*front, string) error {
+	return func(f *front, v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return fmt.Errorf("expected an integer, got %q", v)
+		}
+		*dst(f) = n
+		return nil
+	}
+}
+
+var options = []option{
+	{"host", false, func(f *front, v string) error { f.host = v; return nil }},
+	{"port", false, intOpt(func(f *front) *int { return &f.port })},
+	{"port-file", false, func(f *front, v string) error { f.portFile = v; return nil }},
+	{"metrics-port", false, intOpt(func(f *front) *int { return &f.metricsPort })},
+	{"workers", false, intOpt(func(f *front) *int { return &f.nWorkers })},
+	{"worker-cmd", false, func(f *front, v string) error { f.workerCmd = strings.Fields(v); return nil }},
+	{"max-message-bytes", true, intOpt(func(f *front) *int { return &f.maxMessageBytes })},
+	{"grace-period-s", true, func(f *front, v string) error {
+		s, err := strconv.ParseFloat(v, 64)
+		if err != nil || s < 0 {
+			return fmt.Errorf("expected seconds >= 0, got %q", v)
+		}
+		f.gracePeriod = time.Duration(s * float64(time.Second))
+		return nil
+	}},
+}
+
+func defaultWorkerCmd() []string {
+	// Built into .venv/bin by `make front`: the venv's python sits next to the binary.
+	if exe, err := os.Executable(); err == nil {
+		py := filepath.Join(filepath.Dir(exe), "python")
+		if _, err := os.Stat(py); err == nil {
+			return []string{py, "-m", "jaxport.bridge.worker"}
+		}
+	}
+	return []string{"python3", "-m", "jaxport.bridge.worker"}
+}
+
+// parseArgs splits argv into the front's flags (environment JAXPORT_<FLAG> as fallback) and
+// the rest, which goes to the workers in order.
+func parseArgs(argv []string) (*front, error) {
+	f := &front{host: "127.0.0.1", port: 8001, metricsPort: -1, nWorkers: 1,
+		maxMessageBytes: defaultMaxMessageBytes, gracePeriod: 10 * time.Second}
+	given := map[string]bool{}
+	for i := 0; i < len(argv); i++ {
+		arg := argv[i]
+		if arg == "-h" || arg == "--help" {
+			return nil, errHelp
+		}
+		name, value, hasValue := strings.Cut(strings.TrimPrefix(arg, "--"), "=")
+		var opt *option
+		if strings.HasPrefix(arg, "--") {
+			for j := range options {
+				if options[j].name == name {
+					opt = &options[j]
+				}
+			}
+		}
+		if opt == nil {
+			f.workerArgs = append(f.workerArgs, arg)
+			continue
+		}
+		if !hasValue {
+			if i+1 >= len(argv) {
+				return nil, fmt.Errorf("--%s needs a value", name)
+			}
+			i++
+			value = argv[i]
+		}
+		if err := opt.set(f, value); err != nil {
+			return nil, fmt.Errorf("--%s: %v", name, err)
+		}
+		given[name] = true
+		if opt.shared {
+			f.workerArgs = append(f.workerArgs, "--"+name, value)
+		}
+	}
+	for _, opt := range options {
+		env := "JAXPORT_" + strings.ToUpper(strings.ReplaceAll(opt.name, "-", "_"))
+		if v, ok := os.LookupEnv(env); ok && !given[opt.name] {
+			if err := opt.set(f, v); err != nil {
+				return nil, fmt.Errorf("%s: %v", env, err)
+			}
+		}
+	}
+	if f.workerCmd == nil {
+		f.workerCmd = defaultWorkerCmd()
+	}
+	switch {
+	case f.port < 0 || f.port > 65535:
+		return nil, fmt.Errorf("--port must be in 0..65535, got %d", f.port)
+	case f.nWorkers < 1:
+		return nil, fmt.Errorf("--workers must be >= 1, got %d", f.nWorkers)
+	case f.maxMessageBytes < 1:
+		return nil, fmt.Errorf("--max-message-bytes must be >= 1, got %d", f.maxMessageBytes)
+	case len(f.workerCmd) == 0:
+		return nil, fmt.Errorf("--worker-cmd is empty")
+	}
+	return f, nil
+}
+
+var errHelp = fmt.Errorf("help")
+
+const usage = `usage: jaxport-front --repository REPO [--host 127.0.0.1] [--port 8001] [--port-file PATH]
+                     [--workers 1] [--worker-cmd "PYTHON -m jaxport.bridge.worker"]
+                     [--max-message-bytes 100663296] [--grace-period-s 10] [jaxport serve flags...]
+Unknown flags are passed to every worker (they are jaxport serve flags).`
+
+// updateHealth: SERVING when every worker is up and has loaded its repository.
+func (f *front) updateHealth() {
+	f.hmu.Lock()
+	defer f.hmu.Unlock()
+	if f.stopped {
+		return
+	}
+	all := true
+	for _, w := range f.workers {
+		if _, ready := w.current(); !ready {
+			all = false
+		}
+	}
+	st := healthpb.HealthCheckResponse_NOT_SERVING
+	if all {
+		st = healthpb.HealthCheckResponse_SERVING
+	}
+	for _, svc := range []string{"", serviceName} {
+		f.health.SetServingStatus(svc, st)
+	}
+}
+
+// newLogger writes JSON lines shaped like the Python bridge's (ts, level, logger, msg, fields).
+func newLogger() *slog.Logger {
+	h := slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{
+		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
+			if len(groups) == 0 && a.Key == slog.TimeKey {
+				return slog.String("ts", a.Value.Time().UTC().Format("2006-01-02T15:04:05.000+00:00"))
+			}
+			return a
+		},
+	})
+	return slog.New(h).With("logger", "jaxport.front")
+}
+
+func writePortFile(path string, content map[string]int) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	b, _ := json.Marshal(content)
+	tmp := filepath.Join(filepath.Dir(path), fmt.Sprintf(".%s.%d.tmp", filepath.Base(path), os.Getpid()))
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+func main() {
+	os.Exit(run(os.Args[1:]))
+}
+
+func run(argv []string) int {
+	slog.SetDefault(newLogger())
+	f, err := parseArgs(argv)
+	if err == errHelp {
+		fmt.Println(usage)
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "jaxport front: error: %v\n", err)
+		return 2
+	}
+	sockDir, err := os.MkdirTemp("", "jaxport-front-")
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "jaxport front: error: %v\n", err)
+		return 1
+	}
+	defer os.RemoveAll(sockDir)
+
+	address := net.JoinHostPort(f.host, strconv.Itoa(f.port))
+	lis, err := net.Listen("tcp", address)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "jaxport front: error: cannot listen on %s: %v\n", address, err)
+		return 1
+	}
+	srv := grpc.NewServer(
+		grpc.ForceServerCodecV2(newRawCodec()),
+		grpc.MaxRecvMsgSize(f.maxMessageBytes),
+		grpc.MaxSendMsgSize(f.maxMessageBytes),
+	)
+	srv.RegisterService(f.serviceDesc(), struct{}{})
+	f.health = health.NewServer()
+	for _, svc := range []string{"", serviceName} {
+		f.health.SetServingStatus(svc, healthpb.HealthCheckResponse_NOT_SERVING)
+	}
+	healthpb.RegisterHealthServer(srv, f.health)
+	reflection.Register(srv) // v1 and v1alpha
+
+	stop := make(chan struct{})
+	var supervisors sync.WaitGroup
+	for i := 0; i < f.nWorkers; i++ {
+		f.workers = append(f.workers, &worker{index: i, cmd: f.workerCmd, sockDir: sockDir, front: f, stop: stop})
+	}
+	for _, w := range f.workers {
+		supervisors.Add(1)
+		go func() { defer supervisors.Done(); w.supervise() }()
+	}
+
+	port := lis.Addr().(*net.TCPAddr).Port
+	if f.portFile != "" {
+		if err := writePortFile(f.portFile, map[string]int{"grpc_port": port, "metrics_port": -1, "pid": os.Getpid()}); err != nil {
+			fmt.Fprintf(os.Stderr, "jaxport front: error: cannot write --port-file %s: %v\n", f.portFile, err)
+			close(stop)
+			f.stopWorkers(&supervisors)
+			return 1
+		}
+	}
+	fmt.Printf("jaxport front: listening on %s:%d\n", f.host, port)
+	slog.Info("listening", "grpc_port", port, "workers", f.nWorkers, "worker_cmd", strings.Join(f.workerCmd, " "))
+
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(lis) }()
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	select {
+	case sig := <-sigs:
+		slog.Info("signal received", "signal", sig.String())
+	case err := <-served:
+		slog.Error("server stopped", "error", errString(err))
+	}
+	// Drain: health NOT_SERVING, no new RPCs, in-flight ones finish within the grace period.
+	f.hmu.Lock()
+	f.stopped = true
+	f.hmu.Unlock()
+	f.health.Shutdown()
+	slog.Info("draining", "grace_period_s", f.gracePeriod.Seconds())
+	drained := make(chan struct{})
+	go func() { srv.GracefulStop(); close(drained) }()
+	select {
+	case <-drained:
+	case <-time.After(f.gracePeriod):
+		srv.Stop()
+		<-drained
+	}
+	close(stop)
+	f.stopWorkers(&supervisors)
+	slog.Info("stopped")
+	return 0
+}
+
+// stopWorkers: SIGTERM to every worker (they drain nothing by now), SIGKILL after 10 s.
+func (f *front) stopWorkers(supervisors *sync.WaitGroup) {
+	for _, w := range f.workers {
+		w.signal(syscall.SIGTERM)
+	}
+	done := make(chan struct{})
+	go func() { supervisors.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		for _, w := range f.workers {
+			w.signal(syscall.SIGKILL)
+		}
+		<-done
+	}
+}
