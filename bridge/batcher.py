@@ -212,11 +212,6 @@ class DynamicBatcher:
         )
         self._worker.start()
 
-    @property
-    def config(self) -> BatchingConfig:
-        """The batching configuration."""
-        return self._config
-
     def stats(self) -> BatchStats:
         """A snapshot of the counters."""
         with self._cond:

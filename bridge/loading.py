@@ -210,7 +210,7 @@ def load_model(name: str, version: int, path: Path, *, engine: str = "exported")
         programs[program.batch_size] = Program(program.batch_size, built, shapes, outs, checks)
     lap("compile")
 
-    model = Model(name, version, path, manifest, inputs, outputs, programs, engine, seconds)
+    model = Model(name, version, manifest, inputs, outputs, programs, engine, seconds)
     try:
         model.warm_up()
     except Exception as exc:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import jax
 import numpy as np
@@ -92,7 +91,6 @@ class Model:
         self,
         name: str,
         version: int,
-        path: Path,
         manifest: manifest_pb2.Manifest,
         inputs: Sequence[TensorSig],
         outputs: Sequence[TensorSig],
@@ -102,7 +100,6 @@ class Model:
     ) -> None:
         self.name = name
         self.version = version
-        self.path = path
         self.manifest = manifest
         self.engine_name = engine_name
         self.inputs: tuple[TensorSig, ...] = tuple(inputs)
