@@ -13,8 +13,8 @@ from concurrent import futures
 
 import grpc
 import pytest
-from jaxport.bridge.interceptor import INTERNAL_DETAILS, ErrorInterceptor
-from jaxport.protocol.errors import InvalidArgumentError, NotFoundError, ProtocolError
+from jaxport.bridge.interceptor import INTERNAL_DETAILS, STATUS, ErrorInterceptor, status_of
+from jaxport.protocol.errors import Code, InvalidArgumentError, NotFoundError, ProtocolError
 
 SECRET = "secret-internal-detail /etc/passwd"
 
@@ -108,3 +108,18 @@ def test_stream_mapping(server_and_calls):
         list(call)
     assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert seen[-1] == ("/t.T/Stream", "INVALID_ARGUMENT")
+
+
+def test_the_one_table_maps_every_error_code_to_its_namesake():
+    """Every `Code` but OK has exactly the grpc.StatusCode of the same name; OK has none."""
+    assert set(STATUS) == set(Code) - {Code.OK}
+    assert all(status.name == code.name for code, status in STATUS.items())
+    assert len(set(STATUS.values())) == len(STATUS)
+
+
+def test_an_error_carrying_ok_is_unknown(caplog):
+    err = ProtocolError("claims success")
+    err.code = Code.OK
+    with caplog.at_level(logging.ERROR):
+        assert status_of(err) == (grpc.StatusCode.UNKNOWN, "claims success")
+    assert "no error status" in caplog.text
