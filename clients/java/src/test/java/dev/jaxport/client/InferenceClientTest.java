@@ -1,4 +1,4 @@
-package io.jaxport.client;
+package dev.jaxport.client;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
@@ -13,6 +13,9 @@ import dev.jaxport.inference.ServerLiveRequest;
 import dev.jaxport.inference.ServerLiveResponse;
 import com.google.protobuf.ByteString;
 import io.grpc.Context;
+import io.grpc.Grpc;
+import io.grpc.InsecureChannelCredentials;
+import io.grpc.ManagedChannel;
 import io.grpc.Contexts;
 import io.grpc.Metadata;
 import io.grpc.Server;
@@ -32,8 +35,10 @@ import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
 /**
- * The client's own plumbing (token, limits, deadlines, status pass-through, async) against a tiny
- * OIP server on 127.0.0.1 port 0; behaviour against the real bridge is the conformance suite's.
+ * The client's own plumbing over a real network connection (token refused over plaintext,
+ * limits, deadlines, status pass-through, async) against a tiny OIP server on 127.0.0.1 port 0;
+ * InProcessClientTest covers the rest in process, and behaviour against the real bridge is the
+ * conformance suite's.
  */
 class InferenceClientTest {
   static final Context.Key<String> AUTH = Context.key("auth");
@@ -107,7 +112,7 @@ class InferenceClientTest {
 
   @Test
   void inferRoundTripKeepsIdAndTypes() {
-    try (ManagedInferenceClient c = ManagedInferenceClient.forTarget(target).build()) {
+    try (InferenceClient c = InferenceClient.forTarget(target).build()) {
       InferResult r = c.infer(InferRequest.builder("echo").id("req-7")
           .input(Tensor.ofFloat32("a", new long[] {2}, 1f, 2f))
           .input(Tensor.ofBFloat16("b", new long[] {1}, 0.5f)).build());
@@ -119,7 +124,7 @@ class InferenceClientTest {
 
   @Test
   void statusCodeAndMessageArePreserved() {
-    try (ManagedInferenceClient c = ManagedInferenceClient.forTarget(target).build()) {
+    try (InferenceClient c = InferenceClient.forTarget(target).build()) {
       StatusRuntimeException e = assertThrows(StatusRuntimeException.class,
           () -> c.infer("reject", Tensor.ofFloat32("pixels", new long[] {1}, 1f)));
       assertEquals(Status.Code.INVALID_ARGUMENT, e.getStatus().getCode());
@@ -133,7 +138,7 @@ class InferenceClientTest {
 
   @Test
   void perCallDeadline() {
-    try (ManagedInferenceClient c = ManagedInferenceClient.forTarget(target).build()) {
+    try (InferenceClient c = InferenceClient.forTarget(target).build()) {
       StatusRuntimeException e = assertThrows(StatusRuntimeException.class,
           () -> c.withDeadline(Duration.ofMillis(200)).infer("slow", Tensor.ofInt32("k", new long[] {1}, 1)));
       assertEquals(Status.Code.DEADLINE_EXCEEDED, e.getStatus().getCode());
@@ -142,7 +147,7 @@ class InferenceClientTest {
 
   @Test
   void default256MiBLimitCarries16MiBAndIsConfigurable() {
-    try (ManagedInferenceClient c = ManagedInferenceClient.forTarget(target).build()) {
+    try (InferenceClient c = InferenceClient.forTarget(target).build()) {
       InferResult r = c.infer("big", Tensor.ofUint8("x", new long[] {1}, 1));
       assertEquals(16 << 20, r.output("y").orElseThrow().rawBytes().size());
       StatusRuntimeException e = assertThrows(StatusRuntimeException.class,
@@ -152,9 +157,23 @@ class InferenceClientTest {
   }
 
   @Test
-  void bearerTokenIsSent() {
-    try (ManagedInferenceClient with = ManagedInferenceClient.forTarget(target).bearerToken("s3cret").build();
-        ManagedInferenceClient without = ManagedInferenceClient.forTarget(target).build()) {
+  void bearerTokenOverPlaintextIsRefusedUnlessAllowed() {
+    IllegalStateException refused = assertThrows(IllegalStateException.class,
+        () -> InferenceClient.forTarget(target).bearerToken("s3cret").build());
+    assertTrue(refused.getMessage().contains("plaintext"), refused.getMessage());
+    // The call credentials themselves refuse a plaintext channel the caller made.
+    ManagedChannel plain = Grpc.newChannelBuilder(target, InsecureChannelCredentials.create()).build();
+    try {
+      StatusRuntimeException e = assertThrows(StatusRuntimeException.class,
+          () -> InferenceClient.of(plain).withCallCredentials(BearerToken.of("s3cret")).serverLive());
+      assertEquals(Status.Code.UNAUTHENTICATED, e.getStatus().getCode());
+      assertTrue(e.getStatus().getDescription().contains("transport security"), e.getStatus().getDescription());
+    } finally {
+      plain.shutdownNow();
+    }
+    try (InferenceClient with = InferenceClient.forTarget(target).bearerToken("s3cret")
+            .allowBearerTokenOverPlaintext().build();
+        InferenceClient without = InferenceClient.forTarget(target).build()) {
       assertTrue(with.serverLive());
       assertEquals(false, without.serverLive());
     }
@@ -165,7 +184,7 @@ class InferenceClientTest {
     java.nio.file.Path dir = java.nio.file.Files.createTempDirectory("jaxport-tls");
     java.nio.file.Path missingCert = dir.resolve("absent-client.pem");
     IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
-        () -> ManagedInferenceClient.forTarget("127.0.0.1:1")
+        () -> InferenceClient.forTarget("127.0.0.1:1")
             .clientCertificate(missingCert, dir.resolve("absent-client.key")).build());
     assertTrue(e.getMessage().contains("absent-client.pem"), e.getMessage());
   }

@@ -1,12 +1,12 @@
-package io.jaxport.client.examples;
+package dev.jaxport.client.examples;
 
 import dev.jaxport.inference.ModelMetadataResponse;
 import dev.jaxport.inference.ServerMetadataResponse;
 import io.grpc.StatusRuntimeException;
-import io.jaxport.client.InferRequest;
-import io.jaxport.client.InferResult;
-import io.jaxport.client.ManagedInferenceClient;
-import io.jaxport.client.Tensor;
+import dev.jaxport.client.InferRequest;
+import dev.jaxport.client.InferResult;
+import dev.jaxport.client.InferenceClient;
+import dev.jaxport.client.Tensor;
 import java.time.Duration;
 import java.util.Arrays;
 
@@ -22,8 +22,8 @@ public final class InferExample {
   public static void main(String[] args) {
     String url = args.length > 0 ? args[0] : "127.0.0.1:8001";
     String model = args.length > 1 ? args[1] : "cf_fp32";
-    try (ManagedInferenceClient client =
-        ManagedInferenceClient.forTarget(url).deadline(Duration.ofSeconds(30)).build()) {
+    try (InferenceClient client =
+        InferenceClient.forTarget(url).deadline(Duration.ofSeconds(30)).build()) {
       ServerMetadataResponse server = client.serverMetadata();
       System.out.println("server " + server.getName() + " " + server.getVersion());
       ModelMetadataResponse meta = client.modelMetadata(model, "");

@@ -1,4 +1,4 @@
-package io.jaxport.client;
+package dev.jaxport.client;
 
 import dev.jaxport.inference.ModelInferRequest;
 import java.util.ArrayList;

@@ -1,4 +1,4 @@
-package io.jaxport.client;
+package dev.jaxport.client;
 
 /** IEEE half and bfloat16 conversions (Java 17 has neither built in). */
 public final class HalfFloats {

@@ -1,4 +1,4 @@
-package io.jaxport.conformance;
+package dev.jaxport.conformance;
 
 import java.io.IOException;
 import java.nio.ByteBuffer;

@@ -1,4 +1,4 @@
-package io.jaxport.client;
+package dev.jaxport.client;
 
 import dev.jaxport.inference.ModelInferResponse;
 import java.util.ArrayList;

@@ -1,4 +1,4 @@
-package io.jaxport.conformance;
+package dev.jaxport.conformance;
 
 import com.google.gson.JsonArray;
 import com.google.gson.JsonElement;
@@ -9,11 +9,10 @@ import dev.jaxport.inference.ModelMetadataResponse;
 import dev.jaxport.inference.ServerMetadataResponse;
 import io.grpc.Status;
 import io.grpc.StatusRuntimeException;
-import io.jaxport.client.InferRequest;
-import io.jaxport.client.InferResult;
-import io.jaxport.client.InferenceClient;
-import io.jaxport.client.ManagedInferenceClient;
-import io.jaxport.client.Tensor;
+import dev.jaxport.client.InferRequest;
+import dev.jaxport.client.InferResult;
+import dev.jaxport.client.InferenceClient;
+import dev.jaxport.client.Tensor;
 import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
@@ -457,8 +456,8 @@ public final class ConformanceRunner {
     int passed = 0;
     int failed = 0;
     int skipped = 0;
-    ManagedInferenceClient.Builder builder =
-        ManagedInferenceClient.forTarget(url).deadline(Duration.ofSeconds(60));
+    InferenceClient.Builder builder =
+        InferenceClient.forTarget(url).deadline(Duration.ofSeconds(60));
     if (ca != null && !ca.isEmpty()) {
       builder.trustCertificates(Path.of(ca));
     }
@@ -472,7 +471,7 @@ public final class ConformanceRunner {
     if (token != null && !token.isEmpty()) {
       builder.bearerToken(token);
     }
-    try (ManagedInferenceClient client = builder.build()) {
+    try (InferenceClient client = builder.build()) {
       ConformanceRunner runner = new ConformanceRunner(client);
       for (Case c : all) {
         if (!only.isEmpty() && !c.name().contains(only)) {

@@ -1,4 +1,4 @@
-package io.jaxport.conformance;
+package dev.jaxport.conformance;
 
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -6,7 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import com.google.gson.JsonElement;
 import com.google.gson.JsonObject;
 import com.google.gson.JsonParser;
-import io.jaxport.client.Tensor;
+import dev.jaxport.client.Tensor;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;

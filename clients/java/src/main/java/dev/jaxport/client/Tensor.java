@@ -1,4 +1,4 @@
-package io.jaxport.client;
+package dev.jaxport.client;
 
 import com.google.protobuf.ByteString;
 import dev.jaxport.inference.InferTensorContents;

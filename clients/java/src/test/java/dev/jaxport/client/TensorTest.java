@@ -1,4 +1,4 @@
-package io.jaxport.client;
+package dev.jaxport.client;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
