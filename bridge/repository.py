@@ -7,7 +7,8 @@ fails to load (tampered checksum, missing file, bad manifest...) is recorded wit
 reload that fails leaves the version that was serving in place.
 
 Names come from callers, so they are checked before they touch the file system: a model name
-is one path component, and nothing (`..`, symlinks) may resolve outside the repository.
+is one path component, and nothing (`..`, symlinks) may resolve outside the repository. An
+error echoing a name that is not a model on disk cuts it (`jaxport.protocol.errors.clip`).
 
 Reasons callers see (RepositoryIndex, UNAVAILABLE, load errors) name files relative to the
 repository (`mlp/1/weights/params.w1/c/0/0`): which file of which model version, not the
@@ -27,7 +28,7 @@ from jaxport.artifact.errors import ArtifactError
 from jaxport.artifact.paths import resolve_inside
 from jaxport.bridge.loading import LoadError
 from jaxport.bridge.model import Model
-from jaxport.protocol.errors import NotFoundError, ProtocolError, UnavailableError
+from jaxport.protocol.errors import NotFoundError, ProtocolError, UnavailableError, clip
 
 log = logging.getLogger("jaxport.bridge.repository")
 
@@ -52,14 +53,30 @@ class VersionStatus:
     model: Model | None = None
 
 
+# Longest file name the file system takes (NAME_MAX); a longer name cannot be a model, and
+# asking the file system about it fails (ENAMETOOLONG) instead of answering "no".
+MAX_NAME_BYTES = 255
+# Most digits of a version number (a longer one is no version directory; int() of a huge
+# string is refused by Python anyway).
+MAX_VERSION_DIGITS = 18
+
+
 def _check_name(name: str) -> None:
     if (
         not name
         or name in (".", "..")
         or name.startswith(".")
         or any(c in name for c in "/\\\x00")
+        or len(name.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES
     ):
-        raise NotFoundError(f"unknown model {name!r}: not a valid model name")
+        raise NotFoundError(f"unknown model {clip(name)!r}: not a valid model name")
+
+
+def _version_number(version: str) -> int | None:
+    """`version` as a number when it is a plain decimal a version directory could have."""
+    if version.isdigit() and len(version) <= MAX_VERSION_DIGITS:
+        return int(version)
+    return None
 
 
 class Repository:
@@ -131,7 +148,8 @@ class Repository:
         _check_name(name)
         path = self.root / name
         if not path.is_dir():
-            raise NotFoundError(f"unknown model '{name}': no directory {name}/ in the repository")
+            raise NotFoundError(
+                f"unknown model '{clip(name)}': no directory {clip(name)}/ in the repository")
         return path
 
     # -- state ---------------------------------------------------------------------------------
@@ -224,7 +242,7 @@ class Repository:
             if not versions:
                 if (self.root / name).is_dir():
                     return []
-                raise NotFoundError(f"unknown model '{name}': nothing to unload")
+                raise NotFoundError(f"unknown model '{clip(name)}': nothing to unload")
             for version in versions:
                 self._set(VersionStatus(name, version, UNAVAILABLE, "unloaded"))
             log.info("model unloaded", extra={"fields": {"model": name}})
@@ -255,7 +273,7 @@ class Repository:
         if not table:
             if (self.root / name).is_dir():
                 raise UnavailableError(f"model '{name}' is not loaded; load it first")
-            raise NotFoundError(f"unknown model '{name}'")
+            raise NotFoundError(f"unknown model '{clip(name)}'")
         if version == "":
             ready = [s for v, s in sorted(table.items()) if s.state == READY]
             if not ready:
@@ -265,15 +283,17 @@ class Repository:
                     f"{latest.state}{': ' + latest.reason if latest.reason else ''})"
                 )
             return ready[-1].model  # type: ignore[return-value]
-        if not version.isdigit() or int(version) not in table:
-            if version.isdigit() and (self.root / name / version).is_dir():
+        number = _version_number(version)
+        if number is None or number not in table:
+            if number is not None and (self.root / name / version).is_dir():
                 raise UnavailableError(
                     f"model '{name}' version {version} is not loaded (version policy "
                     f"'{self._policy}'); loaded: {', '.join(str(v) for v in sorted(table))}"
                 )
             known = ", ".join(str(v) for v in sorted(table))
-            raise NotFoundError(f"model '{name}' has no version '{version}' (known: {known})")
-        status = table[int(version)]
+            raise NotFoundError(
+                f"model '{name}' has no version '{clip(version)}' (known: {known})")
+        status = table[number]
         if status.state != READY or status.model is None:
             reason = f": {status.reason}" if status.reason else ""
             raise UnavailableError(

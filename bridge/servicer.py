@@ -190,7 +190,7 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
                         context: grpc.ServicerContext) -> pb.RepositoryIndexResponse:
         if request.repository_name:
             raise NotFoundError(
-                f"unknown repository '{request.repository_name}': this server has one "
+                f"unknown repository '{clip(request.repository_name)}': this server has one "
                 "repository; send an empty repository_name"
             )
         response = pb.RepositoryIndexResponse()
@@ -202,9 +202,9 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
     def RepositoryModelLoad(self, request: pb.RepositoryModelLoadRequest,
                             context: grpc.ServicerContext) -> pb.RepositoryModelLoadResponse:
         if request.repository_name:
-            raise NotFoundError(f"unknown repository '{request.repository_name}'")
+            raise NotFoundError(f"unknown repository '{clip(request.repository_name)}'")
         if request.parameters:
-            names = ", ".join(sorted(request.parameters))
+            names = clip(", ".join(sorted(request.parameters)))
             raise InvalidArgumentError(
                 f"load parameters are not supported (got: {names}): the artifact's manifest is "
                 "the model configuration; put a new version directory in the repository instead"
@@ -216,7 +216,7 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
                               context: grpc.ServicerContext
                               ) -> pb.RepositoryModelUnloadResponse:
         if request.repository_name:
-            raise NotFoundError(f"unknown repository '{request.repository_name}'")
+            raise NotFoundError(f"unknown repository '{clip(request.repository_name)}'")
         self._repo.unload(request.model_name)
         return pb.RepositoryModelUnloadResponse()
 

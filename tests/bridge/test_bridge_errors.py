@@ -112,6 +112,15 @@ def test_error_messages_stay_short_for_hostile_names_and_shapes(stub):
     assert len(details) < 400
 
 
+def test_hostile_model_names_and_versions_are_cut_in_messages(stub):
+    details = assert_status(stub, request(model="m" * 100_000), grpc.StatusCode.NOT_FOUND,
+                            "unknown model 'mmm")
+    assert len(details) < 400
+    details = assert_status(stub, request(version="9" * 100_000), grpc.StatusCode.NOT_FOUND,
+                            "model 'mlp' has no version '999")
+    assert len(details) < 400
+
+
 def test_raw_and_typed_contents_together(stub):
     req = request()
     req.inputs[0].contents.fp32_contents.extend([1.0] * 16)
