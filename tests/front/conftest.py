@@ -1,0 +1,88 @@
+"""Fixtures of the native front's tests: the Go binary built once, a repository exported once,
+a real front (+ Python workers) and a real Python bridge on 127.0.0.1 port 0 to compare with.
+
+The front (`bridge/front`, Go) is built with `go build` into a session temp dir; without Go
+the session fails with one line saying so (never skipped). Both servers are started through
+`support.bridge.BridgeProcess`: the front takes the same `--repository/--host/--port 0/
+--port-file` flags as `jaxport serve`, reports its port the same way and answers health
+SERVING once every worker has loaded the repository.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+TESTS = HERE.parent
+for _p in (TESTS, TESTS / "bridge"):
+    if str(_p) not in sys.path:
+        sys.path.insert(0, str(_p))
+
+from front_helpers import build_front, front_command  # noqa: E402
+from support.bridge import BridgeProcess  # noqa: E402
+from support.gate import Gate  # noqa: E402
+
+MODELS = ("mlp", "mixed", "slow")
+
+
+@pytest.fixture(scope="session")
+def front_binary(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The front, built once per session."""
+    return build_front(tmp_path_factory.mktemp("front-bin"))
+
+
+@pytest.fixture(scope="session")
+def artifacts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """mlp (FP32), mixed (BF16/INT64/BOOL, three outputs), slow (INT32 n) exported once."""
+    import bridge_models as m
+    from jaxport.exporter import export
+
+    out = tmp_path_factory.mktemp("front-artifacts")
+    specs = {
+        "mlp": (m.mlp, m.mlp_params(), m.MLP_INPUTS, None),
+        "mixed": (m.mixed, m.mixed_params(), m.MIXED_INPUTS, m.MIXED_OUTPUTS),
+        "slow": (m.slow, m.slow_params(), m.SLOW_INPUTS, None),
+    }
+    paths = {}
+    for name, (fn, params, inputs, outputs) in specs.items():
+        paths[name] = out / name
+        export(fn, params, inputs, paths[name], output_names=outputs, goldens=1, quiet=True,
+               name=name)
+    return paths
+
+
+@pytest.fixture(scope="session")
+def repository(tmp_path_factory: pytest.TempPathFactory, artifacts: dict[str, Path]) -> Path:
+    """Every model as version 1 (read-only: tests that change a repository make their own)."""
+    root = tmp_path_factory.mktemp("front-repo")
+    for name in MODELS:
+        shutil.copytree(artifacts[name], root / name / "1")
+    return root
+
+
+@pytest.fixture(scope="session")
+def gate(tmp_path_factory: pytest.TempPathFactory) -> Gate:
+    """The test gate of the shared front's workers (holds executions on the test's signal)."""
+    return Gate(tmp_path_factory.mktemp("front-gate"))
+
+
+@pytest.fixture(scope="session")
+def front(front_binary: Path, repository: Path, gate: Gate,
+          tmp_path_factory: pytest.TempPathFactory) -> Iterator[BridgeProcess]:
+    """A front with two workers serving the shared repository."""
+    with BridgeProcess(repository, env=gate.env, workdir=tmp_path_factory.mktemp("front"),
+                       command=front_command(front_binary, "--workers", "2")) as f:
+        yield f
+
+
+@pytest.fixture(scope="session")
+def bridge(repository: Path, tmp_path_factory: pytest.TempPathFactory
+           ) -> Iterator[BridgeProcess]:
+    """Today's Python bridge on the same repository: the reference answers."""
+    with BridgeProcess(repository, workdir=tmp_path_factory.mktemp("py-bridge")) as b:
+        yield b

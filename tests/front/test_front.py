@@ -1,0 +1,321 @@
+"""The native front (Go) + Python workers against today's Python bridge, on the same repository.
+
+Every answer must be the Python bridge's: the workers run its servicer, the front only moves
+bytes. Also: health, reflection (v1 and v1alpha), state-changing RPCs reaching every worker,
+message limits, streams, and worker supervision (a SIGKILLed worker is restarted; a request it
+was executing fails UNAVAILABLE).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import grpc
+import jax
+import ml_dtypes
+import numpy as np
+import pytest
+from front_helpers import front_command
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection_pb2
+from jaxport.protocol.gen.inference import grpc_service_pb2 as pb
+from jaxport.protocol.gen.inference import grpc_service_pb2_grpc as pb_grpc
+from support.bridge import BridgeProcess
+from support.gate import Gate
+
+SERVICE = "inference.GRPCInferenceService"
+WORKER_GONE = "execution worker exited while handling the request"
+
+
+def stub(server: BridgeProcess) -> pb_grpc.GRPCInferenceServiceStub:
+    return pb_grpc.GRPCInferenceServiceStub(server.channel())
+
+
+def rpc_error(call, *args, **kwargs) -> grpc.RpcError:
+    with pytest.raises(grpc.RpcError) as info:
+        call(*args, **kwargs)
+    return info.value
+
+
+def mlp_request(x: np.ndarray, typed: bool = False, rid: str = "r1") -> pb.ModelInferRequest:
+    req = pb.ModelInferRequest(model_name="mlp", id=rid)
+    t = req.inputs.add(name="x", datatype="FP32", shape=list(x.shape))
+    if typed:
+        t.contents.fp32_contents.extend(x.ravel().tolist())
+    else:
+        req.raw_input_contents.append(x.tobytes())
+    return req
+
+
+def mlp_reference(x: np.ndarray) -> np.ndarray:
+    import bridge_models as m
+
+    return np.asarray(jax.jit(m.mlp)(m.mlp_params(), x))
+
+
+def slow_request(n: int = 1) -> pb.ModelInferRequest:
+    req = pb.ModelInferRequest(model_name="slow", id="slow")
+    req.inputs.add(name="x", datatype="FP32", shape=[256, 256])
+    req.inputs.add(name="n", datatype="INT32", shape=[])
+    req.raw_input_contents.append(np.full((256, 256), 0.01, np.float32).tobytes())
+    req.raw_input_contents.append(np.int32(n).tobytes())
+    return req
+
+
+def worker_ready_records(front: BridgeProcess) -> list[dict[str, object]]:
+    return [r for r in front.log_records()
+            if r.get("logger") == "jaxport.front" and r.get("msg") == "worker ready"]
+
+
+def wait_for(predicate, what: str, timeout: float = 120.0) -> None:
+    """Poll an observable condition (log records, health) with a bound."""
+    end = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > end:
+            raise TimeoutError(f"not after {timeout:.0f} s: {what}")
+        time.sleep(0.02)
+
+
+# -- server RPCs, health, reflection -------------------------------------------------------------
+
+def test_server_rpcs_equal_the_bridge(front: BridgeProcess, bridge: BridgeProcess) -> None:
+    f, b = stub(front), stub(bridge)
+    assert f.ServerLive(pb.ServerLiveRequest()).live
+    assert f.ServerReady(pb.ServerReadyRequest()).ready
+    assert f.ServerMetadata(pb.ServerMetadataRequest()) == b.ServerMetadata(
+        pb.ServerMetadataRequest())
+    for name in ("mlp", "mixed", "slow"):
+        assert f.ModelReady(pb.ModelReadyRequest(name=name)).ready
+        assert f.ModelMetadata(pb.ModelMetadataRequest(name=name)) == b.ModelMetadata(
+            pb.ModelMetadataRequest(name=name))
+        assert f.ModelConfig(pb.ModelConfigRequest(name=name)) == b.ModelConfig(
+            pb.ModelConfigRequest(name=name))
+    assert f.RepositoryIndex(pb.RepositoryIndexRequest()) == b.RepositoryIndex(
+        pb.RepositoryIndexRequest())
+
+
+def test_health_serving(front: BridgeProcess) -> None:
+    with front.channel() as channel:
+        health = health_pb2_grpc.HealthStub(channel)
+        for service in ("", SERVICE):
+            assert health.Check(health_pb2.HealthCheckRequest(service=service)).status == (
+                health_pb2.HealthCheckResponse.SERVING)
+
+
+def _reflect(channel: grpc.Channel, version: str,
+             request: reflection_pb2.ServerReflectionRequest
+             ) -> reflection_pb2.ServerReflectionResponse:
+    # v1 and v1alpha messages are the same on the wire; grpcio-reflection ships v1alpha only.
+    call = channel.stream_stream(
+        f"/grpc.reflection.{version}.ServerReflection/ServerReflectionInfo",
+        request_serializer=reflection_pb2.ServerReflectionRequest.SerializeToString,
+        response_deserializer=reflection_pb2.ServerReflectionResponse.FromString)
+    return next(iter(call(iter([request]), timeout=30)))
+
+
+@pytest.mark.parametrize("version", ["v1", "v1alpha"])
+def test_reflection_lists_and_describes(front: BridgeProcess, version: str) -> None:
+    from google.protobuf import descriptor_pb2
+
+    with front.channel() as channel:
+        listed = _reflect(channel, version,
+                          reflection_pb2.ServerReflectionRequest(list_services=""))
+        names = {s.name for s in listed.list_services_response.service}
+        assert {SERVICE, "grpc.health.v1.Health"} <= names
+        found = _reflect(channel, version, reflection_pb2.ServerReflectionRequest(
+            file_containing_symbol=SERVICE))
+    files = [descriptor_pb2.FileDescriptorProto.FromString(b)
+             for b in found.file_descriptor_response.file_descriptor_proto]
+    methods = {m.name for f in files for s in f.service if s.name == "GRPCInferenceService"
+               for m in s.method}
+    assert {"ModelInfer", "ModelStreamInfer", "ModelMetadata"} <= methods
+
+
+# -- inference -----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("typed", [False, True], ids=["raw", "typed"])
+def test_infer_equals_bridge_and_jax(front: BridgeProcess, bridge: BridgeProcess,
+                                     typed: bool) -> None:
+    x = np.random.default_rng(3).standard_normal((2, 8)).astype(np.float32)
+    got = stub(front).ModelInfer(mlp_request(x, typed), timeout=60)
+    assert got == stub(bridge).ModelInfer(mlp_request(x, typed), timeout=60)
+    assert got.id == "r1" and got.model_name == "mlp" and got.model_version == "1"
+    y = np.frombuffer(got.raw_output_contents[0], np.float32).reshape(2, 4)
+    np.testing.assert_allclose(y, mlp_reference(x), rtol=1e-5, atol=1e-6)
+
+
+def test_infer_mixed_dtypes_equals_bridge(front: BridgeProcess, bridge: BridgeProcess) -> None:
+    req = pb.ModelInferRequest(model_name="mixed", id="m")
+    a = np.arange(12, dtype=np.float32).reshape(3, 4).astype(ml_dtypes.bfloat16)
+    for name, dt, arr in (("a", "BF16", a), ("idx", "INT64", np.array([-1, 0, 5], np.int64)),
+                          ("flag", "BOOL", np.array([True, False, True]))):
+        req.inputs.add(name=name, datatype=dt, shape=list(arr.shape))
+        req.raw_input_contents.append(arr.tobytes())
+    req.outputs.add(name="s")
+    req.outputs.add(name="h")
+    got = stub(front).ModelInfer(req, timeout=60)
+    assert got == stub(bridge).ModelInfer(req, timeout=60)
+    assert [o.name for o in got.outputs] == ["s", "h"]
+
+
+BAD_REQUESTS = {
+    "unknown model": pb.ModelInferRequest(model_name="nope"),
+    "unknown version": pb.ModelInferRequest(model_name="mlp", model_version="7"),
+    "missing input": pb.ModelInferRequest(model_name="mlp", id="x"),
+    "wrong shape": mlp_request(np.zeros((5, 8), np.float32)),
+    "short bytes": pb.ModelInferRequest(
+        model_name="mlp", inputs=[pb.ModelInferRequest.InferInputTensor(
+            name="x", datatype="FP32", shape=[2, 8])], raw_input_contents=[b"\0" * 12]),
+    "unknown output": pb.ModelInferRequest(
+        model_name="mlp", inputs=[pb.ModelInferRequest.InferInputTensor(
+            name="x", datatype="FP32", shape=[2, 8])], raw_input_contents=[b"\0" * 64],
+        outputs=[pb.ModelInferRequest.InferRequestedOutputTensor(name="nope")]),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_REQUESTS))
+def test_errors_keep_the_bridge_status_and_message(front: BridgeProcess, bridge: BridgeProcess,
+                                                   case: str) -> None:
+    req = BAD_REQUESTS[case]
+    got = rpc_error(stub(front).ModelInfer, req, timeout=60)
+    want = rpc_error(stub(bridge).ModelInfer, req, timeout=60)
+    assert (got.code(), got.details()) == (want.code(), want.details())
+    assert got.code() != grpc.StatusCode.INTERNAL
+
+
+def test_other_rpc_errors_equal_the_bridge(front: BridgeProcess, bridge: BridgeProcess) -> None:
+    calls = [("ModelMetadata", pb.ModelMetadataRequest(name="nope")),
+             ("ModelConfig", pb.ModelConfigRequest(name="mlp", version="9")),
+             ("RepositoryIndex", pb.RepositoryIndexRequest(repository_name="other")),
+             ("SystemSharedMemoryStatus", pb.SystemSharedMemoryStatusRequest())]
+    for method, req in calls:
+        got = rpc_error(getattr(stub(front), method), req, timeout=60)
+        want = rpc_error(getattr(stub(bridge), method), req, timeout=60)
+        assert (got.code(), got.details()) == (want.code(), want.details()), method
+
+
+def test_stream_equals_bridge(front: BridgeProcess, bridge: BridgeProcess) -> None:
+    x = np.ones((2, 8), np.float32)
+    requests = [mlp_request(x, rid="s1"), pb.ModelInferRequest(model_name="mlp", id="bad"),
+                mlp_request(x * 2, typed=True, rid="s3"), pb.ModelInferRequest(model_name="nope",
+                                                                               id="s4")]
+    got = list(stub(front).ModelStreamInfer(iter(requests), timeout=60))
+    want = list(stub(bridge).ModelStreamInfer(iter(requests), timeout=60))
+    assert got == want
+    assert [r.infer_response.id for r in got] == ["s1", "bad", "s3", "s4"]
+    assert got[1].error_message.startswith("INVALID_ARGUMENT: ")
+
+
+def test_unload_and_load_reach_every_worker(front: BridgeProcess) -> None:
+    f = stub(front)
+    f.RepositoryModelUnload(pb.RepositoryModelUnloadRequest(model_name="mixed"), timeout=60)
+    try:
+        # Calls spread over both workers: every one of them must have unloaded it.
+        assert not any(f.ModelReady(pb.ModelReadyRequest(name="mixed")).ready
+                       for _ in range(8))
+        err = rpc_error(f.ModelMetadata, pb.ModelMetadataRequest(name="mixed"))
+        assert err.code() == grpc.StatusCode.UNAVAILABLE
+    finally:
+        f.RepositoryModelLoad(pb.RepositoryModelLoadRequest(model_name="mixed"), timeout=120)
+    assert all(f.ModelReady(pb.ModelReadyRequest(name="mixed")).ready for _ in range(8))
+
+
+def test_concurrent_requests(front: BridgeProcess) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    f = stub(front)
+    xs = [np.full((2, 8), i, np.float32) for i in range(32)]
+    with ThreadPoolExecutor(16) as pool:
+        outs = list(pool.map(lambda i: f.ModelInfer(mlp_request(xs[i], rid=str(i)), timeout=60),
+                             range(32)))
+    for i, out in enumerate(outs):
+        assert out.id == str(i)
+        np.testing.assert_allclose(
+            np.frombuffer(out.raw_output_contents[0], np.float32).reshape(2, 4),
+            mlp_reference(xs[i]), rtol=1e-5, atol=1e-6)
+
+
+# -- supervision ---------------------------------------------------------------------------------
+
+def test_killed_worker_is_restarted(front: BridgeProcess) -> None:
+    f = stub(front)
+    x = np.ones((2, 8), np.float32)
+    f.ModelInfer(mlp_request(x), timeout=60)
+    before = worker_ready_records(front)
+    victim = before[-1]
+    os.kill(int(victim["pid"]), signal.SIGKILL)
+    wait_for(lambda: any(r["worker"] == victim["worker"] and r["pid"] != victim["pid"]
+                         for r in worker_ready_records(front)[len(before):]),
+             f"worker {victim['worker']} restarted")
+    front.wait_ready()
+    for i in range(8):
+        out = f.ModelInfer(mlp_request(x, rid=f"after{i}"), timeout=60)
+        np.testing.assert_allclose(
+            np.frombuffer(out.raw_output_contents[0], np.float32).reshape(2, 4),
+            mlp_reference(x), rtol=1e-5, atol=1e-6)
+
+
+def test_request_on_a_killed_worker_fails_unavailable(front: BridgeProcess, gate: Gate) -> None:
+    f = stub(front)
+    before = len(worker_ready_records(front))
+    gate.hold("slow")
+    try:
+        call = f.ModelInfer.future(slow_request(), timeout=120)
+        gate.wait_held("slow", 1, calls=[call])
+        entered = list(gate.directory.glob("slow.entered.*"))
+        assert len(entered) == 1
+        os.kill(int(entered[0].name.split(".")[2]), signal.SIGKILL)
+        err = call.exception(timeout=120)
+    finally:
+        gate.release("slow")
+    # The killed execution never leaves the gate: forget it so the gate counts from zero.
+    entered[0].unlink()
+    assert err is not None and err.code() == grpc.StatusCode.UNAVAILABLE
+    assert err.details() == WORKER_GONE
+    wait_for(lambda: len(worker_ready_records(front)) > before, "killed worker restarted")
+    front.wait_ready()
+    assert f.ModelInfer(mlp_request(np.ones((2, 8), np.float32)), timeout=60).id == "r1"
+
+
+# -- separate fronts -----------------------------------------------------------------------------
+
+def test_message_limit(front_binary: Path, repository: Path, tmp_path: Path) -> None:
+    limit = ["--max-message-bytes", "65536"]
+    with BridgeProcess(repository, *limit, workdir=tmp_path / "front",
+                       command=front_command(front_binary)) as f, \
+            BridgeProcess(repository, *limit, workdir=tmp_path / "bridge") as b:
+        big = slow_request()  # 256 KiB of input
+        got = rpc_error(stub(f).ModelInfer, big, timeout=60)
+        want = rpc_error(stub(b).ModelInfer, big, timeout=60)
+        assert got.code() == want.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert stub(f).ModelInfer(mlp_request(np.ones((2, 8), np.float32)), timeout=60).id
+
+
+def test_sigterm_stops_front_and_workers(front_binary: Path, repository: Path,
+                                         tmp_path: Path) -> None:
+    f = BridgeProcess(repository, workdir=tmp_path / "front",
+                      command=front_command(front_binary, "--workers", "2"))
+    with f:
+        assert stub(f).ServerLive(pb.ServerLiveRequest()).live
+        pids = {int(r["pid"]) for r in worker_ready_records(f)}
+        assert len(pids) == 2
+        f.send_signal(signal.SIGTERM)
+        assert f.wait(60) == 0
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+    assert "jaxport front: listening on 127.0.0.1:" in f.stdout_text()
+
+
+def test_usage_error_is_one_line(front_binary: Path) -> None:
+    import subprocess
+
+    proc = subprocess.run([str(front_binary), "--workers", "0"], capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 2
+    assert proc.stderr == "jaxport front: error: --workers must be >= 1, got 0\n"
+
+
