@@ -42,6 +42,10 @@ type front struct {
 	maxMessageBytes int
 	gracePeriod     time.Duration
 	workerArgs      []string // forwarded to every worker
+	tlsCert         string
+	tlsKey          string
+	tlsClientCA     string
+	authTokenFile   string
 
 	workers []*worker
 	health  *health.Server
@@ -76,6 +80,10 @@ var options = []option{
 	{"metrics-port", false, intOpt(func(f *front) *int { return &f.metricsPort })},
 	{"workers", false, intOpt(func(f *front) *int { return &f.nWorkers })},
 	{"worker-cmd", false, func(f *front, v string) error { f.workerCmd = strings.Fields(v); return nil }},
+	{"tls-cert", false, func(f *front, v string) error { f.tlsCert = v; return nil }},
+	{"tls-key", false, func(f *front, v string) error { f.tlsKey = v; return nil }},
+	{"tls-client-ca", false, func(f *front, v string) error { f.tlsClientCA = v; return nil }},
+	{"auth-token-file", false, func(f *front, v string) error { f.authTokenFile = v; return nil }},
 	{"max-message-bytes", true, intOpt(func(f *front) *int { return &f.maxMessageBytes })},
 	{"grace-period-s", true, func(f *front, v string) error {
 		s, err := strconv.ParseFloat(v, 64)
@@ -165,7 +173,9 @@ var errHelp = fmt.Errorf("help")
 
 const usage = `usage: jaxport-front --repository REPO [--host 127.0.0.1] [--port 8001] [--port-file PATH]
                      [--workers 1] [--worker-cmd "PYTHON -m jaxport.bridge.worker"]
-                     [--max-message-bytes 100663296] [--grace-period-s 10] [jaxport serve flags...]
+                     [--max-message-bytes 100663296] [--grace-period-s 10]
+                     [--tls-cert PEM --tls-key PEM [--tls-client-ca PEM]] [--auth-token-file PATH]
+                     [jaxport serve flags...]
 Unknown flags are passed to every worker (they are jaxport serve flags).`
 
 // updateHealth: SERVING when every worker is up and has loaded its repository.
@@ -237,17 +247,35 @@ func run(argv []string) int {
 	}
 	defer os.RemoveAll(sockDir)
 
+	creds, err := serverCredentials(f.tlsCert, f.tlsKey, f.tlsClientCA)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "jaxport front: error: %v\n", err)
+		return 1
+	}
+	serverOptions := []grpc.ServerOption{
+		grpc.ForceServerCodecV2(newRawCodec()),
+		grpc.MaxRecvMsgSize(f.maxMessageBytes),
+		grpc.MaxSendMsgSize(f.maxMessageBytes),
+	}
+	if creds != nil {
+		serverOptions = append(serverOptions, grpc.Creds(creds))
+	}
+	if f.authTokenFile != "" {
+		token, err := readTokenFile(f.authTokenFile)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "jaxport front: error: %v\n", err)
+			return 1
+		}
+		serverOptions = append(serverOptions, tokenInterceptors(token)...)
+	}
+
 	address := net.JoinHostPort(f.host, strconv.Itoa(f.port))
 	lis, err := net.Listen("tcp", address)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "jaxport front: error: cannot listen on %s: %v\n", address, err)
 		return 1
 	}
-	srv := grpc.NewServer(
-		grpc.ForceServerCodecV2(newRawCodec()),
-		grpc.MaxRecvMsgSize(f.maxMessageBytes),
-		grpc.MaxSendMsgSize(f.maxMessageBytes),
-	)
+	srv := grpc.NewServer(serverOptions...)
 	srv.RegisterService(f.serviceDesc(), struct{}{})
 	f.health = health.NewServer()
 	for _, svc := range []string{"", serviceName} {
