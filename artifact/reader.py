@@ -8,9 +8,9 @@
     art.exported()                                  # the jax.export.Exported
     art.goldens()                                   # [Golden(name, inputs, outputs, ...)]
 
-Importing this module does not import jax; `exported`, `parameter_tree` and `call` do, on first
-use. Everything else (manifest, parameters, goldens) is numpy + TensorStore only, so a tool that
-inspects artifacts stays light.
+Importing this module does not import jax; `exported`, `parameter_tree`, `call_arguments` and
+`call` do, on first use. Everything else (manifest, parameters, goldens) is numpy + TensorStore
+only, so a tool that inspects artifacts stays light.
 
 TRUST BOUNDARY: opening checks INTEGRITY (every path stays inside the artifact, every file and
 parameter matches its sha256). Deserializing and calling the program runs whatever code the
@@ -170,6 +170,22 @@ class Artifact:
                 ) from None
             self._exported[program.batch_size] = exp
         return exp
+
+    def call_arguments(
+        self, inputs: Mapping[str, Any], batch_size: int | None = None
+    ) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """`(args, kwargs)` for `self.exported(batch_size).call(*args, **kwargs)`: the stored
+        parameters and `inputs` (by input name, used as given: no dtype or shape checks) in the
+        pytree the program was exported with, zeros for leaves jax dropped.
+
+        For tools that need the raw results of one program: every non-token result of
+        `program(batch_size)`, in order, check outputs included. To run the model, use `call`
+        (inputs checked, program chosen by their batch size, check failures raised).
+        """
+        program = self.program(batch_size)
+        exp = self.exported(batch_size)
+        args, kwargs = exp.in_tree.unflatten(self._leaves(exp, program, inputs))
+        return args, kwargs
 
     def _leaves(
         self, exp: jax_export.Exported, program: manifest_pb2.Program,

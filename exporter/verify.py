@@ -33,8 +33,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import jaxport.artifact
 import numpy as np
-from jaxport.artifact import goldens as goldens_mod
 from jaxport.artifact import manifest as manifest_mod
 from jaxport.artifact.errors import ArtifactError
 from jaxport.exporter import module as module_mod
@@ -212,27 +212,22 @@ def _uses_x64(m: manifest_pb2.Manifest) -> bool:
 
 
 def _cases(
-    m: manifest_pb2.Manifest, program: manifest_pb2.Program
-) -> list[manifest_pb2.GoldenCase]:
-    return [c for c in m.goldens
-            if c.batch_size == program.batch_size and (c.outputs or c.check_outputs)]
+    goldens: Sequence[jaxport.artifact.Golden], program: manifest_pb2.Program
+) -> list[jaxport.artifact.Golden]:
+    """The golden cases of `program` that have something to compare against."""
+    return [g for g in goldens
+            if g.batch_size == program.batch_size and (g.outputs or g.check_outputs)]
 
 
-def _golden_input(root: Path, m: manifest_pb2.Manifest, case: manifest_pb2.GoldenCase,
-                  name: str) -> np.ndarray:
-    spec = next(i for i in m.inputs if i.name == name)
-    return goldens_mod.load_npy(root / case.inputs[name], manifest_mod.numpy_dtype(spec.dtype))
-
-
-def _argument_values(root: Path, m: manifest_pb2.Manifest, program: manifest_pb2.Program,
-                     case: manifest_pb2.GoldenCase, params: dict[str, np.ndarray]) -> list[Any]:
+def _argument_values(m: manifest_pb2.Manifest, program: manifest_pb2.Program,
+                     case: jaxport.artifact.Golden, params: dict[str, np.ndarray]) -> list[Any]:
     """Every @main argument for one golden case, bound purely from the manifest order."""
     values: list[Any] = []
     for arg in program.arguments:
         if arg.role == _ARG.ARGUMENT_ROLE_PARAMETER:
             values.append(params[arg.name])
         elif arg.role == _ARG.ARGUMENT_ROLE_INPUT:
-            values.append(_golden_input(root, m, case, arg.name))
+            values.append(case.inputs[arg.name])
         elif arg.role == _ARG.ARGUMENT_ROLE_PLATFORM_INDEX:
             # The manifest's dtype (int32, or int64 when lowered under jax_enable_x64).
             values.append(np.asarray(list(m.platforms).index("cpu"),
@@ -244,26 +239,9 @@ def _argument_values(root: Path, m: manifest_pb2.Manifest, program: manifest_pb2
     return values
 
 
-def _expected(root: Path, program: manifest_pb2.Program,
-              case: manifest_pb2.GoldenCase) -> dict[str, np.ndarray]:
-    out = {}
-    for res in program.results:
-        if res.role == _RES.RESULT_ROLE_OUTPUT and res.name in case.outputs:
-            out[res.name] = goldens_mod.load_npy(root / case.outputs[res.name],
-                                                 manifest_mod.numpy_dtype(res.dtype))
-        elif res.role == _RES.RESULT_ROLE_CHECK and res.name in case.check_outputs:
-            out[res.name] = goldens_mod.load_npy(root / case.check_outputs[res.name],
-                                                 manifest_mod.numpy_dtype(res.dtype))
-    return out
-
-
-def _load_params(root: Path, m: manifest_pb2.Manifest,
-                 program: manifest_pb2.Program) -> dict[str, np.ndarray]:
-    from jaxport.artifact import weights
-
-    arrays = weights.read_parameters(root, program)
-    names = [a.name for a in program.arguments if a.role == _ARG.ARGUMENT_ROLE_PARAMETER]
-    return dict(zip(names, arrays, strict=True))
+def _expected(case: jaxport.artifact.Golden) -> dict[str, np.ndarray]:
+    """What a case's results must be: its outputs and its raw check outputs, by result name."""
+    return {**case.outputs, **case.check_outputs}
 
 
 def _compare_case(program: manifest_pb2.Program, results: Sequence[np.ndarray],
@@ -290,8 +268,9 @@ def _compare_check_bits(actual: np.ndarray, expected: np.ndarray,
         comp.max_abs = math.inf
 
 
-def _check_checksums(root: Path, m: manifest_pb2.Manifest) -> CheckResult:
-    manifest_mod.verify_files(root, m)
+def _check_checksums(art: jaxport.artifact.Artifact) -> CheckResult:
+    m = art.manifest
+    manifest_mod.verify_files(art.path, m)
     n_params = sum(a.role == _ARG.ARGUMENT_ROLE_PARAMETER for p in m.programs for a in p.arguments)
     return CheckResult("checksums", "pass", f"{len(m.files)} files, {n_params} parameters")
 
@@ -339,45 +318,40 @@ def _check_manifest_matches(exp: Any, m: manifest_pb2.Manifest,
             )
 
 
-def _check_jaxexport(root: Path, m: manifest_pb2.Manifest) -> CheckResult:
+def _check_jaxexport(art: jaxport.artifact.Artifact) -> CheckResult:
     import jax
 
+    m = art.manifest
+    goldens = art.goldens()
     comps: dict[str, Comparison] = {}
     for program in m.programs:  # every batch size's program (one when unbatched)
-        exp = jax.export.deserialize(bytearray((root / program.jaxexport_file).read_bytes()))
+        exp = art.exported(program.batch_size)
         _check_manifest_matches(exp, m, program)
         if "cpu" not in exp.platforms:
             return CheckResult("jaxexport", "skip",
                                f"not exported for cpu ({list(exp.platforms)})")
-        params = _load_params(root, m, program)
-        by_leaf = {a.leaf_index: a for a in program.arguments if a.leaf_index >= 0}
-        for case in _cases(m, program):
-            leaves = []
-            for i, aval in enumerate(exp.in_avals):
-                arg = by_leaf.get(i)
-                if arg is None:  # dropped by jax: any value of the right type
-                    leaves.append(np.zeros(aval.shape, aval.dtype))
-                elif arg.role == _ARG.ARGUMENT_ROLE_PARAMETER:
-                    leaves.append(params[arg.name])
-                else:
-                    leaves.append(_golden_input(root, m, case, arg.name))
-            args, kwargs = exp.in_tree.unflatten(leaves)
+        for case in _cases(goldens, program):
+            # Stored parameters and the case's inputs in the exported pytree; zeros for
+            # leaves jax dropped (any value of the right type).
+            args, kwargs = art.call_arguments(case.inputs, program.batch_size)
             results = jax.tree.leaves(exp.call(*args, **kwargs))
-            _compare_case(program, results, _expected(root, program, case), comps)
-    return _result("jaxexport", comps, _cases_detail(m))
+            _compare_case(program, results, _expected(case), comps)
+    return _result("jaxexport", comps, _cases_detail(goldens, m))
 
 
-def _check_pjrt(root: Path, m: manifest_pb2.Manifest) -> CheckResult:
+def _check_pjrt(art: jaxport.artifact.Artifact) -> CheckResult:
     import jax
     from jax.extend import backend as jex_backend
 
+    m = art.manifest
     if "cpu" not in m.platforms:
         return CheckResult("pjrt", "skip", f"not exported for cpu ({list(m.platforms)})")
     client = jex_backend.get_backend("cpu")
     device = client.local_devices()[0]
+    goldens = art.goldens()
     comps: dict[str, Comparison] = {}
     for program in m.programs:  # every batch size's program (one when unbatched)
-        bytecode = (root / program.mlirbc_file).read_bytes()
+        bytecode = (art.path / program.mlirbc_file).read_bytes()
         try:
             executable = client.compile_and_load(
                 bytecode, [device],
@@ -387,14 +361,13 @@ def _check_pjrt(root: Path, m: manifest_pb2.Manifest) -> CheckResult:
             first = (str(exc).strip().splitlines() or [""])[0]
             return CheckResult("pjrt", "fail",
                                f"PJRT cannot compile {program.mlirbc_file}: {first}")
-        params = _load_params(root, m, program)
-        for case in _cases(m, program):
-            values = _argument_values(root, m, program, case, params)
+        params = art.parameters()
+        for case in _cases(goldens, program):
+            values = _argument_values(m, program, case, params)
             buffers = [jax.device_put(v, device) for v in values]
             out = executable.execute_sharded(buffers).disassemble_into_single_device_arrays()
-            _compare_case(program, [np.asarray(o[0]) for o in out],
-                          _expected(root, program, case), comps)
-    return _result("pjrt", comps, _cases_detail(m))
+            _compare_case(program, [np.asarray(o[0]) for o in out], _expected(case), comps)
+    return _result("pjrt", comps, _cases_detail(goldens, m))
 
 
 def _iree_type(shape: Sequence[int], dtype: manifest_pb2.DType) -> str:
@@ -414,47 +387,50 @@ def iree_compile_command(compiler: str, mlirbc: Path, vmfb: Path,
     return [*cmd, str(mlirbc), "-o", str(vmfb)]
 
 
-def _check_iree(root: Path, m: manifest_pb2.Manifest) -> CheckResult:
+def _check_iree(art: jaxport.artifact.Artifact) -> CheckResult:
+    m = art.manifest
     compiler, runner = find_iree_tool("iree-compile"), find_iree_tool("iree-run-module")
     if not compiler or not runner:
         return CheckResult("iree", "skip", "IREE not installed "
                            "(pip install iree-base-compiler iree-base-runtime)")
     if "cpu" not in m.platforms:
         return CheckResult("iree", "skip", f"not exported for cpu ({list(m.platforms)})")
+    goldens = art.goldens()
     comps: dict[str, Comparison] = {}
     for program in m.programs:  # every batch size's program (one when unbatched)
-        failed = _check_iree_program(root, m, program, compiler, runner, comps)
+        failed = _check_iree_program(art, program, _cases(goldens, program), compiler, runner,
+                                     comps)
         if failed is not None:
             return failed
-    return _result("iree", comps, _cases_detail(m) + ", llvm-cpu")
+    return _result("iree", comps, _cases_detail(goldens, m) + ", llvm-cpu")
 
 
-def _cases_detail(m: manifest_pb2.Manifest) -> str:
-    n = sum(len(_cases(m, p)) for p in m.programs)
+def _cases_detail(goldens: Sequence[jaxport.artifact.Golden], m: manifest_pb2.Manifest) -> str:
+    n = sum(len(_cases(goldens, p)) for p in m.programs)
     if len(m.programs) == 1:
         return f"{n} golden case(s)"
     sizes = ",".join(str(p.batch_size) for p in m.programs)
     return f"{n} golden case(s) over {len(m.programs)} programs (batch sizes {sizes})"
 
 
-def _check_iree_program(root: Path, m: manifest_pb2.Manifest, program: manifest_pb2.Program,
-                        compiler: str, runner: str, comps: dict[str, Comparison]
-                        ) -> CheckResult | None:
+def _check_iree_program(art: jaxport.artifact.Artifact, program: manifest_pb2.Program,
+                        cases: Sequence[jaxport.artifact.Golden], compiler: str, runner: str,
+                        comps: dict[str, Comparison]) -> CheckResult | None:
     """Compile and run one program with IREE; a failing CheckResult, or None (compared)."""
-    params = _load_params(root, m, program)
+    params = art.parameters()
     with tempfile.TemporaryDirectory(prefix="jaxport-iree-") as tmp_name:
         tmp = Path(tmp_name)
         vmfb = tmp / "model.vmfb"
         proc = subprocess.run(
-            iree_compile_command(compiler, root / program.mlirbc_file, vmfb, program),
+            iree_compile_command(compiler, art.path / program.mlirbc_file, vmfb, program),
             capture_output=True, text=True,
         )
         if proc.returncode != 0:
             return CheckResult("iree", "fail", "iree-compile failed: " + _first_error(proc.stderr))
         results_meta = [r for r in program.results if r.role != _RES.RESULT_ROLE_TOKEN]
-        for case in _cases(m, program):
+        for case in cases:
             cmd = [runner, f"--module={vmfb}", "--device=local-task", "--function=main"]
-            values = _argument_values(root, m, program, case, params)
+            values = _argument_values(art.manifest, program, case, params)
             for arg, value in zip(program.arguments, values, strict=True):
                 cmd.append(_iree_input(tmp, arg, np.asarray(value)))
             for i in range(len(results_meta)):
@@ -468,7 +444,7 @@ def _check_iree_program(root: Path, m: manifest_pb2.Manifest, program: manifest_
             for i, res in enumerate(results_meta):
                 raw = np.fromfile(tmp / f"out{i}.bin", dtype=manifest_mod.numpy_dtype(res.dtype))
                 outs.append(raw.reshape(tuple(res.shape)))
-            _compare_case(program, outs, _expected(root, program, case), comps)
+            _compare_case(program, outs, _expected(case), comps)
     return None
 
 
@@ -500,15 +476,16 @@ def _result(check: str, comps: dict[str, Comparison], detail: str) -> CheckResul
 
 
 def _worker(check: str, artifact_dir: str) -> CheckResult:
-    root = Path(artifact_dir)
-    m = manifest_mod.load(root)
+    # Checksums are a check of their own: the others read the artifact without hashing it.
+    art = jaxport.artifact.open(artifact_dir, verify_checksums=False)
+    m = art.manifest
     source_module = m.source_function.split(":", 1)[0] if ":" in m.source_function else ""
     if _uses_x64(m):
         import jax
 
         jax.config.update("jax_enable_x64", True)
     result = {"checksums": _check_checksums, "jaxexport": _check_jaxexport,
-              "pjrt": _check_pjrt, "iree": _check_iree}[check](root, m)
+              "pjrt": _check_pjrt, "iree": _check_iree}[check](art)
     if source_module and source_module in sys.modules:
         return CheckResult(check, "fail", f"the model's module {source_module!r} was imported")
     if source_module and importlib.util.find_spec(source_module.split(".")[0]) is None:

@@ -209,7 +209,8 @@ def test_manifest_cannot_point_weights_outside_the_artifact(artifacts, tmp_path:
     m = manifest.load(art)
     arg = m.programs[0].arguments[2]
     arg.tensorstore_spec_json = json.dumps(spec)
-    with pytest.raises(manifest.ArtifactError, match=r"relative path inside the artifact|contains '..'|zarr3 driver"):
+    with pytest.raises(manifest.ArtifactError,
+                       match=r"relative path inside the artifact|contains '..'|zarr3 driver"):
         manifest.verify_files(art, m)
 
 
