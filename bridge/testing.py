@@ -6,7 +6,7 @@ while: a busy machine stretches or shrinks any duration. With this hook the brid
 TEST's signal instead, never on a clock.
 
 Enabled only when the environment variable `JAXPORT_TEST_GATE_DIR` names a directory when the
-bridge starts (read once, at import). Then every execution of model M (`Model.infer`) first
+bridge starts (read once, at import). Then every execution of model M (`Model.execute`) first
 looks for `<dir>/M.hold`:
 
 - absent: it runs at once;
