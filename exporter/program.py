@@ -90,7 +90,7 @@ class Lowered:
 
     @property
     def golden_prefix(self) -> str:
-        """Prefix of its golden case names: `` (unbatched) or `b<N>_`."""
+        """Prefix of its golden case names: none (unbatched) or `b<N>_`."""
         return f"b{self.batch_size}_" if self.batch_size else ""
 
 
