@@ -4,6 +4,7 @@ runners over every case, stop the bridge by PID; exit 1 if any runner or case fa
 
     .venv/bin/python tests/conformance/run.py [--only python,go,java] [--pjrt python,go,java]
                                               [--secured python,go,java] [--keep]
+                                              [--frontend python|native [--front-workers N]]
 
 All three runners then run again against a second bridge started with `--engine pjrt`
 (the raw `model.mlirbc` bound from the manifest, like the C++ runtime): both engines must give
@@ -11,6 +12,10 @@ every answer the cases expect. Finally all three runners run over mutual TLS (a 
 client certificates made for the run) with a bearer token, against a bridge that requires a
 client certificate and the token; then each runner runs once more WITHOUT a client certificate
 and must be refused (its one case fails with UNAVAILABLE).
+
+`--frontend native` runs every one of those bridges as the native front (`bridge/front`, Go,
+built with `go build` for the run) in front of `--front-workers` Python execution workers
+(`python -m jaxport.bridge.worker`) instead of `jaxport serve`; same flags, same cases.
 
 Go and Java toolchains are required: when one is missing this says which and fails (it never
 skips a language silently). The Go step also runs `go vet` and the Go client's unit tests, the
@@ -183,13 +188,15 @@ def run_against_bridge(name: str, bridge_args: list[str], repository: Path, work
                        languages: list[str], full: bool, results: dict[str, tuple[int, int]],
                        failed_steps: list[str], env: dict[str, str | None] | None = None,
                        ca_pem: Path | None = None,
-                       client_pair: tuple[Path, Path] | None = None) -> None:
+                       client_pair: tuple[Path, Path] | None = None,
+                       command: list[str] | None = None) -> None:
     """Serve `repository` with one bridge configuration and run each language against it.
     With `client_pair` (mutual TLS), each language then runs once without it and must be
-    refused."""
+    refused. `command` replaces `jaxport serve` (the native front)."""
     from tests.support.bridge import BridgeProcess
 
-    bridge = BridgeProcess(repository, *bridge_args, workdir=work / f"bridge-{name}")
+    bridge = BridgeProcess(repository, *bridge_args, workdir=work / f"bridge-{name}",
+                           command=command)
     try:
         try:
             credentials = None
@@ -241,6 +248,17 @@ def run_against_bridge(name: str, bridge_args: list[str], repository: Path, work
         print(f"conformance: bridge ({name}) stopped by pid (exit {rc})", flush=True)
 
 
+def build_native_front(work: Path, workers: int) -> list[str] | None:
+    """`go build` bridge/front into `work`; the command that serves like `jaxport serve`."""
+    binary = work / "jaxport-front"
+    cmd = ["go", "build", "-o", str(binary), "."]
+    if run_step("build native front", cmd, REPO / "bridge" / "front", []) != 0:
+        print("conformance: error: go build of bridge/front failed", file=sys.stderr)
+        return None
+    return [str(binary), "--workers", str(workers),
+            "--worker-cmd", f"{sys.executable} -m jaxport.bridge.worker"]
+
+
 def main(argv: list[str] | None = None) -> int:
     """Export, serve, run every runner, stop; 0 only when every case passed in every language."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -254,6 +272,11 @@ def main(argv: list[str] | None = None) -> int:
                              "a bridge that requires both, and once without a client "
                              "certificate, which must be refused (default: all; '' for none)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary repository")
+    parser.add_argument("--frontend", choices=("python", "native"), default="python",
+                        help="'python' (default): jaxport serve; 'native': the Go front "
+                             "(bridge/front, built for the run) before Python workers")
+    parser.add_argument("--front-workers", type=int, default=2,
+                        help="with --frontend native: worker processes (default 2)")
     args = parser.parse_args(argv)
     languages = [x.strip() for x in args.only.split(",") if x.strip()]
     pjrt = [x.strip() for x in args.pjrt.split(",") if x.strip() and x.strip() in languages]
@@ -270,20 +293,30 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 1
 
+    if args.frontend == "native" and shutil.which("go") is None:
+        print("conformance: error: --frontend native needs the Go toolchain (`go` on PATH) to "
+              "build bridge/front", file=sys.stderr)
+        return 1
+
     work = Path(tempfile.mkdtemp(prefix="jaxport-conformance-"))
     repository = work / "repository"
     start = time.perf_counter()
     results: dict[str, tuple[int, int]] = {}
     failed_steps: list[str] = []
     try:
+        command = None
+        if args.frontend == "native":
+            command = build_native_front(work, args.front_workers)
+            if command is None:
+                return 1
         export_models(repository)
         print(f"conformance: exported {len(list(repository.iterdir()))} suite models in "
               f"{time.perf_counter() - start:.1f} s to {repository}", flush=True)
         run_against_bridge("engine exported", ["--engine", "exported"], repository, work,
-                           languages, True, results, failed_steps)
+                           languages, True, results, failed_steps, command=command)
         if pjrt:
             run_against_bridge("engine pjrt", ["--engine", "pjrt"], repository, work, pjrt,
-                               False, results, failed_steps)
+                               False, results, failed_steps, command=command)
         if secured:
             from tests.support.certs import make_pki
 
@@ -299,7 +332,8 @@ def main(argv: list[str] | None = None) -> int:
                      "JAXPORT_CONFORMANCE_CERT": str(pki.client_cert),
                      "JAXPORT_CONFORMANCE_KEY": str(pki.client_key),
                      "JAXPORT_CONFORMANCE_TOKEN": "conformance-secret"},
-                ca_pem=pki.ca_cert, client_pair=(pki.client_cert, pki.client_key))
+                ca_pem=pki.ca_cert, client_pair=(pki.client_cert, pki.client_key),
+                command=command)
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
