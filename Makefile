@@ -59,6 +59,20 @@ generate: setup
 check-generate: setup
 	$(PY) proto/generate.py --check
 
+# The jaxport-client wheel and sdist (PEP 517 through setuptools' backend in .venv, no network)
+# into $(CLIENT_DIST), built from a copy of clients/python so the tree stays clean;
+# tests/client/test_client_install.py installs the wheel into a fresh venv.
+CLIENT_DIST ?= dist/client
+.PHONY: client-wheel
+client-wheel: setup
+	@rm -rf $(CLIENT_DIST) && mkdir -p $(CLIENT_DIST) && tmp=$$(mktemp -d) && \
+	cp -r clients/python $$tmp/src && rm -rf $$tmp/src/*.egg-info $$tmp/src/build && \
+	(cd $$tmp/src && $(abspath $(PY)) -c "$$CLIENT_BUILD" $(abspath $(CLIENT_DIST))) >$$tmp/log 2>&1 && \
+	ls $(CLIENT_DIST)/jaxport_client-*.whl $(CLIENT_DIST)/jaxport_client-*.tar.gz \
+	  || { cat $$tmp/log; rm -rf $$tmp; exit 1; }; rm -rf $$tmp
+CLIENT_BUILD := import sys; out = sys.argv[1]; from setuptools import build_meta as b; b.build_sdist(out); b.build_wheel(out)
+export CLIENT_BUILD
+
 # Exports the suite models, starts a real bridge, runs the Python, Go (plus go vet/go test) and
 # Java (plus JUnit via mvn test) runners over tests/conformance/cases, stops the bridge by PID.
 # Fails, naming the tool, when Go or Java/Maven is missing.

@@ -1,7 +1,10 @@
-"""`clients/python` installs from PyPI into a fresh venv WITHOUT JAX and works there.
+"""The `jaxport-client` wheel built by `make client-wheel` installs into a fresh venv WITHOUT
+JAX (its dependencies from PyPI) and works there: the CLI, and the examples against a live
+bridge.
 
-The venv is made by the project's interpreter (`python -m venv`, no system site packages) and
-`pip install`s a copy of clients/python (a copy, so the build leaves nothing in the tree).
+The venv is made by the project's interpreter (`python -m venv`, no system site packages); the
+wheel and sdist are built into a temporary directory (the Makefile target builds from a copy, so
+nothing is left in the tree).
 """
 
 from __future__ import annotations
@@ -9,6 +12,8 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+import tarfile
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -25,20 +30,53 @@ def run(*cmd: str | Path, timeout: float = 600) -> subprocess.CompletedProcess[s
 
 
 @pytest.fixture(scope="module")
-def client_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The wheel and sdist of `make client-wheel`."""
+    out = tmp_path_factory.mktemp("client-dist")
+    done = run("make", "-s", "-C", REPO, "client-wheel", f"CLIENT_DIST={out}")
+    assert done.returncode == 0, done.stdout + done.stderr
+    return out
+
+
+@pytest.fixture(scope="module")
+def client_venv(tmp_path_factory: pytest.TempPathFactory, dist: Path) -> Path:
     root = tmp_path_factory.mktemp("client-venv")
-    source = root / "src"
-    shutil.copytree(
-        REPO / "clients/python", source,
-        ignore=shutil.ignore_patterns("__pycache__", "*.egg-info", "build", "dist"),
-    )
+    (wheel,) = dist.glob("jaxport_client-*-py3-none-any.whl")
     venv = root / "venv"
     done = run(sys.executable, "-m", "venv", venv)
     assert done.returncode == 0, done.stderr
     done = run(venv / "bin/python", "-m", "pip", "install", "-q", "--disable-pip-version-check",
-               source)
+               wheel)
     assert done.returncode == 0, done.stdout + done.stderr
     return venv
+
+
+def test_wheel_and_sdist_contents(dist: Path) -> None:
+    (wheel,) = dist.glob("jaxport_client-0.1.0-py3-none-any.whl")
+    (sdist,) = dist.glob("jaxport_client-0.1.0.tar.gz")
+    with zipfile.ZipFile(wheel) as z:
+        names = set(z.namelist())
+    for module in ("jaxport/client/inference.py", "jaxport/client/aio.py", "jaxport/cli.py",
+                   "jaxport/protocol/codecs.py",
+                   "jaxport/protocol/gen/inference/grpc_service_pb2_grpc.py"):
+        assert module in names, module
+    assert not any(n.startswith(("jaxport/exporter", "jaxport/bridge")) for n in names)
+    with tarfile.open(sdist) as t:
+        members = set(t.getnames())
+    assert {"jaxport_client-0.1.0/pyproject.toml",
+            "jaxport_client-0.1.0/jaxport/client/aio.py"} <= members
+
+
+@pytest.mark.parametrize("example", ["basic.py", "async_infer.py"])
+def test_examples_from_the_installed_wheel(
+    client_venv: Path, server: Server, example: str, tmp_path: Path
+) -> None:
+    # Run from a copy outside the tree, so `jaxport` can only come from the venv.
+    script = tmp_path / example
+    shutil.copy(REPO / "clients/python/examples" / example, script)
+    done = run(client_venv / "bin/python", "-I", script, server.url, "echo", timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "y: float32 [3]" in done.stdout
 
 
 def test_imports_without_jax(client_venv: Path) -> None:

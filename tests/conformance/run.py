@@ -47,7 +47,7 @@ LANGUAGES = ("python", "go", "java")
 #: Longest one step may take: the first Maven run on a fresh machine downloads its plugins.
 STEP_TIMEOUT_S = 900.0
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
-SUMMARY = re.compile(r"^conformance (\w+): (\d+) passed, (\d+) failed", re.MULTILINE)
+SUMMARY = re.compile(r"^conformance ([\w-]+): (\d+) passed, (\d+) failed", re.MULTILINE)
 #: The case each runner runs without a client certificate, and how its refusal must read
 #: (Python/Java print the status name, Go the grpc-go error text "code = Unavailable").
 REFUSAL_CASE = "health_server_live"
@@ -130,10 +130,12 @@ def language_steps(lang: str, url: str, full: bool) -> list[tuple[str, list[str]
     if lang == "python":
         runner = ("python runner", [sys.executable, str(HERE / "runner.py"), "--url", url,
                                     "--cases", str(CASES)], REPO)
+        # The same cases through AsyncInferenceClient (its summary is "python-async").
+        async_runner = ("python async runner", [*runner[1], "--async"], REPO)
         if not full:
-            return [runner]
-        return [runner, ("python example", [sys.executable, str(PY_EXAMPLE), url, "cf_multi"],
-                         REPO)]
+            return [runner, async_runner]
+        return [runner, async_runner,
+                ("python example", [sys.executable, str(PY_EXAMPLE), url, "cf_multi"], REPO)]
     if lang == "go":
         runner = ("go runner", ["go", "run", "./cmd/jaxport-conformance", "--url", url,
                                 "--cases", str(CASES)], GO_DIR)
@@ -221,8 +223,9 @@ def run_against_bridge(name: str, bridge_args: list[str], repository: Path, work
                 log: list[str] = []
                 rc = run_step(f"{label} ({name})", cmd, cwd, log, env)
                 found = SUMMARY.findall("".join(log))
-                if found:
-                    results[key] = (int(found[-1][1]), int(found[-1][2]))
+                if found:  # "python-async" is counted beside "python"
+                    results[key.replace(lang, found[-1][0], 1)] = (int(found[-1][1]),
+                                                                   int(found[-1][2]))
                 if rc != 0:
                     failed_steps.append(f"{label} ({name})")
                     break

@@ -3,6 +3,7 @@
 
     python tests/conformance/runner.py --url 127.0.0.1:8001 [--cases DIR] [--protocol-only]
                                        [--ca CA.pem] [--cert C.pem --key K.pem] [--token TOKEN]
+                                       [--async]
 
 (`JAXPORT_CONFORMANCE_URL` may stand in for --url.) Well-formed requests go through
 `jaxport.client.InferenceClient`, the client a Python service would use; requests that a client
@@ -10,17 +11,22 @@ refuses to build on purpose (byte count not matching the shape, duplicate inputs
 contents together) are sent as the case describes them through the generated stub, because the
 point of those cases is the server's answer. Prints one PASS/FAIL/SKIP line per case and
 `conformance python: N passed, M failed[, K skipped]`; exits 1 if any case failed.
+
+With `--async` the same cases run through `jaxport.client.AsyncInferenceClient` (grpc.aio) and
+the generated stub on the same aio channel (summary `conformance python-async: ...`).
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import math
 import os
 import sys
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +34,12 @@ from typing import Any
 
 import grpc
 import numpy as np
-from jaxport.client import DEFAULT_MAX_MESSAGE_BYTES, InferenceClient, InferenceServerError
+from jaxport.client import (
+    DEFAULT_MAX_MESSAGE_BYTES,
+    AsyncInferenceClient,
+    InferenceClient,
+    InferenceServerError,
+)
 from jaxport.protocol import dtypes
 from jaxport.protocol.gen.inference import grpc_service_pb2 as pb
 from jaxport.protocol.gen.inference import grpc_service_pb2_grpc as pb_grpc
@@ -148,8 +159,8 @@ def check_error(expect: dict[str, Any], code: str, message: str) -> None:
 class Runner:
     """Runs cases against one server through jaxport.client (and the raw stub, see above)."""
 
-    client: InferenceClient
-    stub: pb_grpc.GRPCInferenceServiceStub
+    client: InferenceClient | AsyncAdapter
+    stub: Any  # pb_grpc.GRPCInferenceServiceStub, or AsyncAdapter.blocking_stub()
     metadata: tuple[tuple[str, str], ...] = ()
 
     def run(self, case: dict[str, Any]) -> None:
@@ -292,6 +303,57 @@ class Runner:
             compare_outputs(case, {"outputs": want["outputs"]}, r.outputs, want["id"])
 
 
+class AsyncAdapter:
+    """An AsyncInferenceClient behind the blocking calls the Runner makes: each call is awaited
+    on one event loop running in a background thread, so a `parallel` case still has N requests
+    in flight at once (on that loop). The aio channel and client are created on the loop."""
+
+    def __init__(self, make_channel: Callable[[], grpc.aio.Channel], token: str | None) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._thread.start()
+
+        async def make() -> AsyncInferenceClient:
+            return AsyncInferenceClient(channel=make_channel(), token=token)
+
+        self.client = self.run(make)
+
+    def run(self, fn: Callable[[], Awaitable[Any]]) -> Any:
+        """Call fn on the loop and wait for the result of what it returns."""
+        async def call() -> Any:
+            return await fn()
+        return asyncio.run_coroutine_threadsafe(call(), self._loop).result()
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        method = getattr(self.client, name)
+
+        def blocking(*args: Any, **kwargs: Any) -> Any:
+            if name == "stream_infer":
+                async def collect() -> list[Any]:
+                    return [r async for r in method(*args, **kwargs)]
+                return self.run(collect)
+            return self.run(lambda: method(*args, **kwargs))
+        return blocking
+
+    def blocking_stub(self) -> Any:
+        """The generated stub on the client's aio channel, awaited per call."""
+        stub = pb_grpc.GRPCInferenceServiceStub(self.client.channel)
+        adapter = self
+
+        class Stub:
+            def ModelInfer(self, request: pb.ModelInferRequest, **kwargs: Any) -> Any:
+                return adapter.run(lambda: stub.ModelInfer(request, **kwargs))
+        return Stub()
+
+    def close(self) -> None:
+        async def close_channel() -> None:
+            await self.client.channel.close()
+        self.run(close_channel)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join()
+        self._loop.close()
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run every case; print per-case lines and the summary; 0 only if none failed."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -310,6 +372,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="PEM private key of --cert (default $JAXPORT_CONFORMANCE_KEY)")
     parser.add_argument("--token", default=os.environ.get("JAXPORT_CONFORMANCE_TOKEN"),
                         help="bearer token sent on every call ($JAXPORT_CONFORMANCE_TOKEN)")
+    parser.add_argument("--async", dest="use_async", action="store_true",
+                        help="run the cases through AsyncInferenceClient (grpc.aio)")
     args = parser.parse_args(argv)
     if not args.url:
         parser.error("--url (or JAXPORT_CONFORMANCE_URL) is required")
@@ -323,19 +387,35 @@ def main(argv: list[str] | None = None) -> int:
     passed = failed = skipped = 0
     options = [("grpc.max_send_message_length", DEFAULT_MAX_MESSAGE_BYTES),
                ("grpc.max_receive_message_length", DEFAULT_MAX_MESSAGE_BYTES)]
+    credentials = None
     if args.ca or args.cert:
         credentials = grpc.ssl_channel_credentials(
             root_certificates=Path(args.ca).read_bytes() if args.ca else None,
             private_key=Path(args.key).read_bytes() if args.key else None,
             certificate_chain=Path(args.cert).read_bytes() if args.cert else None)
-        channel = grpc.secure_channel(args.url, credentials, options=options)
-    else:
-        channel = grpc.insecure_channel(args.url, options=options)
     metadata = (("authorization", f"Bearer {args.token}"),) if args.token else ()
-    with InferenceClient(args.url, root_certificates=args.ca, client_certificate=args.cert,
-                         client_key=args.key, token=args.token) as client, \
-            channel:
-        runner = Runner(client, pb_grpc.GRPCInferenceServiceStub(channel), metadata)
+    # One channel, shared by the client and the raw stub (the client takes an existing channel).
+    client: InferenceClient | AsyncAdapter
+    if args.use_async:
+        label = "python-async"
+
+        def make_channel() -> grpc.aio.Channel:
+            if credentials is not None:
+                return grpc.aio.secure_channel(args.url, credentials, options=options)
+            return grpc.aio.insecure_channel(args.url, options=options)
+
+        client = AsyncAdapter(make_channel, args.token)
+        stub = client.blocking_stub()
+        close = client.close
+    else:
+        label = "python"
+        channel = (grpc.secure_channel(args.url, credentials, options=options)
+                   if credentials is not None else grpc.insecure_channel(args.url, options=options))
+        client = InferenceClient(channel=channel, token=args.token)
+        stub = pb_grpc.GRPCInferenceServiceStub(channel)
+        close = channel.close
+    try:
+        runner = Runner(client, stub, metadata)
         for case in cases:
             if args.run and args.run not in case["name"]:
                 continue
@@ -352,8 +432,10 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             passed += 1
             print(f"PASS {case['name']} ({(time.perf_counter() - start) * 1e3:.0f} ms)")
+    finally:
+        close()
     tail = f", {skipped} skipped" if skipped else ""
-    print(f"conformance python: {passed} passed, {failed} failed{tail}")
+    print(f"conformance {label}: {passed} passed, {failed} failed{tail}")
     return 1 if failed else 0
 
 

@@ -9,6 +9,7 @@ message unchanged.
 from __future__ import annotations
 
 import itertools
+import json
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -27,11 +28,13 @@ from jaxport.protocol.gen.inference import model_config_pb2
 
 __all__ = [
     "DEFAULT_MAX_MESSAGE_BYTES",
+    "DEFAULT_RETRY_POLICY",
     "InferResult",
     "InferenceClient",
     "InferenceServerError",
     "ModelIndex",
     "ModelMetadata",
+    "RetryPolicy",
     "ServerMetadata",
     "SharedMemoryStatus",
     "TensorMetadata",
@@ -60,10 +63,11 @@ class InferenceServerError(ProtocolError):
 
     @classmethod
     def from_rpc_error(cls, exc: grpc.RpcError) -> InferenceServerError:
-        """Keep the status code and details of a failed call (grpc.Call errors)."""
-        code = exc.code() if isinstance(exc, grpc.Call) else grpc.StatusCode.UNKNOWN
-        details = exc.details() if isinstance(exc, grpc.Call) else str(exc)
-        return cls(code.name, details or "")
+        """Keep the status code and details of a failed call (grpc.Call errors of the blocking
+        API and grpc.aio.AioRpcError of the asyncio one)."""
+        if isinstance(exc, grpc.Call | grpc.aio.AioRpcError):
+            return cls(exc.code().name, exc.details() or "")
+        return cls(grpc.StatusCode.UNKNOWN.name, str(exc))
 
 
     @classmethod
@@ -174,25 +178,193 @@ def _read_pem(value: bytes | str | Path | None) -> bytes | None:
     return Path(value).read_bytes()
 
 
+_SERVICE = "inference.GRPCInferenceService"
+# Idempotent reads: also retried on DEADLINE_EXCEEDED returned by the server.
+_READ_METHODS = ("ServerLive", "ServerReady", "ModelReady", "ServerMetadata", "ModelMetadata",
+                 "ModelConfig", "RepositoryIndex", "ModelStatistics", "SystemSharedMemoryStatus",
+                 "CudaSharedMemoryStatus")
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """gRPC's own retry (the service config's `retryPolicy`, applied by the channel under every
+    call): a call failing with UNAVAILABLE (server restarting, connection refused) is tried again
+    after an exponential, jittered backoff, up to `max_attempts` in all (gRPC caps it at 5).
+    Read-only calls (health, metadata, config, repository index, statistics, shared-memory
+    status) are also retried on DEADLINE_EXCEEDED returned by the server; inference and calls
+    that change state are not, and streams never. The call's timeout bounds all attempts."""
+
+    max_attempts: int = 5
+    initial_backoff_s: float = 0.2
+    max_backoff_s: float = 3.0
+    backoff_multiplier: float = 2.0
+
+    def __post_init__(self) -> None:
+        if not 2 <= self.max_attempts <= 5:
+            raise ValueError(f"retry policy: max_attempts must be 2..5, got {self.max_attempts}")
+        if not (0 < self.initial_backoff_s <= self.max_backoff_s and self.backoff_multiplier > 0):
+            raise ValueError("retry policy: need 0 < initial_backoff_s <= max_backoff_s and "
+                             f"backoff_multiplier > 0, got {self.initial_backoff_s}, "
+                             f"{self.max_backoff_s}, {self.backoff_multiplier}")
+
+    def service_config(self) -> str:
+        """The gRPC service config JSON (channel option `grpc.service_config`)."""
+        def policy(*codes: str) -> dict[str, Any]:
+            return {"maxAttempts": self.max_attempts,
+                    "initialBackoff": f"{self.initial_backoff_s:.3f}s",
+                    "maxBackoff": f"{self.max_backoff_s:.3f}s",
+                    "backoffMultiplier": self.backoff_multiplier,
+                    "retryableStatusCodes": list(codes)}
+        return json.dumps({"methodConfig": [
+            {"name": [{"service": _SERVICE}], "retryPolicy": policy("UNAVAILABLE")},
+            {"name": [{"service": _SERVICE, "method": m} for m in _READ_METHODS],
+             "retryPolicy": policy("UNAVAILABLE", "DEADLINE_EXCEEDED")},
+            # A stream is not retried: its requests are not idempotent as a whole.
+            {"name": [{"service": _SERVICE, "method": "ModelStreamInfer"}]},
+        ]})
+
+    def channel_options(self) -> list[tuple[str, Any]]:
+        """Options that turn the policy on; they also shorten the reconnect backoff (100 ms
+        growing to max_backoff_s instead of 1 s to 120 s) so a restarted server is reached
+        while the retries last."""
+        return [("grpc.enable_retries", 1), ("grpc.service_config", self.service_config()),
+                ("grpc.initial_reconnect_backoff_ms", 100),
+                ("grpc.min_reconnect_backoff_ms", 100),
+                ("grpc.max_reconnect_backoff_ms", int(self.max_backoff_s * 1000))]
+
+
+DEFAULT_RETRY_POLICY = RetryPolicy()
+"""5 attempts, backoff 0.2 s doubling up to 3 s."""
+
+
+@dataclass(frozen=True)
+class _ChannelSpec:
+    """How to open a channel: options and credentials (None = plaintext)."""
+
+    options: list[tuple[str, Any]]
+    credentials: grpc.ChannelCredentials | None
+
+
+def _channel_spec(
+    *, max_message_bytes: int, tls: bool, root_certificates: bytes | str | Path | None,
+    client_certificate: bytes | str | Path | None, client_key: bytes | str | Path | None,
+    tls_server_name: str | None, retry: RetryPolicy | None,
+) -> _ChannelSpec:
+    if (client_certificate is None) != (client_key is None):
+        raise ValueError("client_certificate and client_key must be given together")
+    options: list[tuple[str, Any]] = [
+        ("grpc.max_send_message_length", max_message_bytes),
+        ("grpc.max_receive_message_length", max_message_bytes),
+    ]
+    if tls_server_name:
+        options.append(("grpc.ssl_target_name_override", tls_server_name))
+    if retry is not None:
+        options.extend(retry.channel_options())
+    credentials = None
+    if tls or any(v is not None for v in (root_certificates, client_certificate, client_key)):
+        credentials = grpc.ssl_channel_credentials(
+            root_certificates=_read_pem(root_certificates),
+            private_key=_read_pem(client_key),
+            certificate_chain=_read_pem(client_certificate),
+        )
+    return _ChannelSpec(options, credentials)
+
+
+def _check_target(target: str | None, channel: Any, channel_args: dict[str, Any]) -> str:
+    """Exactly one of target / channel; a caller's channel takes no channel settings."""
+    if (target is None) == (channel is None):
+        raise ValueError("give either a target ('host:port') or an existing channel, not both")
+    if channel is not None:
+        given = sorted(k for k, v in channel_args.items() if v not in (None, False))
+        if given:
+            raise ValueError(f"{', '.join(given)}: channel settings do not apply to an existing "
+                             "channel; set them when creating it")
+        return "<caller's channel>"
+    return str(target)
+
+
+def _infer_request(
+    model: str, inputs: Mapping[str, np.ndarray], *, outputs: Sequence[str] | None,
+    version: str, request_id: str, raw: bool,
+    parameters: Mapping[str, codecs.ParameterValue] | None,
+    shared_memory_inputs: Mapping[str, Placement] | None,
+    shared_memory_outputs: Mapping[str, Placement] | None,
+) -> tuple[pb.ModelInferRequest, codecs.SharedMemoryResolver]:
+    """The wire request of `infer` and the resolver of outputs placed in shared memory."""
+    regions: dict[str, SharedMemoryRegion] = {}
+    in_refs: dict[str, codecs.SharedMemoryRef] = {}
+    for name, where in (shared_memory_inputs or {}).items():
+        if name not in inputs:
+            raise InvalidArgumentError(f"input '{name}': given a shared memory region but "
+                                       "no array")
+        region, offset = _placed(where)
+        regions[region.name] = region
+        in_refs[name] = region.write(inputs[name], offset)
+    out_refs: dict[str, codecs.SharedMemoryRef] = {}
+    for name, where in (shared_memory_outputs or {}).items():
+        region, offset = _placed(where)
+        regions[region.name] = region
+        out_refs[name] = codecs.SharedMemoryRef(region.name, region.byte_size - offset,
+                                                offset)
+    request = codecs.build_infer_request(
+        model, inputs, outputs=outputs, version=version, request_id=request_id, raw=raw,
+        parameters=parameters, input_shared_memory=in_refs, output_shared_memory=out_refs,
+    )
+
+    def resolve(kind: str, tensor: str, ref: codecs.SharedMemoryRef) -> memoryview:
+        if ref.region not in regions:
+            raise InvalidArgumentError(f"{kind} '{tensor}': the server put it in shared "
+                                       f"memory region '{ref.region}', not mapped here")
+        return regions[ref.region].resolve(kind, tensor, ref)
+
+    return request, resolve
+
+
+def _model_metadata(r: pb.ModelMetadataResponse) -> ModelMetadata:
+    return ModelMetadata(
+        name=r.name,
+        versions=tuple(r.versions),
+        platform=r.platform,
+        inputs=_tensor_metadata(r.inputs),
+        outputs=_tensor_metadata(r.outputs),
+    )
+
+
+def _stream_result(message: pb.ModelStreamInferResponse, raise_errors: bool) -> InferResult:
+    """One message of ModelStreamInfer as a result (or the error it carries)."""
+    if message.error_message:
+        if raise_errors:
+            raise InferenceServerError.from_stream_error(message.error_message)
+        r = message.infer_response
+        return InferResult(r.model_name, r.model_version, r.id, {}, error=message.error_message)
+    return InferResult.from_response(message.infer_response)
+
+
 def _tensor_metadata(items: Iterable[Any]) -> tuple[TensorMetadata, ...]:
     return tuple(TensorMetadata(t.name, t.datatype, tuple(t.shape)) for t in items)
 
 
 class InferenceClient:
-    """A connection to one server; a context manager that owns (and closes) its gRPC channel.
+    """A connection to one server; a context manager.
 
-    target: "host:port". max_message_bytes: send and receive limit (default 256 MiB).
+    Give either `target` ("host:port"), and the client opens and owns (closes) its channel, or
+    `channel=` an existing `grpc.Channel` the caller keeps owning (`close()` leaves it open;
+    channel settings below then belong to that channel and are refused here).
+    max_message_bytes: send and receive limit (default 256 MiB).
     timeout: default per-call deadline in seconds (None: no deadline; each call may override).
     TLS is used when `tls` is true or any of root_certificates / client_certificate /
     client_key is given (PEM bytes or a file path; no root certificates = system roots);
     tls_server_name overrides the name checked against the server certificate.
     token: sent as `authorization: Bearer <token>` metadata on every call.
+    retry: a `RetryPolicy` (e.g. `DEFAULT_RETRY_POLICY`) turns on gRPC's retries; off by
+    default, so a call to a server that is down fails at once with UNAVAILABLE.
     """
 
     def __init__(
         self,
-        target: str,
+        target: str | None = None,
         *,
+        channel: grpc.Channel | None = None,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         timeout: float | None = None,
         tls: bool = False,
@@ -201,36 +373,43 @@ class InferenceClient:
         client_key: bytes | str | Path | None = None,
         tls_server_name: str | None = None,
         token: str | None = None,
+        retry: RetryPolicy | None = None,
     ) -> None:
-        if (client_certificate is None) != (client_key is None):
-            raise ValueError("client_certificate and client_key must be given together")
-        self.target = target
+        self.target = _check_target(target, channel, {
+            "tls": tls, "root_certificates": root_certificates,
+            "client_certificate": client_certificate, "client_key": client_key,
+            "tls_server_name": tls_server_name, "retry": retry})
         self.timeout = timeout
-        options: list[tuple[str, Any]] = [
-            ("grpc.max_send_message_length", max_message_bytes),
-            ("grpc.max_receive_message_length", max_message_bytes),
-        ]
-        if tls_server_name:
-            options.append(("grpc.ssl_target_name_override", tls_server_name))
-        if tls or any(v is not None for v in (root_certificates, client_certificate, client_key)):
-            credentials = grpc.ssl_channel_credentials(
-                root_certificates=_read_pem(root_certificates),
-                private_key=_read_pem(client_key),
-                certificate_chain=_read_pem(client_certificate),
-            )
-            self._channel = grpc.secure_channel(target, credentials, options=options)
+        if channel is not None:
+            self._channel, self._owns_channel = channel, False
         else:
-            self._channel = grpc.insecure_channel(target, options=options)
+            spec = _channel_spec(
+                max_message_bytes=max_message_bytes, tls=tls, root_certificates=root_certificates,
+                client_certificate=client_certificate, client_key=client_key,
+                tls_server_name=tls_server_name, retry=retry)
+            if spec.credentials is not None:
+                self._channel = grpc.secure_channel(str(target), spec.credentials,
+                                                    options=spec.options)
+            else:
+                self._channel = grpc.insecure_channel(str(target), options=spec.options)
+            self._owns_channel = True
         self._metadata: tuple[tuple[str, str], ...] = (
             (("authorization", f"Bearer {token}"),) if token else ()
         )
         self._stub = pb_grpc.GRPCInferenceServiceStub(self._channel)
 
+    @property
+    def channel(self) -> grpc.Channel:
+        """The gRPC channel (for generated stubs of other services on the same connection)."""
+        return self._channel
+
     # --- lifecycle ---------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Close the channel; calls in flight are cancelled."""
-        self._channel.close()
+        """Close the channel if this client opened it (calls in flight are cancelled); a
+        caller's channel is left open."""
+        if self._owns_channel:
+            self._channel.close()
 
     def __enter__(self) -> InferenceClient:
         return self
@@ -293,14 +472,7 @@ class InferenceClient:
         self, model: str, version: str = "", *, timeout: float | None = None
     ) -> ModelMetadata:
         request = pb.ModelMetadataRequest(name=model, version=version)
-        r = self._call(self._stub.ModelMetadata, request, timeout)
-        return ModelMetadata(
-            name=r.name,
-            versions=tuple(r.versions),
-            platform=r.platform,
-            inputs=_tensor_metadata(r.inputs),
-            outputs=_tensor_metadata(r.outputs),
-        )
+        return _model_metadata(self._call(self._stub.ModelMetadata, request, timeout))
 
     def model_config(
         self, model: str, version: str = "", *, timeout: float | None = None
@@ -340,32 +512,10 @@ class InferenceClient:
         into their region and sent by reference; outputs named in `shared_memory_outputs` are
         requested into their region (from the offset to its end) and read back from it.
         """
-        regions: dict[str, SharedMemoryRegion] = {}
-        in_refs: dict[str, codecs.SharedMemoryRef] = {}
-        for name, where in (shared_memory_inputs or {}).items():
-            if name not in inputs:
-                raise InvalidArgumentError(f"input '{name}': given a shared memory region but "
-                                           "no array")
-            region, offset = _placed(where)
-            regions[region.name] = region
-            in_refs[name] = region.write(inputs[name], offset)
-        out_refs: dict[str, codecs.SharedMemoryRef] = {}
-        for name, where in (shared_memory_outputs or {}).items():
-            region, offset = _placed(where)
-            regions[region.name] = region
-            out_refs[name] = codecs.SharedMemoryRef(region.name, region.byte_size - offset,
-                                                    offset)
-        request = codecs.build_infer_request(
+        request, resolve = _infer_request(
             model, inputs, outputs=outputs, version=version, request_id=request_id, raw=raw,
-            parameters=parameters, input_shared_memory=in_refs, output_shared_memory=out_refs,
-        )
-
-        def resolve(kind: str, tensor: str, ref: codecs.SharedMemoryRef) -> memoryview:
-            if ref.region not in regions:
-                raise InvalidArgumentError(f"{kind} '{tensor}': the server put it in shared "
-                                           f"memory region '{ref.region}', not mapped here")
-            return regions[ref.region].resolve(kind, tensor, ref)
-
+            parameters=parameters, shared_memory_inputs=shared_memory_inputs,
+            shared_memory_outputs=shared_memory_outputs)
         return InferResult.from_response(self._call(self._stub.ModelInfer, request, timeout),
                                          resolve)
 
@@ -430,15 +580,7 @@ class InferenceClient:
         )
         try:
             for message in call:
-                if message.error_message:
-                    if raise_errors:
-                        raise InferenceServerError.from_stream_error(message.error_message)
-                    r = message.infer_response
-                    yield InferResult(
-                        r.model_name, r.model_version, r.id, {}, error=message.error_message
-                    )
-                    continue
-                yield InferResult.from_response(message.infer_response)
+                yield _stream_result(message, raise_errors)
         except grpc.RpcError as exc:
             if failure:
                 raise failure[0] from None
