@@ -319,3 +319,49 @@ def test_usage_error_is_one_line(front_binary: Path) -> None:
     assert proc.stderr == "jaxport front: error: --workers must be >= 1, got 0\n"
 
 
+
+
+def test_mtls_and_token_like_the_bridge(front_binary: Path, repository: Path,
+                                        tmp_path: Path) -> None:
+    from support.certs import make_pki
+
+    pki = make_pki(tmp_path / "pki")
+    token = tmp_path / "token"
+    token.write_text("s3cret\n")
+    token.chmod(0o600)
+    args = ["--tls-cert", str(pki.server_cert), "--tls-key", str(pki.server_key),
+            "--tls-client-ca", str(pki.ca_cert), "--auth-token-file", str(token)]
+    creds = grpc.ssl_channel_credentials(
+        root_certificates=pki.ca_cert.read_bytes(), private_key=pki.client_key.read_bytes(),
+        certificate_chain=pki.client_cert.read_bytes())
+    answers = {}
+    for kind, command in (("front", front_command(front_binary)), ("bridge", None)):
+        server = BridgeProcess(repository, *args, workdir=tmp_path / kind, command=command)
+        with server.start(credentials=creds):
+            with grpc.secure_channel(server.address, creds) as channel:
+                s = pb_grpc.GRPCInferenceServiceStub(channel)
+                live = s.ServerLive(pb.ServerLiveRequest()).live  # open without a token
+                refused = rpc_error(s.ServerMetadata, pb.ServerMetadataRequest())
+                meta = s.ServerMetadata(pb.ServerMetadataRequest(),
+                                        metadata=[("authorization", "Bearer s3cret")])
+            no_cert = grpc.ssl_channel_credentials(root_certificates=pki.ca_cert.read_bytes())
+            with grpc.secure_channel(server.address, no_cert) as channel:
+                err = rpc_error(pb_grpc.GRPCInferenceServiceStub(channel).ServerLive,
+                                pb.ServerLiveRequest(), timeout=30)
+        answers[kind] = (live, refused.code(), refused.details(), meta, err.code())
+    assert answers["front"] == answers["bridge"]
+    assert answers["front"][1] == grpc.StatusCode.UNAUTHENTICATED
+    assert answers["front"][4] == grpc.StatusCode.UNAVAILABLE
+
+
+def test_bad_tls_flag_is_refused_like_the_bridge(front_binary: Path, repository: Path,
+                                                 tmp_path: Path) -> None:
+    import subprocess
+
+    proc = subprocess.run(
+        [str(front_binary), "--repository", str(repository), "--port", "0",
+         "--tls-cert", str(tmp_path / "missing.pem")], capture_output=True, text=True,
+        timeout=60)
+    assert proc.returncode == 1
+    assert proc.stderr == ("jaxport front: error: TLS needs both --tls-cert and --tls-key; "
+                           "--tls-key is missing\n")

@@ -1,0 +1,234 @@
+"""`python -m jaxport.bridge.worker` spoken to directly in its framed protocol (no front).
+
+What only the frames show: READY once the repository is loaded, the deadline a CALL carries
+(an expired one is refused before any work), CANCEL making `is_active()` false (a queued request
+leaves the line), the concurrency limit, an undecodable request, a malformed frame closing the
+connection, and ModelStreamInfer as OPEN / MSG / HALF_CLOSE -> REPLY... END.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import numpy as np
+import pytest
+from jaxport.bridge.worker import (
+    CALL,
+    CANCEL,
+    HEADER,
+    READY,
+    REPLY,
+    STREAM_END,
+    STREAM_HALF_CLOSE,
+    STREAM_MSG,
+    STREAM_OPEN,
+    STREAM_REPLY,
+)
+from jaxport.protocol.gen.inference import grpc_service_pb2 as pb
+from support.gate import Gate
+
+METHODS = {m.name: m.index
+           for m in pb.DESCRIPTOR.services_by_name["GRPCInferenceService"].methods}
+NO_DEADLINE = -1
+
+
+class Frames:
+    """A connection to a worker: send frames, read them back by id."""
+
+    def __init__(self, path: Path, timeout: float = 120.0) -> None:
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(timeout)
+        self.sock.connect(str(path))
+        self.pending: list[tuple[tuple[int, ...], bytes]] = []
+
+    def send(self, ftype: int, method: str | int, call_id: int, aux: int = 0,
+             payload: bytes = b"") -> None:
+        index = METHODS[method] if isinstance(method, str) else method
+        self.sock.sendall(HEADER.pack(len(payload), ftype, index, 0, call_id, aux) + payload)
+
+    def _read_exact(self, n: int) -> bytes:
+        buf = b""
+        while len(buf) < n:
+            chunk = self.sock.recv(n - len(buf))
+            if not chunk:
+                raise ConnectionError("worker closed the connection")
+            buf += chunk
+        return buf
+
+    def read(self) -> tuple[tuple[int, ...], bytes]:
+        header = HEADER.unpack(self._read_exact(HEADER.size))
+        return header, self._read_exact(header[0])
+
+    def read_for(self, call_id: int) -> tuple[int, int, str, bytes]:
+        """(frame type, code, status message, body) of the next frame of `call_id`."""
+        for i, (h, p) in enumerate(self.pending):
+            if h[4] == call_id:
+                del self.pending[i]
+                return _split(h, p)
+        while True:
+            h, p = self.read()
+            if h[4] == call_id:
+                return _split(h, p)
+            self.pending.append((h, p))
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def _split(h: tuple[int, ...], p: bytes) -> tuple[int, int, str, bytes]:
+    _length, ftype, _method, code, _id, aux = h
+    if ftype in (REPLY, STREAM_END):
+        return ftype, code, p[:aux].decode(), p[aux:]
+    return ftype, code, "", p
+
+
+def mlp_request(rid: str, x: np.ndarray | None = None) -> bytes:
+    x = np.ones((2, 8), np.float32) if x is None else x
+    req = pb.ModelInferRequest(model_name="mlp", id=rid)
+    req.inputs.add(name="x", datatype="FP32", shape=[2, 8])
+    req.raw_input_contents.append(x.tobytes())
+    return req.SerializeToString()
+
+
+def slow_request() -> bytes:
+    req = pb.ModelInferRequest(model_name="slow", id="slow")
+    req.inputs.add(name="x", datatype="FP32", shape=[256, 256])
+    req.inputs.add(name="n", datatype="INT32", shape=[])
+    req.raw_input_contents.append(np.zeros((256, 256), np.float32).tobytes())
+    req.raw_input_contents.append(np.int32(1).tobytes())
+    return req.SerializeToString()
+
+
+def start_worker(repository: Path, workdir: Path, gate: Gate, *args: str
+                 ) -> tuple[subprocess.Popen[bytes], Frames]:
+    path = workdir / "w.sock"
+    with open(workdir / "stderr.jsonl", "wb") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "jaxport.bridge.worker", "--socket", str(path),
+             "--repository", str(repository), *args],
+            stderr=err, env={**os.environ, **gate.env})
+    end = time.monotonic() + 120
+    while True:  # the worker binds its socket at start; then READY says it loaded
+        if proc.poll() is not None:
+            raise RuntimeError(f"worker exited {proc.returncode}: "
+                               f"{(workdir / 'stderr.jsonl').read_text()[-2000:]}")
+        try:
+            frames = Frames(path)
+            break
+        except (FileNotFoundError, ConnectionRefusedError):
+            if time.monotonic() > end:
+                raise
+            time.sleep(0.02)
+    (h, _payload) = frames.read()
+    assert h[1] == READY
+    return proc, frames
+
+
+def stop_worker(proc: subprocess.Popen[bytes]) -> int:
+    if proc.poll() is None:
+        os.kill(proc.pid, signal.SIGTERM)
+    try:
+        return proc.wait(60)
+    except subprocess.TimeoutExpired:
+        os.kill(proc.pid, signal.SIGKILL)
+        return proc.wait(10)
+
+
+@pytest.fixture
+def worker(repository: Path, tmp_path: Path, gate: Gate) -> Iterator[Frames]:
+    """A worker running one execution per model at a time, at most 3 calls at once."""
+    proc, frames = start_worker(repository, tmp_path, gate, "--max-inflight-per-model", "1",
+                                "--worker-threads", "3")
+    yield frames
+    frames.close()
+    assert stop_worker(proc) == 0
+
+
+def test_unary_calls(worker: Frames) -> None:
+    worker.send(CALL, "ServerReady", 1, NO_DEADLINE, pb.ServerReadyRequest().SerializeToString())
+    ftype, code, _msg, body = worker.read_for(1)
+    assert (ftype, code) == (REPLY, 0) and pb.ServerReadyResponse.FromString(body).ready
+    worker.send(CALL, "ModelInfer", 2, 30_000_000, mlp_request("a"))
+    ftype, code, msg, body = worker.read_for(2)
+    assert (ftype, code, msg) == (REPLY, 0, "")
+    response = pb.ModelInferResponse.FromString(body)
+    assert response.id == "a" and response.outputs[0].shape == [2, 4]
+
+
+def test_errors_come_from_the_one_table(worker: Frames) -> None:
+    worker.send(CALL, "ModelInfer", 1, NO_DEADLINE,
+                pb.ModelInferRequest(model_name="nope").SerializeToString())
+    assert worker.read_for(1)[1:3] == (grpc.StatusCode.NOT_FOUND.value[0], "unknown model 'nope'")
+    worker.send(CALL, "ModelInfer", 2, NO_DEADLINE, b"\xff\xff\xff")
+    assert worker.read_for(2)[1:3] == (grpc.StatusCode.INTERNAL.value[0],
+                                       "Exception deserializing request!")
+
+
+def test_expired_deadline_is_not_executed(worker: Frames) -> None:
+    worker.send(CALL, "ModelInfer", 1, 0, mlp_request("late"))
+    _ftype, code, msg, _body = worker.read_for(1)
+    assert code == grpc.StatusCode.DEADLINE_EXCEEDED.value[0]
+    assert msg == "deadline exceeded before model 'mlp/1' could run the request; not executed"
+
+
+def test_cancel_takes_a_queued_request_out(worker: Frames, gate: Gate) -> None:
+    gate.hold("slow")
+    try:
+        worker.send(CALL, "ModelInfer", 1, NO_DEADLINE, slow_request())
+        gate.wait_held("slow", 1)
+        worker.send(CALL, "ModelInfer", 2, NO_DEADLINE, slow_request())  # waits for the slot
+        # Whether the cancel finds call 2 waiting for the slot or not yet admitted, it must
+        # leave without running.
+        worker.send(CANCEL, "ModelInfer", 2)
+        _ftype, code, msg, _body = worker.read_for(2)
+        assert code == grpc.StatusCode.CANCELLED.value[0]
+        assert msg == "caller went away before model 'slow/1' ran the request; not executed"
+    finally:
+        gate.release("slow")
+    assert worker.read_for(1)[1] == 0
+    gate.wait_held("slow", 0, at_most=True)
+
+
+def test_concurrency_limit(worker: Frames, gate: Gate) -> None:
+    gate.hold("slow")
+    try:
+        for call_id in (1, 2, 3):  # one executes (held), two wait for the model's slot
+            worker.send(CALL, "ModelInfer", call_id, NO_DEADLINE, slow_request())
+        gate.wait_held("slow", 1)
+        worker.send(CALL, "ServerLive", 4, NO_DEADLINE, b"")
+        assert worker.read_for(4)[1:3] == (grpc.StatusCode.RESOURCE_EXHAUSTED.value[0],
+                                           "Concurrent RPC limit exceeded!")
+    finally:
+        gate.release("slow")
+    assert [worker.read_for(i)[1] for i in (1, 2, 3)] == [0, 0, 0]
+    gate.wait_held("slow", 0, at_most=True)
+
+
+def test_stream(worker: Frames) -> None:
+    worker.send(STREAM_OPEN, "ModelStreamInfer", 7, NO_DEADLINE)
+    worker.send(STREAM_MSG, "ModelStreamInfer", 7, 0, mlp_request("s1"))
+    ftype, _code, _msg, body = worker.read_for(7)
+    assert ftype == STREAM_REPLY  # answered before the stream ends
+    assert pb.ModelStreamInferResponse.FromString(body).infer_response.id == "s1"
+    worker.send(STREAM_MSG, "ModelStreamInfer", 7, 0,
+                pb.ModelInferRequest(model_name="mlp", id="bad").SerializeToString())
+    worker.send(STREAM_HALF_CLOSE, "ModelStreamInfer", 7)
+    ftype, _code, _msg, body = worker.read_for(7)
+    bad = pb.ModelStreamInferResponse.FromString(body)
+    assert ftype == STREAM_REPLY and bad.infer_response.id == "bad"
+    assert bad.error_message.startswith("INVALID_ARGUMENT: missing input 'x'")
+    assert worker.read_for(7)[:3] == (STREAM_END, 0, "")
+
+
+def test_malformed_frame_closes_the_connection(worker: Frames) -> None:
+    worker.send(42, 0, 1)
+    with pytest.raises(ConnectionError):
+        worker.read()
