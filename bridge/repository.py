@@ -6,8 +6,10 @@ fails to load (tampered checksum, missing file, bad manifest...) is recorded wit
 (logs, RepositoryIndex `reason`, ModelReady false) and every other model keeps serving. A
 reload that fails leaves the version that was serving in place.
 
-Names come from callers, so they are checked before they touch the file system: a model name
-is one path component, and nothing (`..`, symlinks) may resolve outside the repository. An
+Names come from callers, so they are checked before they touch the file system or int():
+`check_name` and `version_number` are the ONE validation of a model reference (what the layout
+can hold: `NAME_RULE`, `VERSION_RULE`), and nothing (symlinks) may resolve outside the
+repository. An
 error echoing a name that is not a model on disk cuts it (`jaxport.protocol.errors.clip`).
 
 Reasons callers see (RepositoryIndex, UNAVAILABLE, load errors) name files relative to the
@@ -53,30 +55,40 @@ class VersionStatus:
     model: Model | None = None
 
 
-# Longest file name the file system takes (NAME_MAX); a longer name cannot be a model, and
-# asking the file system about it fails (ENAMETOOLONG) instead of answering "no".
+# What a model reference may look like; checked (`check_name`, `version_number`) before a
+# name or version touches the file system or int(), on every RPC and inside streams.
+# A model name is one directory name of the repository layout: 1 to MAX_NAME_BYTES (NAME_MAX,
+# the longest file name the file system takes) ASCII letters, digits, '_', '-', '.', not
+# starting with '.' (no hidden directories, no '.' / '..').
 MAX_NAME_BYTES = 255
-# Most digits of a version number (a longer one is no version directory; int() of a huge
-# string is refused by Python anyway).
-MAX_VERSION_DIGITS = 18
+NAME_RULE = "1 to 255 of the characters A-Z a-z 0-9 _ - ., not starting with '.'"
+_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,254}")
+# A version is the canonical decimal name of a version directory: no sign, no leading zero,
+# ASCII digits only (str.isdigit() also takes '\u00b2' and '\u0661'), at most 19 digits.
+MAX_VERSION_DIGITS = 19
+VERSION_RULE = (f"a decimal number of 1 to {MAX_VERSION_DIGITS} digits without a leading zero,"
+                " or empty for the latest")
+_VERSION = re.compile(r"[1-9][0-9]{0,18}")
 
 
-def _check_name(name: str) -> None:
-    if (
-        not name
-        or name in (".", "..")
-        or name.startswith(".")
-        or any(c in name for c in "/\\\x00")
-        or len(name.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES
-    ):
-        raise NotFoundError(f"unknown model {clip(name)!r}: not a valid model name")
+def check_name(name: str) -> str:
+    """`name` if it can be a model of the repository layout; else NOT_FOUND saying why."""
+    if _NAME.fullmatch(name) is None:
+        raise NotFoundError(
+            f"unknown model {clip(name)!r}: not a valid model name ({NAME_RULE})")
+    return name
 
 
-def _version_number(version: str) -> int | None:
-    """`version` as a number when it is a plain decimal a version directory could have."""
-    if version.isdigit() and len(version) <= MAX_VERSION_DIGITS:
-        return int(version)
-    return None
+def version_number(name: str, version: str) -> int | None:
+    """The number of `version` ("" = latest: None); NOT_FOUND (naming model and version and
+    the rule) for anything that is no canonical version directory name."""
+    if version == "":
+        return None
+    if _VERSION.fullmatch(version) is None:
+        raise NotFoundError(
+            f"model {clip(name)!r} has no version {clip(version)!r}: not a valid model "
+            f"version ({VERSION_RULE})")
+    return int(version)
 
 
 class Repository:
@@ -140,12 +152,12 @@ class Repository:
     def _versions_on_disk(model_dir: Path) -> list[int]:
         versions = []
         for v in model_dir.iterdir():
-            if v.is_dir() and v.name.isdigit() and int(v.name) > 0 and v.name == str(int(v.name)):
+            if _VERSION.fullmatch(v.name) and v.is_dir():
                 versions.append(int(v.name))
         return sorted(versions)
 
     def _model_dir(self, name: str) -> Path:
-        _check_name(name)
+        check_name(name)
         path = self.root / name
         if not path.is_dir():
             raise NotFoundError(
@@ -235,7 +247,7 @@ class Repository:
 
     def unload(self, name: str) -> list[VersionStatus]:
         """Stop serving every version of `name` (in-flight requests finish on their copy)."""
-        _check_name(name)
+        check_name(name)
         with self._name_lock(name):
             with self._lock:
                 versions = list(self._table.get(name, {}))
@@ -267,14 +279,15 @@ class Repository:
         NOT_FOUND for an unknown model or version; UNAVAILABLE (with the reason) for a known
         one that is not ready (loading, failed, unloaded).
         """
-        _check_name(name)
+        check_name(name)
+        number = version_number(name, version)
         with self._lock:
             table = dict(self._table.get(name, {}))
         if not table:
             if (self.root / name).is_dir():
                 raise UnavailableError(f"model '{name}' is not loaded; load it first")
             raise NotFoundError(f"unknown model '{clip(name)}'")
-        if version == "":
+        if number is None:
             ready = [s for v, s in sorted(table.items()) if s.state == READY]
             if not ready:
                 latest = table[max(table)]
@@ -283,16 +296,14 @@ class Repository:
                     f"{latest.state}{': ' + latest.reason if latest.reason else ''})"
                 )
             return ready[-1].model  # type: ignore[return-value]
-        number = _version_number(version)
-        if number is None or number not in table:
-            if number is not None and (self.root / name / version).is_dir():
+        if number not in table:
+            if (self.root / name / version).is_dir():
                 raise UnavailableError(
                     f"model '{name}' version {version} is not loaded (version policy "
                     f"'{self._policy}'); loaded: {', '.join(str(v) for v in sorted(table))}"
                 )
             known = ", ".join(str(v) for v in sorted(table))
-            raise NotFoundError(
-                f"model '{name}' has no version '{clip(version)}' (known: {known})")
+            raise NotFoundError(f"model '{name}' has no version '{version}' (known: {known})")
         status = table[number]
         if status.state != READY or status.model is None:
             reason = f": {status.reason}" if status.reason else ""
