@@ -13,15 +13,19 @@ request inside a stream that continues (Triton's behaviour).
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import grpc
-from jaxport.protocol.errors import Code, ProtocolError
+from jaxport.bridge import logs
+from jaxport.protocol.errors import Code, InternalError, ProtocolError, clip
 
 log = logging.getLogger("jaxport.bridge.interceptor")
 
 INTERNAL_DETAILS = "internal error"
+# grpc's details for a request that does not parse (kept for messages of streams too).
+DESERIALIZE_FAILED = "Exception deserializing request!"
 
 RpcObserver = Callable[[str, str], None]
 """`observer(method, code_name)`, called once per finished RPC (metrics)."""
@@ -71,11 +75,84 @@ def _code_name(context: grpc.ServicerContext) -> str:
     return "OK" if code is None else code.name
 
 
+def _gone_code(context: grpc.ServicerContext) -> str:
+    """Why a call ended on the caller's side: its deadline passed, or it was cancelled (or
+    the connection dropped)."""
+    remaining = context.time_remaining()
+    return "DEADLINE_EXCEEDED" if remaining is not None and remaining <= 0 else "CANCELLED"
+
+
+class _Undecodable:
+    """What the request deserializer of a streaming call yields for a message that does not
+    parse; the request iterator turns it into `UndecodableRequest`."""
+
+    __slots__ = ()
+
+
+_UNDECODABLE = _Undecodable()
+
+
+class UndecodableRequest(InternalError):
+    """A message of a request stream that does not parse: the call ends with grpc's own
+    status and words for an unparseable unary request (INTERNAL, `DESERIALIZE_FAILED`)."""
+
+    def __init__(self) -> None:
+        super().__init__(DESERIALIZE_FAILED)
+
+
+def _requests(iterator: Iterator[Any]) -> Iterator[Any]:
+    for request in iterator:
+        if request is _UNDECODABLE:
+            raise UndecodableRequest()
+        yield request
+
+
 class ErrorInterceptor(grpc.ServerInterceptor):
-    """Maps exceptions escaping any handler to statuses and reports each RPC's outcome."""
+    """Maps exceptions escaping any handler to statuses and reports each RPC's outcome.
+
+    Also the bridge's one view of the RPCs in flight (`active`, `wait_idle`: the drain), and
+    where hostile traffic is recognised: a message that does not parse (counted INTERNAL, the
+    status grpc answers, logged at WARNING) and a caller that went away (counted CANCELLED or
+    DEADLINE_EXCEEDED, logged at INFO), both rate-limited and without a traceback, which is
+    kept for bugs in our code.
+
+    Undecodable messages never reach grpc's own handling inside streams: grpc 1.x sends the
+    status of such a stream twice (once when the message fails to parse, again when the
+    handler returns) and the second send leaves the call forever unfinished, so
+    `server.stop(grace)` never completes. Instead the request deserializer marks the message
+    and the call ends once, with the same status grpc gives a unary call (`UndecodableRequest`).
+    """
 
     def __init__(self, observer: RpcObserver | None = None) -> None:
         self._observer = observer
+        self._idle = threading.Condition()
+        self._active = 0
+        self._throttled = logs.Throttled(log)
+
+    # -- RPCs in flight ----------------------------------------------------------------------
+
+    @property
+    def active(self) -> int:
+        """RPCs whose handler is running now (streams until they end)."""
+        with self._idle:
+            return self._active
+
+    def wait_idle(self, timeout: float | None) -> bool:
+        """Block until no RPC is in flight (True) or `timeout` seconds passed (False)."""
+        with self._idle:
+            return self._idle.wait_for(lambda: self._active == 0, timeout)
+
+    def _enter(self) -> None:
+        with self._idle:
+            self._active += 1
+
+    def _leave(self) -> None:
+        with self._idle:
+            self._active -= 1
+            if self._active == 0:
+                self._idle.notify_all()
+
+    # -- outcomes ----------------------------------------------------------------------------
 
     def _observe(self, method: str, code: str) -> None:
         if self._observer is not None:
@@ -84,13 +161,58 @@ class ErrorInterceptor(grpc.ServerInterceptor):
             except Exception:
                 log.exception("rpc observer failed")
 
-    def _fail(self, exc: Exception, context: grpc.ServicerContext, method: str) -> None:
+    def _finish(self, context: grpc.ServicerContext, method: str) -> None:
+        """The handler returned: count its status (or the caller's leaving, if it left)."""
+        code = _code_name(context)
+        if code == "OK" and not context.is_active():
+            self._gone(context, method)
+        else:
+            self._observe(method, code)
+
+    def _gone(self, context: grpc.ServicerContext, method: str) -> None:
+        code = _gone_code(context)
+        self._observe(method, code)
+        self._throttled.log(logging.INFO, f"gone:{method}", "call ended by cancellation",
+                            {"method": method, "code": code})
+
+    def _fail(self, exc: Exception, context: grpc.ServicerContext, method: str) -> bool:
+        """Abort the call with `exc`'s status (raises), unless the caller is gone: then count
+        that and return True (the exception is grpc's own news of it; nobody is listening)."""
+        if isinstance(exc, grpc.RpcError) and not context.is_active():
+            self._gone(context, method)
+            return True
         if _aborted(context):
             self._observe(method, _code_name(context))
             raise exc
         code, details = status_of(exc, method)
         self._observe(method, code.name)
         context.abort(code, details)
+        return False  # unreachable: abort raises
+
+    def _deserializer(self, method: str, parse: Callable[[bytes], Any] | None,
+                      streaming: bool) -> Callable[[bytes], Any] | None:
+        """`parse`, counting and logging (WARNING, rate-limited, no traceback) a message that
+        does not parse. Unary: None, and grpc answers INTERNAL "Exception deserializing
+        request!" without calling the handler. Streams: a marker (see the class doc)."""
+        if parse is None:
+            return None
+
+        def deserialize(data: bytes) -> Any:
+            try:
+                return parse(data)
+            except Exception as exc:
+                self._throttled.log(
+                    logging.WARNING, f"undecodable:{method}", "undecodable request message",
+                    {"method": method, "bytes": len(data),
+                     "error": clip(f"{type(exc).__name__}: {exc}")})
+                if streaming:
+                    return _UNDECODABLE
+                self._observe(method, "INTERNAL")
+                return None
+
+        return deserialize
+
+    # -- the wrapping ------------------------------------------------------------------------
 
     def intercept_service(
         self,
@@ -103,46 +225,57 @@ class ErrorInterceptor(grpc.ServerInterceptor):
             return None
         method = handler_call_details.method
         kind = (handler.request_streaming, handler.response_streaming)
+        parse = self._deserializer(method, handler.request_deserializer, kind[0])
         if kind == (False, False):
             inner = handler.unary_unary
 
             def unary_unary(request: Any, context: grpc.ServicerContext) -> Any:
+                self._enter()
                 try:
                     response = inner(request, context)
                 except Exception as exc:
                     self._fail(exc, context, method)
-                    raise  # unreachable: _fail aborts
-                self._observe(method, _code_name(context))
+                    raise
+                finally:
+                    self._leave()
+                self._finish(context, method)
                 return response
 
             return grpc.unary_unary_rpc_method_handler(
-                unary_unary, handler.request_deserializer, handler.response_serializer)
+                unary_unary, parse, handler.response_serializer)
 
         if kind == (True, True) or kind == (False, True):
             inner_stream = handler.stream_stream if kind[0] else handler.unary_stream
 
             def streaming(request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
+                self._enter()
                 try:
-                    yield from inner_stream(request, context)
+                    yield from inner_stream(_requests(request) if kind[0] else request, context)
                 except Exception as exc:
-                    self._fail(exc, context, method)
+                    if self._fail(exc, context, method):
+                        return
                     raise
-                self._observe(method, _code_name(context))
+                finally:
+                    self._leave()
+                self._finish(context, method)
 
             factory = (grpc.stream_stream_rpc_method_handler if kind[0]
                        else grpc.unary_stream_rpc_method_handler)
-            return factory(streaming, handler.request_deserializer, handler.response_serializer)
+            return factory(streaming, parse, handler.response_serializer)
 
         inner_su = handler.stream_unary
 
         def stream_unary(request_iterator: Any, context: grpc.ServicerContext) -> Any:
+            self._enter()
             try:
-                response = inner_su(request_iterator, context)
+                response = inner_su(_requests(request_iterator), context)
             except Exception as exc:
                 self._fail(exc, context, method)
                 raise
-            self._observe(method, _code_name(context))
+            finally:
+                self._leave()
+            self._finish(context, method)
             return response
 
         return grpc.stream_unary_rpc_method_handler(
-            stream_unary, handler.request_deserializer, handler.response_serializer)
+            stream_unary, parse, handler.response_serializer)

@@ -3,7 +3,9 @@
 Start: bind (port 0 = any free port) -> report the bound ports (stdout line, `--port-file`)
 -> load the repository in the background (health NOT_SERVING, ServerReady false until done)
 -> serve. SIGTERM/SIGINT: report not ready, stop accepting new RPCs, let in-flight ones finish
-for up to `grace_period_s`, then exit 0.
+for up to `grace_period_s`, cancel what still runs then, and exit: status `EXIT_DRAINED` (0) when
+everything finished, `EXIT_CUT` (3) when requests were cut (the "stopped" log line says how
+many). A second SIGTERM/SIGINT during the drain exits at once with `EXIT_FORCED` (4).
 
 Besides `inference.GRPCInferenceService` the server exposes `grpc.health.v1.Health` (for
 Kubernetes probes; service "" and "inference.GRPCInferenceService") and server reflection (for
@@ -21,7 +23,9 @@ import os
 import signal
 import sys
 import threading
+import time
 from concurrent import futures
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +51,28 @@ from jaxport.protocol.gen.inference import grpc_service_pb2_grpc as pb_grpc
 log = logging.getLogger("jaxport.bridge.server")
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["GRPCInferenceService"].full_name
+
+# Exit statuses of `jaxport serve` after a signal (1: cannot bind/serve, 2: usage, in cli).
+EXIT_DRAINED = 0  # every RPC in flight finished within the grace period
+EXIT_CUT = 3  # the grace period ended with RPCs still running: they were cancelled
+EXIT_FORCED = 4  # a second SIGTERM/SIGINT during the drain: exited at once
+# After the grace period, how long grpc gets to finish cancelling the calls that remain.
+CANCEL_WAIT_S = 1.0
+
+
+@dataclass(frozen=True)
+class Drain:
+    """How a stop went: `cut` RPCs were still running when the grace period ended (they were
+    cancelled); `finished` False if grpc's server had not finished stopping even then."""
+
+    cut: int
+    finished: bool
+    seconds: float
+
+    @property
+    def exit_status(self) -> int:
+        """`EXIT_DRAINED` or `EXIT_CUT`."""
+        return EXIT_DRAINED if self.cut == 0 and self.finished else EXIT_CUT
 
 
 class BindError(RuntimeError):
@@ -80,7 +106,8 @@ class Bridge:
         if settings.auth_token_file is not None:
             token = security.read_token_file(settings.auth_token_file)
             interceptors.append(security.TokenAuthInterceptor(token))
-        interceptors.append(ErrorInterceptor(self.metrics.record_rpc if self.metrics else None))
+        self.interceptor = ErrorInterceptor(self.metrics.record_rpc if self.metrics else None)
+        interceptors.append(self.interceptor)
         options: list[tuple[str, Any]] = [
             *grpc_message_size_options(settings.max_message_bytes),
             ("grpc.so_reuseport", 0),  # a port in use must fail loudly, not be shared
@@ -144,16 +171,35 @@ class Bridge:
         log.info("server ready", extra={"fields": {
             "models_ready": ready, "models_failed": len(statuses) - ready}})
 
-    def stop(self, grace: float | None = None) -> None:
-        """Refuse new work, let in-flight RPCs finish for up to `grace` seconds, stop."""
+    def stop(self, grace: float | None = None) -> Drain:
+        """Refuse new work, let in-flight RPCs finish for up to `grace` seconds, cancel what
+        remains; always returns (within about `grace` + `CANCEL_WAIT_S`)."""
         grace = self.settings.grace_period_s if grace is None else grace
+        start = time.monotonic()
         self.state.set_draining()
         self.health.enter_graceful_shutdown()
-        log.info("draining", extra={"fields": {"grace_period_s": grace}})
-        self.server.stop(grace).wait()
+        log.info("draining", extra={"fields": {"grace_period_s": grace,
+                                               "in_flight": self.interceptor.active}})
+        # No new RPCs from now on; grpc cancels every call still open when `grace` ends.
+        stopped = self.server.stop(grace)
+        cut = 0
+        if not self.interceptor.wait_idle(grace):
+            cut = self.interceptor.active
+            log.warning("grace period over: cancelling the requests still in flight",
+                        extra={"fields": {"grace_period_s": grace, "cut": cut}})
+        # Handlers are done (or cancelled): grpc only has to retire the calls. Never wait on it
+        # without a bound: a call grpc fails to retire must not keep the process alive.
+        finished = stopped.wait(max(0.0, start + grace - time.monotonic()) + CANCEL_WAIT_S)
+        if not finished:
+            log.warning("grpc server did not finish stopping; exiting anyway",
+                        extra={"fields": {"wait_s": CANCEL_WAIT_S}})
         if self.metrics is not None:
             self.metrics.stop()
-        log.info("stopped")
+        drain = Drain(cut, finished, time.monotonic() - start)
+        log.info("stopped", extra={"fields": {
+            "drained": cut == 0, "cut": cut, "seconds": round(drain.seconds, 3),
+            "exit_status": drain.exit_status}})
+        return drain
 
 
 def _load(name: str, version: int, path: Path, *, settings: Settings) -> Model:
@@ -209,9 +255,16 @@ def run(settings: Settings) -> int:
     configure_jax()
     keep_heap_memory()
     stop = threading.Event()
+    bridge: Bridge | None = None
 
     def on_signal(signum: int, _frame: object) -> None:
-        log.info("signal received", extra={"fields": {"signal": signal.Signals(signum).name}})
+        name = signal.Signals(signum).name
+        if stop.is_set():
+            log.warning("second signal: exiting now", extra={"fields": {
+                "signal": name, "cut": bridge.interceptor.active if bridge else 0,
+                "exit_status": EXIT_FORCED}})
+            _exit_now(EXIT_FORCED)
+        log.info("signal received", extra={"fields": {"signal": name}})
         stop.set()
 
     signal.signal(signal.SIGTERM, on_signal)
@@ -249,5 +302,20 @@ def run(settings: Settings) -> int:
 
     threading.Thread(target=load, name="repository-load", daemon=True).start()
     stop.wait()
-    bridge.stop()
-    return 0
+    drain = bridge.stop()
+    if drain.cut or not drain.finished:
+        # Handlers that were cancelled may still hold grpc's worker threads (non-daemon, joined
+        # at interpreter exit): leave without waiting for them.
+        _exit_now(drain.exit_status)
+    return drain.exit_status
+
+
+def _exit_now(status: int) -> None:
+    """Flush what was logged and printed, then end the process without joining threads."""
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(status)
