@@ -39,6 +39,9 @@ Framing (every integer little-endian). A frame is a 24-byte header then `length`
     7 STREAM_HALF_CLOSE       front -> worker  none; the client sent its last request
     8 STREAM_REPLY            worker -> front  one serialized ModelStreamInferResponse
     9 STREAM_END              worker -> front  final status of stream `id` (as REPLY, no body)
+    10 METRICS                front -> worker  none; answered by a REPLY whose body is the
+                                               worker's Prometheus registry in text format
+                                               (empty with --metrics-port -1)
 
 Several calls are in flight per connection: frames of different ids interleave freely; each
 call runs on a thread pool of `--worker-threads` threads (as the Python server), and a call
@@ -78,6 +81,8 @@ log = logging.getLogger("jaxport.bridge.worker")
 HEADER = struct.Struct("<IBBHQq")
 CALL, REPLY, READY, CANCEL = 1, 2, 3, 4
 STREAM_OPEN, STREAM_MSG, STREAM_HALF_CLOSE, STREAM_REPLY, STREAM_END = 5, 6, 7, 8, 9
+METRICS = 10
+CODE_NAMES = {c.value[0]: c.name for c in grpc.StatusCode}
 NO_DEADLINE = -1
 #: Room for the header fields of a request around its largest allowed message.
 FRAME_SLACK = 64 * 1024
@@ -306,6 +311,9 @@ class Connection:
             if ctx is not None:
                 ctx.cancel()
             return True
+        if ftype == METRICS:
+            self.send_status(REPLY, 0, call_id, 0, "", self.worker.metrics_text())
+            return True
         if ftype in (STREAM_MSG, STREAM_HALF_CLOSE):
             with self._lock:
                 stream = self._streams.get(call_id)
@@ -367,6 +375,7 @@ class Connection:
                     code, message = _status(exc, method.full_name)
                     body = b""
             self.send_status(REPLY, method.index, call_id, code, message, body)
+            self.worker.observe(method.full_name, code)
         finally:
             self._forget(call_id)
             self.worker.slots.release()
@@ -383,6 +392,7 @@ class Connection:
             except Exception as exc:
                 code, message = _status(exc, method.full_name)
             self.send_status(STREAM_END, method.index, call_id, code, message)
+            self.worker.observe(method.full_name, code)
         finally:
             self._forget(call_id)
             self.worker.slots.release()
@@ -416,6 +426,23 @@ class Worker:
         self._connections: set[Connection] = set()
         self._lock = threading.Lock()
         self._ever_connected = False
+
+    def observe(self, method: str, code: int) -> None:
+        """One call finished: `jaxport_grpc_requests_total`, as the interceptor's observer."""
+        metrics = self.bridge.metrics
+        if metrics is not None:
+            try:
+                metrics.record_rpc(method, CODE_NAMES.get(code, "UNKNOWN"))
+            except Exception:
+                log.exception("rpc observer failed")
+
+    def metrics_text(self) -> bytes:
+        """This worker's Prometheus registry in the text format (b"" when metrics are off)."""
+        if self.bridge.metrics is None:
+            return b""
+        from prometheus_client import generate_latest
+
+        return generate_latest(self.bridge.metrics.registry)
 
     def load(self) -> None:
         """Load the repository (as `jaxport serve`), then tell every connection READY."""

@@ -109,7 +109,7 @@ func defaultWorkerCmd() []string {
 // parseArgs splits argv into the front's flags (environment JAXPORT_<FLAG> as fallback) and
 // the rest, which goes to the workers in order.
 func parseArgs(argv []string) (*front, error) {
-	f := &front{host: "127.0.0.1", port: 8001, metricsPort: -1, nWorkers: 1,
+	f := &front{host: "127.0.0.1", port: 8001, metricsPort: 8002, nWorkers: 1,
 		maxMessageBytes: defaultMaxMessageBytes, gracePeriod: 10 * time.Second}
 	given := map[string]bool{}
 	for i := 0; i < len(argv); i++ {
@@ -159,6 +159,8 @@ func parseArgs(argv []string) (*front, error) {
 	switch {
 	case f.port < 0 || f.port > 65535:
 		return nil, fmt.Errorf("--port must be in 0..65535, got %d", f.port)
+	case f.metricsPort < -1 || f.metricsPort > 65535:
+		return nil, fmt.Errorf("--metrics-port must be in -1..65535, got %d", f.metricsPort)
 	case f.nWorkers < 1:
 		return nil, fmt.Errorf("--workers must be >= 1, got %d", f.nWorkers)
 	case f.maxMessageBytes < 1:
@@ -172,7 +174,7 @@ func parseArgs(argv []string) (*front, error) {
 var errHelp = fmt.Errorf("help")
 
 const usage = `usage: jaxport-front --repository REPO [--host 127.0.0.1] [--port 8001] [--port-file PATH]
-                     [--workers 1] [--worker-cmd "PYTHON -m jaxport.bridge.worker"]
+                     [--metrics-port 8002 (-1 = off)] [--workers 1] [--worker-cmd "PYTHON -m jaxport.bridge.worker"]
                      [--max-message-bytes 100663296] [--grace-period-s 10]
                      [--tls-cert PEM --tls-key PEM [--tls-client-ca PEM]] [--auth-token-file PATH]
                      [jaxport serve flags...]
@@ -295,8 +297,17 @@ func run(argv []string) int {
 	}
 
 	port := lis.Addr().(*net.TCPAddr).Port
+	metricsPort := -1
+	if f.metricsPort >= 0 {
+		if metricsPort, err = f.serveMetrics(); err != nil {
+			fmt.Fprintf(os.Stderr, "jaxport front: error: cannot serve metrics on %s:%d: %v\n", f.host, f.metricsPort, err)
+			close(stop)
+			f.stopWorkers(&supervisors)
+			return 1
+		}
+	}
 	if f.portFile != "" {
-		if err := writePortFile(f.portFile, map[string]int{"grpc_port": port, "metrics_port": -1, "pid": os.Getpid()}); err != nil {
+		if err := writePortFile(f.portFile, map[string]int{"grpc_port": port, "metrics_port": metricsPort, "pid": os.Getpid()}); err != nil {
 			fmt.Fprintf(os.Stderr, "jaxport front: error: cannot write --port-file %s: %v\n", f.portFile, err)
 			close(stop)
 			f.stopWorkers(&supervisors)
@@ -304,6 +315,9 @@ func run(argv []string) int {
 		}
 	}
 	fmt.Printf("jaxport front: listening on %s:%d\n", f.host, port)
+	if metricsPort >= 0 {
+		fmt.Printf("jaxport front: metrics on http://%s:%d/metrics\n", f.host, metricsPort)
+	}
 	slog.Info("listening", "grpc_port", port, "workers", f.nWorkers, "worker_cmd", strings.Join(f.workerCmd, " "))
 
 	served := make(chan error, 1)

@@ -209,6 +209,11 @@ func timeoutMicros(ctx context.Context) int64 {
 // call forwards one unary RPC and waits for the worker's reply, the caller going away, or the
 // worker dying.
 func (k *conn) call(ctx context.Context, method uint8, payload mem.BufferSlice) (*reply, error) {
+	return k.callFrame(ctx, frameCall, method, payload)
+}
+
+// callFrame sends one request frame of type ftype and waits for its REPLY.
+func (k *conn) callFrame(ctx context.Context, ftype uint8, method uint8, payload mem.BufferSlice) (*reply, error) {
 	id := k.nextID.Add(1)
 	ch := make(chan *reply, 1)
 	k.mu.Lock()
@@ -222,7 +227,7 @@ func (k *conn) call(ctx context.Context, method uint8, payload mem.BufferSlice) 
 	k.mu.Unlock()
 	k.inflight.Add(1)
 	defer k.inflight.Add(-1)
-	if err := k.write(header{ftype: frameCall, method: method, id: id, aux: timeoutMicros(ctx)}, payload); err != nil {
+	if err := k.write(header{ftype: ftype, method: method, id: id, aux: timeoutMicros(ctx)}, payload); err != nil {
 		k.fail()
 	}
 	select {
@@ -297,6 +302,7 @@ func (w *worker) supervise() {
 		if time.Since(started) > 10*time.Second {
 			backoff = 100 * time.Millisecond
 		}
+		workerRestarts.Add(1)
 		slog.Warn("worker exited; restarting", "worker", w.index, "error", errString(err),
 			"restart_in_s", backoff.Seconds())
 		select {

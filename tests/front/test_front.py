@@ -365,3 +365,41 @@ def test_bad_tls_flag_is_refused_like_the_bridge(front_binary: Path, repository:
     assert proc.returncode == 1
     assert proc.stderr == ("jaxport front: error: TLS needs both --tls-cert and --tls-key; "
                            "--tls-key is missing\n")
+
+
+def _scrape(front: BridgeProcess) -> dict[str, list]:
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(front.metrics_url, timeout=30) as r:
+        text = r.read().decode()
+    return {f.name: f.samples for f in text_string_to_metric_families(text)}
+
+
+def _sum(families: dict[str, list], sample: str, **labels: str) -> float:
+    family = sample.removesuffix("_total")
+    return sum(s.value for s in families.get(family, ())
+               if s.name == sample and all(s.labels.get(k) == v for k, v in labels.items()))
+
+
+def test_metrics_merge_every_worker(front: BridgeProcess) -> None:
+    assert front.metrics_port > 0
+    before = _scrape(front)
+    f = stub(front)
+    for i in range(6):
+        f.ModelInfer(mlp_request(np.ones((2, 8), np.float32), rid=str(i)), timeout=60)
+    rpc_error(f.ModelInfer, pb.ModelInferRequest(model_name="mlp", id="bad"))
+    after = _scrape(front)
+    ok = "jaxport_inference_success_total"
+    assert _sum(after, ok, model="mlp") - _sum(before, ok, model="mlp") == 6
+    failed = "jaxport_inference_failure_total"
+    assert _sum(after, failed, model="mlp", code="INVALID_ARGUMENT") - _sum(
+        before, failed, model="mlp", code="INVALID_ARGUMENT") == 1
+    rpcs = "jaxport_grpc_requests_total"
+    method = f"/{SERVICE}/ModelInfer"
+    assert _sum(after, rpcs, method=method, code="OK") - _sum(
+        before, rpcs, method=method, code="OK") == 6
+    workers = {s.labels["worker"] for s in after["jaxport_model_ready"]}
+    assert workers == {"0", "1"}
+    assert _sum(after, "jaxport_front_workers", state="ready") == 2
