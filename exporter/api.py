@@ -43,7 +43,7 @@ def export(
     inputs: Mapping[str, Any],
     out_dir: str | os.PathLike[str],
     *,
-    output_names: Sequence[str] | None = None,
+    output_names: Sequence[str] | Mapping[str, str] | None = None,
     goldens: int = 2,
     platforms: Sequence[str] = ("cpu",),
     force: bool = False,
@@ -60,6 +60,11 @@ def export(
 
     `inputs` maps each input name to a `jax.ShapeDtypeStruct` with a fixed shape, in the
     order `fn` takes them. Raises ExportError (one line) for every user mistake.
+
+    Outputs are named by their dict keys / NamedTuple or dataclass fields (`a.b` when nested,
+    `output_<i>` for tuple positions). `output_names` is either a mapping `{key: new name}`
+    (renames) or one name per output in flatten order; a list that puts an output's own key at
+    another position (jax sorts dict keys) is refused rather than silently mislabelling it.
 
     Memory: `jax.Array` params (from training or an Orbax restore) are used in place, for the
     weights and the goldens alike; numpy params are copied to the device once for the goldens
@@ -132,7 +137,7 @@ def _lower(
     batch_size: int,
     inputs: dict[str, jax.ShapeDtypeStruct],
     *,
-    output_names: Sequence[str] | None,
+    output_names: Sequence[str] | Mapping[str, str] | None,
     platforms: Sequence[str],
     fn_name: str,
     checks: Sequence[str] | str | None,

@@ -151,8 +151,9 @@ def _export_parser() -> _Parser:
                    help="Orbax checkpoint directory, or MODULE:INIT_FUNCTION(jax.random.key(0))")
     p.add_argument("--input", action="append", required=True, metavar="NAME:DTYPE[d0,...]",
                    help="one per positional input, in order, e.g. x:float32[8,16]")
-    p.add_argument("--output", action="append", metavar="NAME",
-                   help="output names in flatten order (default: from the result pytree)")
+    p.add_argument("--output", action="append", metavar="KEY=NAME|NAME",
+                   help="rename an output: KEY=NAME, repeated (outputs are named by their dict "
+                        "keys / fields by default); or one NAME per output in flatten order")
     p.add_argument("--out", required=True, metavar="DIR", help="artifact directory to create")
     p.add_argument("--goldens", type=int, default=2, metavar="N",
                    help="golden cases (default 2; verify needs >= 1)")
@@ -170,6 +171,27 @@ def _export_parser() -> _Parser:
                    help="FUNCTION() returns {case name: inputs in --input order}: extra goldens, "
                         "one passing and one tripping each check kind")
     return p
+
+
+def _parse_outputs(values: list[str] | None) -> list[str] | dict[str, str] | None:
+    """`--output`: all `KEY=NAME` (a rename mapping) or all plain names (flatten order)."""
+    if not values:
+        return None
+    pairs = [v for v in values if "=" in v]
+    if not pairs:
+        return list(values)
+    if len(pairs) != len(values):
+        raise UsageError(f"--output: mix of KEY=NAME and plain names ({', '.join(values)}); "
+                         "use KEY=NAME for every renamed output")
+    mapping: dict[str, str] = {}
+    for v in values:
+        key, _, new = v.partition("=")
+        if not key or not new:
+            raise UsageError(f"--output {v!r}: expected KEY=NAME, e.g. --output logits=scores")
+        if key in mapping:
+            raise UsageError(f"--output: {key!r} renamed twice")
+        mapping[key] = new
+    return mapping
 
 
 def _parse_batch_sizes(text: str) -> list[int]:
@@ -229,7 +251,7 @@ def export_main(argv: Sequence[str]) -> int:
                 raise ExportError(f"--check-goldens {ns.check_goldens} returned a "
                                   f"{type(check_goldens).__name__}, not a dict of case -> inputs")
         manifest = api.export(
-            fn, params, inputs, out, output_names=ns.output, goldens=ns.goldens,
+            fn, params, inputs, out, output_names=_parse_outputs(ns.output), goldens=ns.goldens,
             platforms=ns.platforms.split(","), force=ns.force, name=ns.name, quiet=ns.quiet,
             source_function=ns.function, checks=check_kinds, check_goldens=check_goldens,
             **({"batch_sizes": batch_sizes} if batch_sizes is not None else {}),

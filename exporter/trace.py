@@ -36,6 +36,7 @@ __all__ = [
     "lower",
     "needs_x64",
     "prepare_function",
+    "resolve_output_names",
     "serialize",
 ]
 
@@ -199,6 +200,63 @@ def _output_name(path: tuple[Any, ...]) -> str:
     return ".".join(parts)
 
 
+
+def _keyed(path: tuple[Any, ...]) -> bool:
+    """Whether an output leaf is named by a key or field (dict, NamedTuple, dataclass)."""
+    return any(isinstance(k, jax.tree_util.DictKey | jax.tree_util.GetAttrKey) for k in path)
+
+
+def resolve_output_names(
+    output_names: Sequence[str] | Mapping[str, str] | None,
+    derived: list[str],
+    paths_leaves: Sequence[tuple[Any, Any]],
+    fn_name: str,
+) -> list[str]:
+    """The output names, in flatten order, from what the caller gave.
+
+    - None: the derived names (dict keys / NamedTuple and dataclass fields, joined by `.`;
+      `output_<i>` for tuple positions; `output` for a single array);
+    - a mapping `{derived name: new name}`: renames those outputs, the others keep theirs;
+    - a sequence: one name per output in FLATTEN order (jax sorts dict keys). Giving a keyed
+      output's own key at another position would silently mislabel it (e.g. `score, probs,
+      logits` for `{"logits", "probs", "score"}`), so that is refused, naming both orders.
+    """
+    if output_names is None:
+        return list(derived)
+    if isinstance(output_names, Mapping):
+        unknown = [k for k in output_names if k not in derived]
+        if unknown:
+            raise ExportError(
+                f"output rename {unknown[0]}={output_names[unknown[0]]}: {fn_name} has no output "
+                f"{unknown[0]!r}; its outputs are {', '.join(derived)}"
+            )
+        for new in output_names.values():
+            if not isinstance(new, str) or not new:
+                raise ExportError(f"output names must be non-empty strings, got {new!r}")
+        return [output_names.get(d, d) for d in derived]
+    names = list(output_names)
+    if not names:
+        return list(derived)
+    if any(not isinstance(n, str) or not n for n in names):
+        raise ExportError(f"output names must be non-empty strings, got {names}")
+    if len(names) != len(derived):
+        raise ExportError(
+            f"{len(names)} output names given ({', '.join(names)}) but {fn_name} returns "
+            f"{len(derived)} arrays ({', '.join(derived)})"
+        )
+    keyed = {d: i for i, (d, (path, _)) in enumerate(zip(derived, paths_leaves, strict=True))
+             if _keyed(path)}
+    moved = [n for i, n in enumerate(names) if n in keyed and keyed[n] != i]
+    if moved:
+        raise ExportError(
+            f"output names {', '.join(names)} would mislabel {fn_name}'s outputs: they are "
+            f"named by key, in the order {', '.join(derived)} (jax sorts dict keys), and "
+            f"{moved[0]!r} is not at its position; omit --output (outputs are named by their "
+            f"keys) or rename with --output KEY=NAME (output_names={{key: name}})"
+        )
+    return names
+
+
 def describe_trace_error(exc: BaseException, fn_name: str, params: Any) -> ExportError:
     """A failed trace or lowering of `fn_name` as one line, with the likely fix."""
     first = (str(exc).strip().splitlines() or [""])[0]
@@ -226,7 +284,7 @@ def prepare_function(
     fn: Callable[..., Any],
     params: Any,
     inputs: Mapping[str, jax.ShapeDtypeStruct],
-    output_names: Sequence[str] | None = None,
+    output_names: Sequence[str] | Mapping[str, str] | None = None,
     fn_name: str = "",
 ) -> ExportFunction:
     """Trace `fn` abstractly, name its output leaves, and flatten its results to a tuple."""
@@ -244,15 +302,7 @@ def prepare_function(
             f"{fn_name} returns no arrays; it must return an array or a pytree of arrays"
         )
     derived = [_output_name(p) for p, _ in paths_leaves]
-    if output_names:
-        names = list(output_names)
-        if len(names) != len(derived):
-            raise ExportError(
-                f"{len(names)} output names given ({', '.join(names)}) but {fn_name} returns "
-                f"{len(derived)} arrays ({', '.join(derived)})"
-            )
-    else:
-        names = derived
+    names = resolve_output_names(output_names, derived, paths_leaves, fn_name)
     if len(set(names)) != len(names):
         raise ExportError(f"output names must be unique, got {names}")
     for name, (_, leaf) in zip(names, paths_leaves, strict=True):
