@@ -62,12 +62,19 @@ class Gate:
 
     def entered(self, model: str) -> int:
         """Executions of `model` that have reached the gate while it was held, so far."""
-        return sum(1 for _ in self.directory.glob(f"{model}.entered.*"))
+        return len(self._tags(model, "entered"))
 
     def held(self, model: str) -> int:
-        """Executions of `model` waiting at the gate right now."""
-        left = sum(1 for _ in self.directory.glob(f"{model}.left.*"))
-        return self.entered(model) - left
+        """Executions of `model` waiting at the gate right now, in bridges still running (a
+        bridge that exited or was killed while held never marks its executions `left`; one
+        gate directory may serve several bridges)."""
+        waiting = self._tags(model, "entered") - self._tags(model, "left")
+        return sum(1 for tag in waiting if _running(int(tag.split(".", 1)[0])))
+
+    def _tags(self, model: str, state: str) -> set[str]:
+        """`<pid>.<n>` of every `<model>.<state>.<pid>.<n>` marker."""
+        prefix = f"{model}.{state}."
+        return {p.name[len(prefix):] for p in self.directory.glob(f"{prefix}*")}
 
     def wait_held(self, model: str, n: int, calls: Iterable[object] = (),
                   timeout: float = 120.0, at_most: bool = False) -> None:
@@ -89,3 +96,12 @@ class Gate:
                                    f"test gate after {timeout:.0f} s, wanted "
                                    f"{'at most' if at_most else 'at least'} {n}")
             time.sleep(POLL_S)
+
+
+def _running(pid: int) -> bool:
+    """True while process `pid` exists and is not a zombie (exited, not yet reaped)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
