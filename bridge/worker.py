@@ -370,7 +370,9 @@ class Connection:
             else:
                 try:
                     body = method.handler(request, context).SerializeToString()
-                    code, message = 0, ""
+                    code, message = self.worker.check_size(len(body))
+                    if code:
+                        body = b""
                 except Exception as exc:
                     code, message = _status(exc, method.full_name)
                     body = b""
@@ -387,8 +389,11 @@ class Connection:
             code, message = 0, ""
             try:
                 for response in method.handler(iter(stream), stream.context):
-                    self.send(STREAM_REPLY, method.index, 0, call_id, 0,
-                              response.SerializeToString())
+                    body = response.SerializeToString()
+                    code, message = self.worker.check_size(len(body))
+                    if code:
+                        break  # the stream ends with RESOURCE_EXHAUSTED, as grpc's would
+                    self.send(STREAM_REPLY, method.index, 0, call_id, 0, body)
             except Exception as exc:
                 code, message = _status(exc, method.full_name)
             self.send_status(STREAM_END, method.index, call_id, code, message)
@@ -426,6 +431,15 @@ class Worker:
         self._connections: set[Connection] = set()
         self._lock = threading.Lock()
         self._ever_connected = False
+
+    def check_size(self, nbytes: int) -> tuple[int, str]:
+        """(0, "") if a response of `nbytes` may be sent, else RESOURCE_EXHAUSTED in grpc's
+        words (the front would refuse the frame; grpc refuses such a message too)."""
+        limit = self.settings.max_message_bytes
+        if nbytes <= limit:
+            return 0, ""
+        return (grpc.StatusCode.RESOURCE_EXHAUSTED.value[0],
+                f"Sent message larger than max ({nbytes} vs. {limit})")
 
     def observe(self, method: str, code: int) -> None:
         """One call finished: `jaxport_grpc_requests_total`, as the interceptor's observer."""

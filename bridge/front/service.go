@@ -92,6 +92,7 @@ func (f *front) serviceDesc() *grpc.ServiceDesc {
 			continue
 		}
 		all := broadcast[name]
+		readiness := name == "ServerReady"
 		desc.Methods = append(desc.Methods, grpc.MethodDesc{
 			MethodName: name,
 			Handler: func(_ any, ctx context.Context, dec func(any) error, interceptor grpc.UnaryServerInterceptor) (any, error) {
@@ -101,7 +102,7 @@ func (f *front) serviceDesc() *grpc.ServiceDesc {
 				}
 				handler := func(ctx context.Context, req any) (any, error) {
 					defer req.(*rawMsg).free()
-					return f.unary(ctx, index, req.(*rawMsg).in, all)
+					return f.unary(ctx, index, req.(*rawMsg).in, all, readiness)
 				}
 				if interceptor == nil {
 					return handler(ctx, in)
@@ -135,9 +136,27 @@ func noWorker() error {
 	return status.Error(codes.Unavailable, "no execution worker is running (starting or restarting)")
 }
 
-func (f *front) unary(ctx context.Context, method uint8, payload mem.BufferSlice, all bool) (any, error) {
+// pickNotReady returns a connected worker still loading its repository, if any.
+func (f *front) pickNotReady() *conn {
+	for _, w := range f.workers {
+		if k, ready := w.current(); k != nil && !ready {
+			return k
+		}
+	}
+	return nil
+}
+
+// unary forwards one call: to every worker (`all`), or to one; ServerReady (`readiness`) goes
+// to a worker still loading when there is one, so the server is ready only when all are.
+func (f *front) unary(ctx context.Context, method uint8, payload mem.BufferSlice, all, readiness bool) (any, error) {
 	if !all {
-		k := f.pick()
+		var k *conn
+		if readiness {
+			k = f.pickNotReady()
+		}
+		if k == nil {
+			k = f.pick()
+		}
 		if k == nil {
 			return nil, noWorker()
 		}

@@ -403,3 +403,4 @@ def test_metrics_merge_every_worker(front: BridgeProcess) -> None:
     workers = {s.labels["worker"] for s in after["jaxport_model_ready"]}
     assert workers == {"0", "1"}
     assert _sum(after, "jaxport_front_workers", state="ready") == 2
+

@@ -232,3 +232,22 @@ def test_malformed_frame_closes_the_connection(worker: Frames) -> None:
     worker.send(42, 0, 1)
     with pytest.raises(ConnectionError):
         worker.read()
+
+
+def test_response_over_the_message_limit(repository: Path, tmp_path: Path, gate: Gate) -> None:
+    proc, frames = start_worker(repository, tmp_path, gate, "--max-message-bytes", "60")
+    try:
+        frames.send(CALL, "ServerLive", 1, NO_DEADLINE, b"")
+        assert frames.read_for(1)[1] == 0  # small answers still go out
+        frames.send(CALL, "ModelInfer", 2, NO_DEADLINE, mlp_request("big"))
+        ftype, code, msg, body = frames.read_for(2)
+        assert (ftype, code, body) == (REPLY, grpc.StatusCode.RESOURCE_EXHAUSTED.value[0], b"")
+        assert msg.startswith("Sent message larger than max (") and msg.endswith(" vs. 60)")
+        frames.send(STREAM_OPEN, "ModelStreamInfer", 3, NO_DEADLINE)
+        frames.send(STREAM_MSG, "ModelStreamInfer", 3, 0, mlp_request("big"))
+        frames.send(STREAM_HALF_CLOSE, "ModelStreamInfer", 3)
+        ftype, code, msg, _body = frames.read_for(3)
+        assert (ftype, code) == (STREAM_END, grpc.StatusCode.RESOURCE_EXHAUSTED.value[0])
+    finally:
+        frames.close()
+        assert stop_worker(proc) == 0

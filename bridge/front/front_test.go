@@ -1,0 +1,113 @@
+package main
+
+import (
+	"bytes"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseArgsSplitsFrontAndWorkerFlags(t *testing.T) {
+	t.Setenv("JAXPORT_GRACE_PERIOD_S", "3")
+	f, err := parseArgs([]string{"--repository", "repo", "--port=0", "--workers", "3",
+		"--engine", "pjrt", "--batching", "--max-message-bytes", "1024",
+		"--worker-cmd", "py -m jaxport.bridge.worker", "--metrics-port", "-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.port != 0 || f.nWorkers != 3 || f.maxMessageBytes != 1024 || f.metricsPort != -1 {
+		t.Fatalf("front flags: %+v", f)
+	}
+	if f.gracePeriod != 3*time.Second {
+		t.Fatalf("grace period from the environment: %v", f.gracePeriod)
+	}
+	// Shared flags given on the command line are forwarded; from the environment, the workers
+	// read the same variables themselves.
+	want := []string{"--repository", "repo", "--engine", "pjrt", "--batching",
+		"--max-message-bytes", "1024"}
+	if !reflect.DeepEqual(f.workerArgs, want) {
+		t.Fatalf("worker args %q, want %q", f.workerArgs, want)
+	}
+	if !reflect.DeepEqual(f.workerCmd, []string{"py", "-m", "jaxport.bridge.worker"}) {
+		t.Fatalf("worker cmd %q", f.workerCmd)
+	}
+}
+
+func TestParseArgsErrors(t *testing.T) {
+	for args, msg := range map[string]string{
+		"--workers 0":       "--workers must be >= 1, got 0",
+		"--port 70000":      "--port must be in 0..65535, got 70000",
+		"--port x":          `--port: expected an integer, got "x"`,
+		"--metrics-port -2": "--metrics-port must be in -1..65535, got -2",
+		"--port":            "--port needs a value",
+	} {
+		_, err := parseArgs(strings.Fields(args))
+		if err == nil || err.Error() != msg {
+			t.Errorf("%s: got %v, want %q", args, err, msg)
+		}
+	}
+}
+
+func TestHeaderRoundTrip(t *testing.T) {
+	h := header{length: 7, ftype: frameReply, method: 5, code: 3, id: 1 << 40, aux: -1}
+	var b [headerSize]byte
+	h.encode(b[:])
+	got, err := readHeader(bytes.NewReader(b[:]), make([]byte, headerSize))
+	if err != nil || got != h {
+		t.Fatalf("got %+v, %v", got, err)
+	}
+	msg, body, err := splitStatus(header{aux: 3}, []byte("bad!body"))
+	if err != nil || msg != "bad" || string(body) != "!body" {
+		t.Fatalf("splitStatus: %q %q %v", msg, body, err)
+	}
+	if _, _, err := splitStatus(header{aux: 9}, []byte("short")); err == nil {
+		t.Fatal("a status length beyond the payload must be refused")
+	}
+}
+
+func TestMergeMetricsLabelsAndGroupsFamilies(t *testing.T) {
+	w0 := "# HELP a_total A\n# TYPE a_total counter\na_total{model=\"m\"} 1.0\n# HELP b B\n# TYPE b gauge\nb 2.0\n"
+	w1 := "# HELP a_total A\n# TYPE a_total counter\na_total{model=\"m\"} 4.0\n# HELP b B\n# TYPE b gauge\nb 5.0\n"
+	got := mergeMetrics(map[int]string{0: w0, 1: w1}, []int{0, 1})
+	want := "# HELP a_total A\n# TYPE a_total counter\n" +
+		"a_total{worker=\"0\",model=\"m\"} 1.0\na_total{worker=\"1\",model=\"m\"} 4.0\n" +
+		"# HELP b B\n# TYPE b gauge\nb{worker=\"0\"} 2.0\nb{worker=\"1\"} 5.0\n"
+	if got != want {
+		t.Fatalf("got\n%s\nwant\n%s", got, want)
+	}
+}
+
+func TestTokenMatches(t *testing.T) {
+	token := []byte("s3cret")
+	for header, ok := range map[string]bool{
+		"Bearer s3cret": true, "bearer s3cret ": true, "BEARER s3cret": true,
+		"Bearer s3cre": false, "Basic s3cret": false, "s3cret": false, "": false,
+	} {
+		if tokenMatches([]string{header}, token) != ok {
+			t.Errorf("%q: want %v", header, ok)
+		}
+	}
+	if tokenMatches(nil, token) {
+		t.Error("no header must not match")
+	}
+}
+
+func TestServerReadyGoesToAWorkerStillLoading(t *testing.T) {
+	loading, ready := &conn{}, &conn{}
+	f := &front{workers: []*worker{
+		{index: 0, conn: ready, ready: true},
+		{index: 1},                              // down (restarting): cannot answer
+		{index: 2, conn: loading, ready: false}, // connected, repository still loading
+	}}
+	if got := f.pickNotReady(); got != loading {
+		t.Fatalf("pickNotReady chose %p, want the loading worker %p", got, loading)
+	}
+	f.workers[2].ready = true
+	if got := f.pickNotReady(); got != nil {
+		t.Fatalf("all connected workers ready: got %p, want nil", got)
+	}
+	if got := f.pick(); got != ready && got != loading {
+		t.Fatalf("pick chose a worker that is down")
+	}
+}
