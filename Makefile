@@ -26,6 +26,7 @@ help:
 	@echo "make setup  - only create .venv (PYTHON=/path/to/python3.12+ to choose the interpreter)"
 	@echo "make generate / check-generate - regenerate code from proto/ / fail if it drifted"
 	@echo "make bench  - benchmarks (not part of make test);  make soak - long load test"
+	@echo "make fuzz   - 10,000-case hostile-input campaign against a live bridge (FUZZ_ARGS=--seed S)"
 
 setup: $(STAMP)
 
@@ -86,6 +87,14 @@ bench: setup
 
 soak: setup
 	$(VENV)/bin/python -m pytest -q -s -m soak -o addopts='' --timeout=900
+
+# Hostile-input fuzz campaign against a live bridge (docs/security.md): 10,000 cases across every
+# RPC, streams, shared memory and repository control from 4 threads, then SIGTERM. Not part of
+# `make test` (its 400-case smoke is: tests/reliability/test_fuzz_campaign.py).
+# FUZZ_ARGS: --cases N --threads T --seed S (replay) --rss-bound-mib M.
+.PHONY: fuzz
+fuzz: setup
+	$(PY) tests/reliability/fuzz_campaign.py $(FUZZ_ARGS)
 
 clean:
 	rm -rf $(VENV) demo-out

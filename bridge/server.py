@@ -193,8 +193,8 @@ class Bridge:
         if not finished:
             log.warning("grpc server did not finish stopping; exiting anyway",
                         extra={"fields": {"wait_s": CANCEL_WAIT_S}})
-        if self.metrics is not None:
-            self.metrics.stop()
+        if self.metrics is not None and cut == 0 and finished:
+            self.metrics.stop()  # (else the process leaves at once, endpoint and all)
         drain = Drain(cut, finished, time.monotonic() - start)
         log.info("stopped", extra={"fields": {
             "drained": cut == 0, "cut": cut, "seconds": round(drain.seconds, 3),
