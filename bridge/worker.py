@@ -257,7 +257,9 @@ class Connection:
 
     # -- reading -----------------------------------------------------------------------------
 
-    def _read_exact(self, n: int) -> bytes | None:
+    def _read_exact(self, n: int) -> bytearray | None:
+        """Exactly n bytes, read straight into one buffer (protobuf parses a bytearray, so a
+        large request is copied once, by the kernel)."""
         buf = bytearray(n)
         view = memoryview(buf)
         got = 0
@@ -266,7 +268,7 @@ class Connection:
             if k == 0:
                 return None
             got += k
-        return bytes(buf)
+        return buf
 
     def serve(self) -> None:
         """Read frames until the front closes the connection (or sends garbage)."""
@@ -281,7 +283,7 @@ class Connection:
                 if length > self.worker.max_frame_bytes:
                     log.error("frame too large, closing", extra={"fields": {"bytes": length}})
                     return
-                payload = self._read_exact(length) if length else b""
+                payload = self._read_exact(length) if length else bytearray()
                 if payload is None:
                     return
                 if not self._dispatch(ftype, method, call_id, aux, payload):
@@ -302,7 +304,7 @@ class Connection:
             self.worker.connection_closed(self)
 
     def _dispatch(self, ftype: int, method_index: int, call_id: int, aux: int,
-                  payload: bytes) -> bool:
+                  payload: bytes | bytearray) -> bool:
         methods = self.worker.methods
         if ftype == CANCEL:
             with self._lock:
@@ -361,7 +363,8 @@ class Connection:
 
     # -- calls -------------------------------------------------------------------------------
 
-    def _unary(self, method: Method, call_id: int, context: CallContext, payload: bytes) -> None:
+    def _unary(self, method: Method, call_id: int, context: CallContext,
+               payload: bytes | bytearray) -> None:
         try:
             try:
                 request = method.parse(payload)

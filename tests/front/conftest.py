@@ -27,7 +27,13 @@ from front_helpers import build_front, front_command  # noqa: E402
 from support.bridge import BridgeProcess  # noqa: E402
 from support.gate import Gate  # noqa: E402
 
-MODELS = ("mlp", "mixed", "slow")
+MODELS = ("mlp", "mixed", "slow", "big")
+BIG_ELEMENTS = 4 << 20  # 16 MiB of FP32 in and out
+
+
+def scale(params: dict, x):
+    """y = x * s + 0.5 over a flat FP32 vector (`big`: frames of 16 MiB each way)."""
+    return x * params["s"] + 0.5
 
 
 @pytest.fixture(scope="session")
@@ -38,8 +44,11 @@ def front_binary(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def artifacts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """mlp (FP32), mixed (BF16/INT64/BOOL, three outputs), slow (INT32 n) exported once."""
+    """mlp (FP32), mixed (BF16/INT64/BOOL, three outputs), slow (INT32 n), big (16 MiB FP32
+    in and out) exported once."""
     import bridge_models as m
+    import jax
+    import numpy as np
     from jaxport.exporter import export
 
     out = tmp_path_factory.mktemp("front-artifacts")
@@ -47,6 +56,8 @@ def artifacts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         "mlp": (m.mlp, m.mlp_params(), m.MLP_INPUTS, None),
         "mixed": (m.mixed, m.mixed_params(), m.MIXED_INPUTS, m.MIXED_OUTPUTS),
         "slow": (m.slow, m.slow_params(), m.SLOW_INPUTS, None),
+        "big": (scale, {"s": np.float32(2.0)},
+                {"x": jax.ShapeDtypeStruct((BIG_ELEMENTS,), np.float32)}, None),
     }
     paths = {}
     for name, (fn, params, inputs, outputs) in specs.items():

@@ -404,3 +404,14 @@ def test_metrics_merge_every_worker(front: BridgeProcess) -> None:
     assert workers == {"0", "1"}
     assert _sum(after, "jaxport_front_workers", state="ready") == 2
 
+
+
+def test_large_tensor_equals_bridge(front: BridgeProcess, bridge: BridgeProcess) -> None:
+    x = np.random.default_rng(5).standard_normal(4 << 20).astype(np.float32)  # 16 MiB
+    req = pb.ModelInferRequest(model_name="big", id="big")
+    req.inputs.add(name="x", datatype="FP32", shape=[x.size])
+    req.raw_input_contents.append(x.tobytes())
+    got = stub(front).ModelInfer(req, timeout=120)
+    assert got == stub(bridge).ModelInfer(req, timeout=120)
+    np.testing.assert_array_equal(np.frombuffer(got.raw_output_contents[0], np.float32),
+                                  x * np.float32(2.0) + np.float32(0.5))
