@@ -28,6 +28,7 @@ from jaxport.artifact import weights as weights_mod
 from jaxport.exporter import checks as checks_mod
 from jaxport.exporter import goldens as goldens_mod
 from jaxport.exporter import module as module_mod
+from jaxport.exporter import params as params_mod
 from jaxport.exporter import program as program_mod
 from jaxport.exporter import trace, write
 from jaxport.exporter.errors import ExportError
@@ -57,6 +58,11 @@ def export(
     check_goldens: Mapping[str, Any] | None = None,
 ) -> manifest_pb2.Manifest:
     """Export `fn(params, *inputs)` as a jaxport artifact in `out_dir`; returns its manifest.
+
+    `params` is any pytree of arrays: plain dicts/lists are stored as they are; a Flax
+    `FrozenDict`, an NNX module or `nnx.State`, a dataclass or any other registered pytree is
+    stored as plain nested dicts keyed by key path, and `fn` still receives the original
+    structure (RNG state is not stored: see jaxport.exporter.params).
 
     `inputs` maps each input name to a `jax.ShapeDtypeStruct` with a fixed shape, in the
     order `fn` takes them. Raises ExportError (one line) for every user mistake.
@@ -90,7 +96,13 @@ def export(
     progress = Progress(quiet=quiet)
     input_specs = trace.check_inputs(inputs)
     sizes = program_mod.check_batch_sizes(batch_sizes, input_specs)
-    host_params = trace.check_params(params)
+    # Framework pytrees (FrozenDict, NNX module/State, dataclasses) become plain nested dicts;
+    # `fn` is then called through a wrapper that rebuilds what it expects.
+    normalized = params_mod.normalize(params, fn)
+    fn = normalized.fn
+    for note in normalized.notes:
+        progress.step(note)
+    host_params = trace.check_params(normalized.params)
     infos = trace.leaf_infos(host_params, input_specs)
     # 64-bit leaves need x64 for tracing, lowering AND computing goldens; scoped, so the
     # caller's process keeps its own setting.

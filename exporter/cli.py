@@ -111,7 +111,8 @@ def _quiet_libraries() -> None:
 
 
 def _load_params(value: str) -> Any:
-    """`--params`: an Orbax checkpoint directory, or MODULE:INIT_FUNCTION called with key(0)."""
+    """`--params`: an Orbax checkpoint directory, a flax `.msgpack` file, or MODULE:INIT
+    called with key(0)."""
     path = Path(value)
     if path.is_dir():
         import orbax.checkpoint as ocp
@@ -125,6 +126,15 @@ def _load_params(value: str) -> Any:
                 f"({type(exc).__name__}: {first}); for a CheckpointManager directory pass one "
                 "step's item directory"
             ) from None
+    if path.is_file():
+        if path.suffix == ".msgpack":
+            from jaxport.exporter import params as params_mod
+
+            return params_mod.load_msgpack(path)
+        raise ExportError(
+            f"--params {value}: a file, but not a .msgpack checkpoint; pass an Orbax "
+            "checkpoint directory, a flax .msgpack file or MODULE:INIT_FUNCTION"
+        )
     if ":" in value and not path.exists():
         import jax
 
@@ -136,7 +146,8 @@ def _load_params(value: str) -> Any:
             raise ExportError(f"--params {value}(jax.random.key(0)) failed: "
                               f"{type(exc).__name__}: {first}") from None
     raise ExportError(
-        f"--params {value!r}: no such checkpoint directory (and not MODULE:INIT_FUNCTION)"
+        f"--params {value!r}: no such checkpoint directory or .msgpack file "
+        "(and not MODULE:INIT_FUNCTION)"
     )
 
 
@@ -148,7 +159,11 @@ def _export_parser() -> _Parser:
     p.add_argument("function", metavar="MODULE:FUNCTION",
                    help="the function to export, called as FUNCTION(params, *inputs)")
     p.add_argument("--params", required=True, metavar="PATH|MODULE:INIT",
-                   help="Orbax checkpoint directory, or MODULE:INIT_FUNCTION(jax.random.key(0))")
+                   help="Orbax checkpoint directory, flax .msgpack file (e.g. Hugging Face "
+                        "flax_model.msgpack), or MODULE:INIT_FUNCTION(jax.random.key(0)); "
+                        "FrozenDict, NNX modules/State and any pytree are accepted")
+    p.add_argument("--params-path", metavar="A.B",
+                   help="use this subtree of the checkpoint, e.g. params (of a TrainState)")
     p.add_argument("--input", action="append", required=True, metavar="NAME:DTYPE[d0,...]",
                    help="one per positional input, in order, e.g. x:float32[8,16]")
     p.add_argument("--output", action="append", metavar="KEY=NAME|NAME",
@@ -243,6 +258,10 @@ def export_main(argv: Sequence[str]) -> int:
 
         fn = _import_attr(ns.function, "MODULE:FUNCTION")
         params = _load_params(ns.params)
+        if ns.params_path:
+            from jaxport.exporter import params as params_mod
+
+            params = params_mod.select(params, ns.params_path)
         inputs = {n: jax.ShapeDtypeStruct(shape, dt) for n, dt, shape in specs}
         check_goldens = None
         if ns.check_goldens:
