@@ -4,6 +4,9 @@ Artifacts (`tests/bridge/bridge_models.py`): `mlp` (FP32), `mixed` (BF16/INT64/B
 three outputs, one parameter jax drops) and `slow` (run time grows with its `n` input). The
 shared repository holds all three as version 1; `bridge` serves it with `--engine exported`,
 `bridge_pjrt` with `--engine pjrt`. Tests that change a repository build their own.
+
+`bridge` runs with the test gate enabled (`gate`, see `support.gate`): a test that needs a
+request still executing holds its model there instead of relying on how long it computes.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ for _p in (Path(__file__).resolve().parents[1], Path(__file__).resolve().parent)
 from bridge_helpers import make_repository  # noqa: E402
 from jaxport.protocol.gen.inference import grpc_service_pb2_grpc as pb_grpc  # noqa: E402
 from support.bridge import BridgeProcess  # noqa: E402
+from support.gate import Gate  # noqa: E402
 
 # mlp2p: the mlp lowered for ("cuda", "cpu"): @main takes a platform index first.
 # ignores: an input and a parameter the function never reads (dropped from @main).
@@ -61,9 +65,15 @@ def repository(tmp_path_factory: pytest.TempPathFactory, artifacts: dict[str, Pa
 
 
 @pytest.fixture(scope="session")
-def bridge(repository: Path) -> Iterator[BridgeProcess]:
-    """A real bridge serving the shared repository with `--engine exported`."""
-    with BridgeProcess(repository, "--engine", "exported") as b:
+def gate(tmp_path_factory: pytest.TempPathFactory) -> Gate:
+    """The test gate of `bridge`: a test holds executions of a model until it releases them."""
+    return Gate(tmp_path_factory.mktemp("gate"))
+
+
+@pytest.fixture(scope="session")
+def bridge(repository: Path, gate: Gate) -> Iterator[BridgeProcess]:
+    """A real bridge serving the shared repository with `--engine exported`, test gate on."""
+    with BridgeProcess(repository, "--engine", "exported", env=gate.env) as b:
         yield b
 
 
