@@ -32,6 +32,11 @@ from jaxport.protocol import dtypes  # noqa: E402
 
 CASES = HERE / "cases"
 JAXPORT = ["jaxport-models"]
+#: Feature tags (runner.FEATURES): what a case needs beyond the core protocol.
+VERSIONS = [*JAXPORT, "versions"]
+BF16 = [*JAXPORT, "bf16"]
+STREAM = [*JAXPORT, "triton-stream"]
+CHECKIFY = [*JAXPORT, "checkify"]
 
 #: Per-datatype tolerances for comparing float outputs: |got - want| <= atol + rtol * |want|.
 #: The bridge runs the same XLA program as in-process JAX on the same CPU, so results are
@@ -129,8 +134,11 @@ def infer_case(
     requested: list[str] | None = None,
     request_id: str = "",
     extra: dict[str, Any] | None = None,
+    requires: list[str] | None = None,
 ) -> None:
     """A successful ModelInfer case with outputs computed by JAX."""
+    if requires is None:
+        requires = BF16 if any(datatype_of(x) == "BF16" for x in inputs) else JAXPORT
     outs = dict(zip(models.output_names(model), models.run_in_process(model, *inputs), strict=True))
     wanted = requested or list(outs)
     request: dict[str, Any] = {
@@ -150,7 +158,7 @@ def infer_case(
         expect["id"] = request_id
         expect["model_name"] = model.name
         expect["model_version"] = "1"
-    w.case(name, {"description": description, "requires": JAXPORT, "rpc": "ModelInfer",
+    w.case(name, {"description": description, "requires": requires, "rpc": "ModelInfer",
                   **(extra or {}), "request": request, "expect": expect})
 
 
@@ -181,29 +189,38 @@ def write_all(root: Path) -> None:
                                   "request": {"model": "cf_fp32", "version": ""},
                                   "expect": {"code": "OK", "ready": True}})
     w.case("health_model_ready_version", {"description": "ModelReady for an explicit version",
-                                          "requires": JAXPORT, "rpc": "ModelReady",
+                                          "requires": VERSIONS, "rpc": "ModelReady",
                                           "request": {"model": "cf_multi", "version": "1"},
                                           "expect": {"code": "OK", "ready": True}})
     w.case("metadata_server", {"description": "ServerMetadata has a name and a version",
                                "requires": [], "rpc": "ServerMetadata", "request": {},
                                "expect": {"code": "OK", "nonempty": ["name", "version"]}})
-    for mname in ("cf_fp32", "cf_bf16", "cf_multi"):
+    for mname in ("cf_fp32", "cf_bf16", "cf_multi", "cf_shapes"):
         m = fam[mname]
         outs = models.run_in_process(
             m, *[np.zeros(s.shape, s.dtype) for s in m.inputs.values()]
         )
         w.case(f"metadata_model_{mname.removeprefix('cf_')}", {
-            "description": f"ModelMetadata of {mname}: names, OIP datatypes, shapes, version 1",
-            "requires": JAXPORT, "rpc": "ModelMetadata",
+            "description": f"ModelMetadata of {mname}: names, OIP datatypes, shapes",
+            "requires": BF16 if mname == "cf_bf16" else JAXPORT, "rpc": "ModelMetadata",
             "request": {"model": mname, "version": ""},
             "expect": {
-                "code": "OK", "name": mname, "versions_include": ["1"],
+                "code": "OK", "name": mname,
                 "inputs": [{"name": n, "datatype": dtypes.by_numpy(s.dtype).datatype,
                             "shape": list(s.shape)} for n, s in m.inputs.items()],
                 "outputs": [{"name": n, "datatype": datatype_of(o), "shape": list(o.shape)}
                             for n, o in zip(models.output_names(m), outs, strict=True)],
             },
         })
+    m = fam["cf_fp32"]
+    w.case("metadata_model_versions", {
+        "description": "ModelMetadata lists version 1 of cf_fp32 (a server with versions)",
+        "requires": VERSIONS, "rpc": "ModelMetadata",
+        "request": {"model": "cf_fp32", "version": "1"},
+        "expect": {"code": "OK", "name": "cf_fp32", "versions_include": ["1"],
+                   "inputs": [{"name": "data_in", "datatype": "FP32", "shape": [2, 3]}],
+                   "outputs": [{"name": "data_out", "datatype": "FP32", "shape": [2, 3]}]},
+    })
     error_case(w, "metadata_unknown_model", "ModelMetadata of a model nobody serves",
                {"model": "conformance_no_such_model", "version": ""}, "NOT_FOUND",
                ["conformance_no_such_model"], requires=[], rpc="ModelMetadata")
@@ -228,6 +245,21 @@ def write_all(root: Path) -> None:
         infer_case(w, f"infer_{suffix}_special_values",
                    f"{suffix.upper()} NaN, +-inf, -0.0 and a subnormal through the model",
                    fam[f"cf_{suffix}"], [special])
+
+    # --- NaN outputs, in raw and typed contents (a server must not choke encoding them) ---
+    nan_in = np.full(models.DTYPE_SHAPE, np.nan, dtype=np.float32)
+    infer_case(w, "infer_fp32_nan_outputs", "FP32 NaN in, NaN out (raw contents)",
+               fam["cf_fp32"], [nan_in])
+    special = np.array([[np.nan, np.inf, -np.inf], [-0.0, 1e-40, 1.0]], dtype=np.float32)
+    infer_case(w, "infer_fp32_special_values_typed", "FP32 NaN, +-inf, -0.0 and a subnormal in "
+               "typed contents (fp32_contents)", fam["cf_fp32"], [special], encoding="typed")
+
+    # --- output ranks: a rank-1 and a rank-0 output keep their shapes ([4] and []) ---
+    vec = np.array([1.5, -2.0, 0.25, 8.0], dtype=np.float32)
+    infer_case(w, "infer_output_shapes_raw", "FP32[4] in raw contents; outputs FP32[4] and a "
+               "scalar FP32[] come back with exactly those shapes", fam["cf_shapes"], [vec])
+    infer_case(w, "infer_output_shapes_typed", "the same in typed contents", fam["cf_shapes"],
+               [vec], encoding="typed")
 
     # --- multiple inputs / outputs, requested subset, id echo ---
     m = fam["cf_multi"]
@@ -273,7 +305,7 @@ def write_all(root: Path) -> None:
         exps.append({"id": rid, "outputs": [expected(w, "stream_infer", f"data_out_{k}", yk)]})
         exps[-1]["outputs"][0]["name"] = "data_out"
     w.case("stream_infer", {"description": "ModelStreamInfer: three requests on one stream, "
-                            "three responses matched by id", "requires": JAXPORT,
+                            "three responses matched by id", "requires": STREAM,
                             "rpc": "ModelStreamInfer", "request": {"requests": reqs},
                             "expect": {"code": "OK", "responses": exps}})
 
@@ -297,7 +329,7 @@ def write_all(root: Path) -> None:
     w.case("stream_infer_error", {
         "description": "ModelStreamInfer: the middle request has a wrong shape; it gets an "
                        "error_message naming the input and the stream still answers the third",
-        "requires": JAXPORT, "rpc": "ModelStreamInfer", "request": {"requests": reqs},
+        "requires": STREAM, "rpc": "ModelStreamInfer", "request": {"requests": reqs},
         "expect": {"code": "OK", "responses": exps}})
 
     # --- errors ---
@@ -312,14 +344,14 @@ def write_all(root: Path) -> None:
                req(good, model="conformance_no_such_model"), "NOT_FOUND",
                ["conformance_no_such_model"], requires=[])
     error_case(w, "error_unknown_version", "ModelInfer on a version that does not exist",
-               {**req(good), "version": "999"}, "NOT_FOUND", ["999"])
-    error_case(w, "error_model_ready_unknown", "ModelReady of an unknown model: the bridge "
-               "answers NOT_FOUND (some servers answer ready=false instead)",
+               {**req(good), "version": "999"}, "NOT_FOUND", ["999"], requires=VERSIONS)
+    error_case(w, "error_model_ready_unknown", "ModelReady of a model nobody serves is "
+               "NOT_FOUND naming it (needs no suite model)",
                {"model": "conformance_no_such_model", "version": ""}, "NOT_FOUND",
-               ["conformance_no_such_model"], rpc="ModelReady")
+               ["conformance_no_such_model"], requires=[], rpc="ModelReady")
     error_case(w, "error_metadata_unknown_version", "ModelMetadata of a version that does not "
                "exist", {"model": "cf_fp32", "version": "999"}, "NOT_FOUND", ["999"],
-               rpc="ModelMetadata")
+               requires=VERSIONS, rpc="ModelMetadata")
     error_case(w, "error_wrong_shape", "declared shape [3,2] instead of [2,3] (same byte count)",
                req({**good, "shape": [3, 2]}), "INVALID_ARGUMENT", ["data_in"])
     error_case(w, "error_wrong_rank", "declared shape [6] instead of [2,3]",
@@ -338,13 +370,25 @@ def write_all(root: Path) -> None:
                req(good, good), "INVALID_ARGUMENT", ["data_in"])
     error_case(w, "error_unknown_output", "requesting an output the model does not have",
                req(good, outputs=["no_such_output"]), "INVALID_ARGUMENT", ["no_such_output"])
+    error_case(w, "error_duplicate_input_typed", "the same input twice, in typed contents",
+               req(good, good, encoding="typed"), "INVALID_ARGUMENT", ["data_in"])
+    big = tensor(w, "error_shape_beyond_metadata", "data_in",
+                 family_input("fp32", np.dtype("float32"), seed=501).reshape(-1)[:4].repeat(3)
+                 .reshape(4, 3))
+    error_case(w, "error_shape_beyond_metadata", "FP32[4,3] with its 48 bytes (a payload "
+               "consistent in itself) where the metadata says FP32[2,3]",
+               req(big), "INVALID_ARGUMENT", ["data_in"])
+    error_case(w, "error_datatype_beyond_metadata_typed", "FP64 typed contents (fp64_contents) "
+               "where the metadata says FP32",
+               req(tensor(w, "error_datatype_typed", "data_in", x.astype(np.float64)),
+                   encoding="typed"), "INVALID_ARGUMENT", ["data_in"])
     error_case(w, "error_raw_and_typed", "one request carrying both raw and typed contents",
                req(good, encoding="both"), "INVALID_ARGUMENT", [])
     # --- a checkify check tripped inside the exported program (issue 7) ---
     m = fam["cf_check"]
     row = np.array([1.0, -2.0, 0.5, 4.0], dtype=np.float32)
     infer_case(w, "check_passes", "a checkify-validated model with a valid input returns its "
-               "outputs only (no check outputs)", m, [np.int32(3), row])
+               "outputs only (no check outputs)", m, [np.int32(3), row], requires=CHECKIFY)
     bad = np.int32(-2)
     message = models.check_message(m, bad, row)
     if not message or "got -2" not in message:
@@ -352,7 +396,7 @@ def write_all(root: Path) -> None:
     error_case(w, "check_tripped", "a checkify.check on an input fires: INVALID_ARGUMENT with "
                "the message JAX's err.get() gives in-process",
                req(tensor(w, "check_tripped", "index", bad), tensor(w, "check_tripped", "row", row),
-                   model="cf_check"), "INVALID_ARGUMENT", [message])
+                   model="cf_check"), "INVALID_ARGUMENT", [message], requires=CHECKIFY)
     infer_case(w, "sanity_after_errors", "after every error case the server still answers",
                fam["cf_fp32"], [x])
 

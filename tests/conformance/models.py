@@ -84,6 +84,11 @@ def _checked(
     return {"scaled": row * params["gain"] * index.astype(jnp.float32)}
 
 
+def _shapes(params: dict[str, jax.Array], vec_in: jax.Array) -> dict[str, jax.Array]:
+    """A rank-1 output and a rank-0 (scalar) one: their shapes must survive the wire as-is."""
+    return {"vec_out": vec_in * params["two"], "sum_out": jnp.sum(vec_in)}
+
+
 def _family_params(dtype: np.dtype) -> dict[str, np.ndarray]:
     cols = DTYPE_SHAPE[1]
     if dtype == np.bool_:
@@ -146,6 +151,14 @@ def suite_models() -> list[SuiteModel]:
             },
             checks=("user",),
             goldens=0,  # the suite's own cases cover passing and tripping inputs
+        )
+    )
+    models.append(
+        SuiteModel(
+            name="cf_shapes",
+            fn=_shapes,
+            params={"two": np.float32(2.0)},
+            inputs={"vec_in": jax.ShapeDtypeStruct((4,), np.float32)},
         )
     )
     return models

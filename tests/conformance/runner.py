@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Python runner of the conformance suite: every case file against one live OIP server.
 
-    python tests/conformance/runner.py --url 127.0.0.1:8001 [--cases DIR] [--protocol-only]
+    python tests/conformance/runner.py --url 127.0.0.1:8001 [--cases DIR] [--features LIST]
                                        [--ca CA.pem] [--cert C.pem --key K.pem] [--token TOKEN]
                                        [--async]
 
@@ -9,8 +9,11 @@
 `jaxport.client.InferenceClient`, the client a Python service would use; requests that a client
 refuses to build on purpose (byte count not matching the shape, duplicate inputs, raw and typed
 contents together) are sent as the case describes them through the generated stub, because the
-point of those cases is the server's answer. Prints one PASS/FAIL/SKIP line per case and
-`conformance python: N passed, M failed[, K skipped]`; exits 1 if any case failed.
+point of those cases is the server's answer. Prints one PASS/FAIL/N/A line per case and
+`conformance python: N passed, M failed[, K not applicable]`; exits 1 if any case failed. A call
+that succeeds where the case expects an error status is a FAIL ("call succeeded (...), expected
+status X"). `--features` names what the server claims beyond the core protocol (FEATURES);
+cases needing more are N/A, never failures.
 
 With `--async` the same cases run through `jaxport.client.AsyncInferenceClient` (grpc.aio) and
 the generated stub on the same aio channel (summary `conformance python-async: ...`).
@@ -49,6 +52,47 @@ DEFAULT_CASES = HERE / "cases"
 KNOWN_RPCS = ("ServerLive", "ServerReady", "ModelReady", "ServerMetadata", "ModelMetadata",
               "ModelInfer", "ModelStreamInfer")
 CALL_TIMEOUT_S = 60.0
+
+
+#: What a case may need beyond the core protocol (its "requires" list). A server claims the
+#: features it has with --features; a case needing one it does not claim is NOT-APPLICABLE.
+FEATURES = {
+    "jaxport-models": "the suite models of models.py served under their names (cf_fp32, ...)",
+    "versions": "model versions: version '1' listed and addressable, an unknown one NOT_FOUND",
+    "bf16": "the BF16 datatype",
+    "triton-stream": "Triton's ModelStreamInfer",
+    "triton-config": "Triton's model configuration extension",
+    "triton-shm": "Triton's system shared memory extension",
+    "classification": "Triton's classification extension",
+    "checkify": "runtime checks: a tripped check is INVALID_ARGUMENT with JAX's message",
+}
+#: ServerMetadata.extensions entries that claim a feature on their own.
+EXTENSION_FEATURES = {
+    "model_configuration": "triton-config",
+    "system_shared_memory": "triton-shm",
+    "classification": "classification",
+}
+
+
+def parse_features(text: str) -> set[str] | None:
+    """--features: "all" (None: every case applies), "core" or "" (nothing beyond the core
+    protocol), or a comma list of FEATURES names (unknown names are an error)."""
+    text = text.strip()
+    if text == "all":
+        return None
+    names = {f.strip() for f in text.split(",") if f.strip() and f.strip() != "core"}
+    unknown = names - set(FEATURES)
+    if unknown:
+        raise ValueError(f"unknown feature(s) {sorted(unknown)}; known: core, all, "
+                         f"{', '.join(FEATURES)}")
+    return names
+
+
+def missing_features(case: dict[str, Any], claimed: set[str] | None) -> list[str]:
+    """The features a case needs that the server does not claim ([] = the case applies)."""
+    if claimed is None:
+        return []
+    return [f for f in case.get("requires", []) if f not in claimed]
 
 
 class CaseFailure(AssertionError):
@@ -166,18 +210,55 @@ class Runner:
     def run(self, case: dict[str, Any]) -> None:
         """Raise CaseFailure (or any error) unless the server answers as the case expects."""
         expect = case["expect"]
-        handler: Callable[[dict[str, Any], dict[str, Any]], None] = getattr(
-            self, "_" + case["rpc"]
-        )
         if expect["code"] == "OK":
-            handler(case, expect)
+            handler: Callable[[dict[str, Any], dict[str, Any]], None] = getattr(
+                self, "_" + case["rpc"]
+            )
+            try:
+                handler(case, expect)
+            except InferenceServerError as exc:
+                raise CaseFailure(f"status {exc.code} ({exc.message!r}), expected OK") from exc
             return
         try:
-            handler(case, expect)
+            answer = self.call_only(case)
         except InferenceServerError as exc:
             check_error(expect, exc.code, exc.message)
             return
-        raise CaseFailure(f"call succeeded, expected status {expect['code']}")
+        # An answer where an error status was expected: never compared as if it were the
+        # expected output (a case expecting NOT_FOUND has no outputs to compare with).
+        raise CaseFailure(f"call succeeded ({answer}), expected status {expect['code']}")
+
+    def call_only(self, case: dict[str, Any]) -> str:
+        """Make the case's call without judging the answer; describe what came back."""
+        req = case.get("request", {})
+        rpc = case["rpc"]
+        if rpc == "ServerLive":
+            return f"live={self.client.server_live(timeout=CALL_TIMEOUT_S)}"
+        if rpc == "ServerReady":
+            return f"ready={self.client.server_ready(timeout=CALL_TIMEOUT_S)}"
+        if rpc == "ModelReady":
+            ready = self.client.model_ready(req["model"], req.get("version", ""),
+                                            timeout=CALL_TIMEOUT_S)
+            return f"ready={ready}"
+        if rpc == "ServerMetadata":
+            meta = self.client.server_metadata(timeout=CALL_TIMEOUT_S)
+            return f"name={meta.name!r}"
+        if rpc == "ModelMetadata":
+            meta = self.client.model_metadata(req["model"], req.get("version", ""),
+                                              timeout=CALL_TIMEOUT_S)
+            return f"name={meta.name!r} versions={list(meta.versions)}"
+        if rpc == "ModelInfer":
+            outputs, _, (model_name, version) = self._infer_once(case, req)
+            return (f"model {model_name!r} version {version!r}, outputs "
+                    f"{sorted(outputs)}")
+        if rpc == "ModelStreamInfer":
+            reqs = req["requests"]
+            feeds = [{t["name"]: as_array(t["datatype"], t["shape"], tensor_bytes(case, t))
+                      for t in r["inputs"]} for r in reqs]
+            results = list(self.client.stream_infer(reqs[0]["model"], feeds,
+                                                    timeout=CALL_TIMEOUT_S, raise_errors=False))
+            return f"{len(results)} stream responses"
+        raise ValueError(f"unknown rpc {rpc!r}")
 
     def _ServerLive(self, case: dict[str, Any], expect: dict[str, Any]) -> None:
         if self.client.server_live(timeout=CALL_TIMEOUT_S) is not expect["live"]:
@@ -260,8 +341,10 @@ class Runner:
             resp = self.stub.ModelInfer(msg, timeout=CALL_TIMEOUT_S, metadata=self.metadata)
         except grpc.RpcError as exc:
             raise InferenceServerError.from_rpc_error(exc) from exc
-        raise CaseFailure(f"malformed request was accepted (response outputs "
-                          f"{[o.name for o in resp.outputs]})")
+        # Accepted: the caller (run) reports it; outputs are named, never compared (a
+        # malformed request has no expected outputs).
+        return ({o.name: None for o in resp.outputs}, resp.id,
+                (resp.model_name, resp.model_version))
 
     def _ModelInfer(self, case: dict[str, Any], expect: dict[str, Any]) -> None:
         n = int(case.get("parallel", 1))
@@ -360,8 +443,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--url", default=os.environ.get("JAXPORT_CONFORMANCE_URL"),
                         help="server host:port (default $JAXPORT_CONFORMANCE_URL)")
     parser.add_argument("--cases", type=Path, default=DEFAULT_CASES, help="case directory")
+    parser.add_argument("--features", default="all",
+                        help="what the server claims beyond the core protocol: 'all' (default), "
+                             "'core', or a comma list of " + ", ".join(FEATURES) + "; cases "
+                             "needing more are NOT-APPLICABLE (with anything but 'all', features "
+                             "named by ServerMetadata.extensions are added)")
     parser.add_argument("--protocol-only", action="store_true",
-                        help="skip cases that need jaxport's own suite models")
+                        help="the same as --features core")
     parser.add_argument("--run", default="", help="only cases whose name contains this")
     parser.add_argument("--ca", type=Path, default=os.environ.get("JAXPORT_CONFORMANCE_CA"),
                         help="PEM CA certificate: use TLS (default $JAXPORT_CONFORMANCE_CA)")
@@ -380,11 +468,12 @@ def main(argv: list[str] | None = None) -> int:
     if bool(args.cert) != bool(args.key):
         parser.error("--cert and --key (JAXPORT_CONFORMANCE_CERT/KEY) go together")
     try:
+        claimed = parse_features("core" if args.protocol_only else args.features)
         cases = load_cases(args.cases)
     except (OSError, ValueError) as exc:
         print(f"conformance python: error: {exc}", file=sys.stderr)
         return 2
-    passed = failed = skipped = 0
+    passed = failed = not_applicable = 0
     options = [("grpc.max_send_message_length", DEFAULT_MAX_MESSAGE_BYTES),
                ("grpc.max_receive_message_length", DEFAULT_MAX_MESSAGE_BYTES)]
     credentials = None
@@ -416,16 +505,29 @@ def main(argv: list[str] | None = None) -> int:
         close = channel.close
     try:
         runner = Runner(client, stub, metadata)
+        if claimed is not None:
+            try:
+                extensions = client.server_metadata(timeout=CALL_TIMEOUT_S).extensions
+            except InferenceServerError:
+                extensions = []  # metadata_server reports that failure
+            claimed |= {EXTENSION_FEATURES[x] for x in extensions if x in EXTENSION_FEATURES}
+            claimed |= {x for x in extensions if x in FEATURES}
+            print(f"features claimed: {', '.join(sorted(claimed)) or 'core only'}")
         for case in cases:
             if args.run and args.run not in case["name"]:
                 continue
-            if args.protocol_only and case.get("requires"):
-                print(f"SKIP {case['name']} (requires {', '.join(case['requires'])})")
-                skipped += 1
+            missing = missing_features(case, claimed)
+            if missing:
+                print(f"N/A {case['name']} (needs {', '.join(missing)})")
+                not_applicable += 1
                 continue
             start = time.perf_counter()
             try:
                 runner.run(case)
+            except CaseFailure as exc:
+                failed += 1
+                print(f"FAIL {case['name']}: {exc}")
+                continue
             except Exception as exc:  # a failed case is reported, never fatal to the run
                 failed += 1
                 print(f"FAIL {case['name']}: {type(exc).__name__}: {exc}")
@@ -434,7 +536,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"PASS {case['name']} ({(time.perf_counter() - start) * 1e3:.0f} ms)")
     finally:
         close()
-    tail = f", {skipped} skipped" if skipped else ""
+    tail = f", {not_applicable} not applicable" if not_applicable else ""
     print(f"conformance {label}: {passed} passed, {failed} failed{tail}")
     return 1 if failed else 0
 

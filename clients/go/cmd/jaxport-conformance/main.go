@@ -3,15 +3,18 @@
 //
 //	go run ./cmd/jaxport-conformance --url 127.0.0.1:8001 --cases ../../tests/conformance/cases
 //
-// It prints one PASS/FAIL/SKIP line per case and "conformance go: N passed, M failed", and exits
-// 1 if any case failed (2 for a usage error).
+// It prints one PASS/FAIL/N/A line per case and "conformance go: N passed, M failed[, K not
+// applicable]", and exits 1 if any case failed (2 for a usage error). --features names what the
+// server claims beyond the core protocol (conformance.Features); cases needing more are N/A.
 package main
 
 import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"os"
+	"sort"
 	"strings"
 	"time"
 
@@ -20,27 +23,41 @@ import (
 )
 
 func main() {
-	os.Exit(run())
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-func run() int {
+func run(args []string, stdout, stderr io.Writer) int {
+	flag := flag.NewFlagSet("jaxport-conformance", flag.ContinueOnError)
+	flag.SetOutput(stderr)
 	url := flag.String("url", os.Getenv("JAXPORT_CONFORMANCE_URL"), "server host:port (default $JAXPORT_CONFORMANCE_URL)")
 	cases := flag.String("cases", "../../tests/conformance/cases", "case directory")
-	protocolOnly := flag.Bool("protocol-only", false, "skip cases that need jaxport's own suite models")
+	features := flag.String("features", "all", "what the server claims beyond the core protocol: all, core, or a comma list of "+
+		"conformance.Features (with anything but all, features named by ServerMetadata.extensions are added)")
+	protocolOnly := flag.Bool("protocol-only", false, "the same as --features core")
 	only := flag.String("run", "", "only cases whose name contains this")
 	timeout := flag.Duration("timeout", 60*time.Second, "deadline of each case")
 	ca := flag.String("ca", os.Getenv("JAXPORT_CONFORMANCE_CA"), "PEM CA certificate: use TLS (default $JAXPORT_CONFORMANCE_CA)")
 	cert := flag.String("cert", os.Getenv("JAXPORT_CONFORMANCE_CERT"), "PEM client certificate for mutual TLS, with --key (default $JAXPORT_CONFORMANCE_CERT)")
 	key := flag.String("key", os.Getenv("JAXPORT_CONFORMANCE_KEY"), "PEM private key of --cert (default $JAXPORT_CONFORMANCE_KEY)")
 	token := flag.String("token", os.Getenv("JAXPORT_CONFORMANCE_TOKEN"), "bearer token sent on every call (default $JAXPORT_CONFORMANCE_TOKEN)")
-	flag.Parse()
+	if err := flag.Parse(args); err != nil {
+		return 2
+	}
+	if *protocolOnly {
+		*features = "core"
+	}
+	claimed, err := conformance.ParseFeatures(*features)
+	if err != nil {
+		fmt.Fprintf(stderr, "jaxport-conformance: error: %v\n", err)
+		return 2
+	}
 	if *url == "" {
-		fmt.Fprintln(os.Stderr, "jaxport-conformance: error: --url (or JAXPORT_CONFORMANCE_URL) is required")
+		fmt.Fprintln(stderr, "jaxport-conformance: error: --url (or JAXPORT_CONFORMANCE_URL) is required")
 		return 2
 	}
 	all, err := conformance.LoadCases(*cases)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "jaxport-conformance: error: %v\n", err)
+		fmt.Fprintf(stderr, "jaxport-conformance: error: %v\n", err)
 		return 2
 	}
 	var opts []jaxport.Option
@@ -52,19 +69,35 @@ func run() int {
 	}
 	client, err := jaxport.Dial(context.Background(), *url, opts...)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "jaxport-conformance: error: %v\n", err)
+		fmt.Fprintf(stderr, "jaxport-conformance: error: %v\n", err)
 		return 2
 	}
 	defer client.Close()
 	runner := conformance.Runner{Client: client}
-	passed, failed, skipped := 0, 0, 0
+	if claimed != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+		if meta, err := client.ServerMetadata(ctx); err == nil { // else metadata_server reports it
+			conformance.AddExtensions(claimed, meta.GetExtensions())
+		}
+		cancel()
+		var names []string
+		for f := range claimed {
+			names = append(names, f)
+		}
+		sort.Strings(names)
+		if len(names) == 0 {
+			names = []string{"core only"}
+		}
+		fmt.Fprintf(stdout, "features claimed: %s\n", strings.Join(names, ", "))
+	}
+	passed, failed, notApplicable := 0, 0, 0
 	for _, c := range all {
 		if *only != "" && !strings.Contains(c.Name, *only) {
 			continue
 		}
-		if *protocolOnly && len(c.Requires) > 0 {
-			fmt.Printf("SKIP %s (requires %s)\n", c.Name, strings.Join(c.Requires, ", "))
-			skipped++
+		if missing := conformance.Missing(c, claimed); len(missing) > 0 {
+			fmt.Fprintf(stdout, "N/A %s (needs %s)\n", c.Name, strings.Join(missing, ", "))
+			notApplicable++
 			continue
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), *timeout)
@@ -73,17 +106,17 @@ func run() int {
 		cancel()
 		if err != nil {
 			failed++
-			fmt.Printf("FAIL %s: %v\n", c.Name, err)
+			fmt.Fprintf(stdout, "FAIL %s: %v\n", c.Name, err)
 			continue
 		}
 		passed++
-		fmt.Printf("PASS %s (%d ms)\n", c.Name, time.Since(start).Milliseconds())
+		fmt.Fprintf(stdout, "PASS %s (%d ms)\n", c.Name, time.Since(start).Milliseconds())
 	}
 	tail := ""
-	if skipped > 0 {
-		tail = fmt.Sprintf(", %d skipped", skipped)
+	if notApplicable > 0 {
+		tail = fmt.Sprintf(", %d not applicable", notApplicable)
 	}
-	fmt.Printf("conformance go: %d passed, %d failed%s\n", passed, failed, tail)
+	fmt.Fprintf(stdout, "conformance go: %d passed, %d failed%s\n", passed, failed, tail)
 	if failed > 0 {
 		return 1
 	}

@@ -1,0 +1,98 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"strings"
+	"testing"
+
+	pb "github.com/jaxport/jaxport/clients/go/gen/inference"
+	"google.golang.org/grpc"
+)
+
+const caseDir = "../../../../tests/conformance/cases"
+
+// yes answers every call successfully: every model is ready, every infer returns one output.
+type yes struct {
+	pb.UnimplementedGRPCInferenceServiceServer
+}
+
+func (yes) ServerLive(context.Context, *pb.ServerLiveRequest) (*pb.ServerLiveResponse, error) {
+	return &pb.ServerLiveResponse{Live: true}, nil
+}
+
+func (yes) ServerMetadata(context.Context, *pb.ServerMetadataRequest) (*pb.ServerMetadataResponse, error) {
+	return &pb.ServerMetadataResponse{Name: "yes", Version: "0"}, nil
+}
+
+func (yes) ModelReady(context.Context, *pb.ModelReadyRequest) (*pb.ModelReadyResponse, error) {
+	return &pb.ModelReadyResponse{Ready: true}, nil
+}
+
+func (yes) ModelMetadata(_ context.Context, r *pb.ModelMetadataRequest) (*pb.ModelMetadataResponse, error) {
+	return &pb.ModelMetadataResponse{Name: r.GetName(), Versions: []string{"1"}}, nil
+}
+
+func (yes) ModelInfer(_ context.Context, r *pb.ModelInferRequest) (*pb.ModelInferResponse, error) {
+	return &pb.ModelInferResponse{
+		ModelName: r.GetModelName(), ModelVersion: "1", Id: r.GetId(),
+		Outputs:           []*pb.ModelInferResponse_InferOutputTensor{{Name: "data_out", Datatype: "FP32", Shape: []int64{1}}},
+		RawOutputContents: [][]byte{{0, 0, 0, 0}},
+	}, nil
+}
+
+func yesServer(t *testing.T) string {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := grpc.NewServer()
+	pb.RegisterGRPCInferenceServiceServer(s, yes{})
+	go s.Serve(lis)
+	t.Cleanup(s.Stop)
+	return lis.Addr().String()
+}
+
+func runCmd(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	rc := run(args, &out, &errOut)
+	return rc, out.String(), errOut.String()
+}
+
+// A call that succeeds where the case expects an error status is a FAIL saying so.
+func TestUnexpectedSuccessIsAFailure(t *testing.T) {
+	url := yesServer(t)
+	for _, tc := range []struct{ run, line string }{
+		{"error_model_ready_unknown", "FAIL error_model_ready_unknown: call succeeded (ready=true), expected status NOT_FOUND"},
+		{"error_unknown_version", `FAIL error_unknown_version: call succeeded (model "cf_fp32" version "1", outputs [data_out]), expected status NOT_FOUND`},
+		{"metadata_unknown_model", `FAIL metadata_unknown_model: call succeeded (name="conformance_no_such_model" versions=[1]), expected status NOT_FOUND`},
+		{"error_raw_and_typed", `FAIL error_raw_and_typed: call succeeded (model "cf_fp32" version "1", outputs [data_out]), expected status INVALID_ARGUMENT`},
+	} {
+		rc, out, errOut := runCmd(t, "--url", url, "--cases", caseDir, "--run", tc.run)
+		if rc != 1 || !strings.Contains(out, tc.line+"\n") || !strings.Contains(out, "conformance go: 0 passed, 1 failed") {
+			t.Errorf("%s: rc %d, output:\n%s%s\nwant the line %q", tc.run, rc, out, errOut, tc.line)
+		}
+	}
+	rc, out, _ := runCmd(t, "--url", url, "--cases", caseDir, "--run", "health_server_live")
+	if rc != 0 || !strings.Contains(out, "PASS health_server_live") {
+		t.Errorf("health_server_live: rc %d, output:\n%s", rc, out)
+	}
+}
+
+// Cases needing a feature the server does not claim are N/A, not failures.
+func TestFeaturesNotClaimedAreNotApplicable(t *testing.T) {
+	url := yesServer(t)
+	rc, out, _ := runCmd(t, "--url", url, "--cases", caseDir, "--run", "error_", "--features", "core")
+	if rc != 1 || !strings.Contains(out, "N/A error_unknown_version (needs jaxport-models, versions)\n") ||
+		!strings.Contains(out, "FAIL error_model_ready_unknown: call succeeded") ||
+		!strings.Contains(out, "conformance go: 0 passed, 2 failed, ") {
+		t.Errorf("rc %d, output:\n%s", rc, out)
+	}
+	rc, _, errOut := runCmd(t, "--url", url, "--cases", caseDir, "--features", "versions,nonsense")
+	if rc != 2 || !strings.Contains(errOut, "unknown feature(s) [nonsense]") {
+		t.Errorf("rc %d, stderr %s", rc, errOut)
+	}
+}
