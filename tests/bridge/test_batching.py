@@ -27,6 +27,12 @@ from jaxport.bridge.batcher import (
 FEATURES = 5
 SIZES = (1, 4, 8)
 RTOL, ATOL = 1e-6, 1e-6  # same XLA CPU kernels, f32: differences are rounding only
+# A queue delay no test outlives: a batch is then formed only when it is due by its rows (a
+# preferred size reached, or the next request does not fit) or by close(), never by a clock,
+# so which requests share a batch does not depend on how fast the machine submits them.
+NEVER_US = 3_600_000_000
+# Bound on waiting for a condition the test itself brings about (generous: a loaded machine).
+WAIT_S = 120.0
 
 
 _W = jnp.arange(FEATURES * 3, dtype=jnp.float32).reshape(FEATURES, 3) / 10.0
@@ -107,14 +113,19 @@ def test_single_request_padded_to_smallest_program(recorder):
 
 
 def test_concurrent_mixed_sizes_match_jax_per_request(recorder):
-    # A long delay and a preferred size of 8 force real multi-request batches.
-    cfg = BatchingConfig(SIZES, preferred_batch_sizes=[8], max_queue_delay_us=20_000)
+    # Submitted from 16 threads; batches form by rows only (NEVER_US), close() sends the rest.
+    # Any two neighbours in the queue of <= 4 rows share a batch, and more than half of the
+    # requests have <= 4 rows, so some batch holds several requests whatever the order.
+    cfg = BatchingConfig(SIZES, preferred_batch_sizes=[8], max_queue_delay_us=NEVER_US)
     b = DynamicBatcher(recorder.rowwise, cfg, ["x", "z"], ["y"])
-    rng = np.random.default_rng(1)
+    rng = np.random.default_rng(8)  # a seed that draws 69 requests of <= 4 rows
     reqs = [_request(rng, int(n)) for n in rng.integers(1, 9, size=120)]
+    assert sum(r["x"].shape[0] <= 4 for r in reqs) > len(reqs) // 2  # the premise above
     try:
         with ThreadPoolExecutor(16) as pool:
-            outs = list(pool.map(lambda r: b.infer(r, timeout=60), reqs))
+            futures = list(pool.map(b.submit, reqs))
+        b.close(timeout=WAIT_S)
+        outs = [f.result(WAIT_S) for f in futures]
         for req, out in zip(reqs, outs, strict=True):
             assert out["y"].shape == (req["x"].shape[0], 3)
             np.testing.assert_allclose(out["y"], _expected(req), rtol=RTOL, atol=ATOL)
@@ -128,13 +139,17 @@ def test_concurrent_mixed_sizes_match_jax_per_request(recorder):
 
 
 def test_positions_are_contiguous_and_never_padding(recorder):
-    cfg = BatchingConfig(SIZES, max_queue_delay_us=20_000)
+    # Batches form by rows only (NEVER_US): with requests of <= 3 rows a batch is due at >= 6
+    # rows, so every batch but the last (sent by close()) holds several requests.
+    cfg = BatchingConfig(SIZES, max_queue_delay_us=NEVER_US)
     b = DynamicBatcher(recorder.positional, cfg, ["x"])
     rng = np.random.default_rng(2)
     reqs = [{"x": rng.standard_normal((int(n), 2)).astype(np.float32)} for n in [3, 1, 2, 1] * 10]
     try:
         with ThreadPoolExecutor(8) as pool:
-            outs = list(pool.map(lambda r: b.infer(r, timeout=60), reqs))
+            futures = list(pool.map(b.submit, reqs))
+        b.close(timeout=WAIT_S)
+        outs = [f.result(WAIT_S) for f in futures]
         for req, out in zip(reqs, outs, strict=True):
             n = req["x"].shape[0]
             pos = out["pos"]
@@ -154,7 +169,9 @@ def test_row_errors_stay_per_request(recorder):
         return [ValueError(f"row {i}: y > 2.5") if (y[i] > 2.5).any() else None
                 for i in range(batch_size)]
 
-    cfg = BatchingConfig(SIZES, preferred_batch_sizes=[8], max_queue_delay_us=50_000)
+    # NEVER_US: the batch is due when the 4th request brings it to 8 rows, however slowly
+    # they are submitted.
+    cfg = BatchingConfig(SIZES, preferred_batch_sizes=[8], max_queue_delay_us=NEVER_US)
     b = DynamicBatcher(recorder.rowwise, cfg, ["x", "z"], row_errors=row_errors)
     rng = np.random.default_rng(3)
     good = [_request(rng, 2) for _ in range(3)]
@@ -164,7 +181,7 @@ def test_row_errors_stay_per_request(recorder):
     bad["z"][1] = 10.0
     try:
         futures = [b.submit(r) for r in [good[0], bad, good[1], good[2]]]  # one batch of 8
-        outs = [f.exception(timeout=30) or f.result() for f in futures]
+        outs = [f.exception(timeout=WAIT_S) or f.result() for f in futures]
         assert isinstance(outs[1], ValueError) and "y > 2.5" in str(outs[1])
         for req, out in zip(good, [outs[0], outs[2], outs[3]], strict=True):
             np.testing.assert_allclose(out["y"], _expected(req), rtol=RTOL, atol=ATOL)
@@ -181,7 +198,8 @@ def test_execute_failure_is_isolated_to_the_offending_request(recorder):
             raise FloatingPointError("NaN in input x")
         return recorder.rowwise(batch_size, inputs)
 
-    cfg = BatchingConfig(SIZES, preferred_batch_sizes=[4], max_queue_delay_us=50_000)
+    # NEVER_US: one batch, due when the third request brings it to 4 rows.
+    cfg = BatchingConfig(SIZES, preferred_batch_sizes=[4], max_queue_delay_us=NEVER_US)
     b = DynamicBatcher(execute, cfg, ["x", "z"])
     rng = np.random.default_rng(4)
     a, c = _request(rng, 1), _request(rng, 2)
@@ -190,9 +208,9 @@ def test_execute_failure_is_isolated_to_the_offending_request(recorder):
     try:
         fa, fp, fc = b.submit(a), b.submit(poison), b.submit(c)
         with pytest.raises(FloatingPointError, match="NaN in input x"):
-            fp.result(timeout=30)
-        np.testing.assert_allclose(fa.result(30)["y"], _expected(a), rtol=RTOL, atol=ATOL)
-        np.testing.assert_allclose(fc.result(30)["y"], _expected(c), rtol=RTOL, atol=ATOL)
+            fp.result(timeout=WAIT_S)
+        np.testing.assert_allclose(fa.result(WAIT_S)["y"], _expected(a), rtol=RTOL, atol=ATOL)
+        np.testing.assert_allclose(fc.result(WAIT_S)["y"], _expected(c), rtol=RTOL, atol=ATOL)
         assert b.stats().isolated_reruns == 1
     finally:
         b.close()
@@ -221,29 +239,28 @@ def test_invalid_requests_are_rejected_with_the_reason(recorder):
 
 
 def test_bounded_queue_rejects_when_full(recorder):
-    release = threading.Event()
+    entered, release = threading.Event(), threading.Event()
 
-    def slow(batch_size, inputs):
-        release.wait(30)
+    def held(batch_size, inputs):
+        entered.set()
+        release.wait(WAIT_S)  # held until the test releases it (the bound is a safety net)
         return recorder.rowwise(batch_size, inputs)
 
     cfg = BatchingConfig(SIZES, preferred_batch_sizes=[1], max_queue_delay_us=0, max_queue_size=2)
-    b = DynamicBatcher(slow, cfg, ["x", "z"])
+    b = DynamicBatcher(held, cfg, ["x", "z"])
     rng = np.random.default_rng(6)
     try:
         first = b.submit(_request(rng, 1))
-        # Wait until the worker holds the first request, then fill the queue.
-        for _ in range(1000):
-            if first.running():
-                break
-            threading.Event().wait(0.005)
+        # The worker has taken the first request out of the queue and executes it (held):
+        # the queue is empty, and then exactly two requests fill it.
+        assert entered.wait(WAIT_S), "the worker never executed the first request"
         queued = [b.submit(_request(rng, 1)) for _ in range(2)]
         with pytest.raises(QueueFullError, match="queue is full \\(2 requests waiting\\)"):
             b.submit(_request(rng, 1))
         assert QueueFullError.code == "UNAVAILABLE"
         release.set()
         for f in [first, *queued]:
-            assert f.result(30)["y"].shape == (1, 3)
+            assert f.result(WAIT_S)["y"].shape == (1, 3)
     finally:
         release.set()
         b.close()
@@ -255,29 +272,31 @@ def test_expired_requests_are_never_executed(recorder):
 
     from jaxport.protocol.errors import DeadlineExceededError
 
-    release = threading.Event()
+    entered, release = threading.Event(), threading.Event()
     seen: list[int] = []
 
-    def slow(batch_size, inputs):
+    def held(batch_size, inputs):
         seen.append(int(inputs["x"].shape[0]))
-        release.wait(30)
+        entered.set()
+        release.wait(WAIT_S)  # held until the test releases it (the bound is a safety net)
         return recorder.rowwise(batch_size, inputs)
 
     cfg = BatchingConfig(SIZES, preferred_batch_sizes=[1], max_queue_delay_us=0)
-    b = DynamicBatcher(slow, cfg, ["x", "z"])
+    b = DynamicBatcher(held, cfg, ["x", "z"])
     rng = np.random.default_rng(10)
     try:
         first = b.submit(_request(rng, 1))
-        for _ in range(1000):
-            if first.running():
-                break
-            time.sleep(0.005)
-        late = b.submit(_request(rng, 2), deadline=time.monotonic() + 0.05)
-        time.sleep(0.2)
+        assert entered.wait(WAIT_S), "the worker never executed the first request"
+        # The worker is held: `late` stays queued until its deadline has passed (waited for
+        # on the clock the batcher uses, not assumed from a sleep), then the worker is freed.
+        deadline = time.monotonic() + 0.05
+        late = b.submit(_request(rng, 2), deadline=deadline)
+        while time.monotonic() <= deadline:
+            time.sleep(0.01)
         release.set()
-        assert first.result(30)["y"].shape == (1, 3)
+        assert first.result(WAIT_S)["y"].shape == (1, 3)
         with pytest.raises(DeadlineExceededError, match="deadline exceeded while waiting"):
-            late.result(30)
+            late.result(WAIT_S)
         assert seen == [1], "the expired request must not reach execute"
         assert b.stats().expired == 1
         assert DeadlineExceededError.code == "DEADLINE_EXCEEDED"
@@ -287,12 +306,12 @@ def test_expired_requests_are_never_executed(recorder):
 
 
 def test_close_drains_queue_then_refuses(recorder):
-    cfg = BatchingConfig(SIZES, max_queue_delay_us=1_000_000)
+    cfg = BatchingConfig(SIZES, max_queue_delay_us=NEVER_US)
     b = DynamicBatcher(recorder.rowwise, cfg, ["x", "z"])
     rng = np.random.default_rng(7)
     req = _request(rng, 2)
-    fut = b.submit(req)  # would wait a second for company; close() dispatches it now
-    b.close(timeout=30)
+    fut = b.submit(req)  # would wait (NEVER_US) for company; only close() can dispatch it
+    b.close(timeout=WAIT_S)
     np.testing.assert_allclose(fut.result(0)["y"], _expected(req), rtol=RTOL, atol=ATOL)
     with pytest.raises(BatcherClosedError, match="shutting down"):
         b.submit(req)
@@ -318,7 +337,7 @@ def test_worker_exits_when_the_model_is_dropped():
     assert b.infer(_request(np.random.default_rng(9), 1), 30)["y"].shape == (1, 3)
     del recorder
     gc.collect()
-    b._worker.join(timeout=10)
+    b._worker.join(timeout=WAIT_S)
     assert not b._worker.is_alive()
 
 
