@@ -110,27 +110,24 @@ def _quiet_libraries() -> None:
     warnings.filterwarnings("ignore", module="orbax")
 
 
-def _load_params(value: str) -> Any:
-    """`--params`: an Orbax checkpoint directory, a flax `.msgpack` file, or MODULE:INIT
-    called with key(0)."""
+def _load_params(value: str, step: str | None,
+                 params_path: str | None) -> tuple[Any, str | None]:
+    """`--params`: an Orbax checkpoint (item, step or CheckpointManager directory), a flax
+    `.msgpack` file, or MODULE:INIT called with key(0). Returns the tree and what is left of
+    `--params-path` (its first part may name a checkpoint item)."""
     path = Path(value)
     if path.is_dir():
-        import orbax.checkpoint as ocp
+        from jaxport.exporter import checkpoint
 
-        try:
-            return ocp.StandardCheckpointer().restore(path.resolve())
-        except Exception as exc:
-            first = (str(exc).strip().splitlines() or [""])[0][:300]
-            raise ExportError(
-                f"--params {value}: cannot restore an Orbax checkpoint from this directory "
-                f"({type(exc).__name__}: {first}); for a CheckpointManager directory pass one "
-                "step's item directory"
-            ) from None
+        restored = checkpoint.restore(value, step=step, params_path=params_path)
+        return restored.tree, restored.params_path
+    if step is not None:
+        raise UsageError(f"--step {step}: only for an Orbax CheckpointManager directory")
     if path.is_file():
         if path.suffix == ".msgpack":
             from jaxport.exporter import params as params_mod
 
-            return params_mod.load_msgpack(path)
+            return params_mod.load_msgpack(path), params_path
         raise ExportError(
             f"--params {value}: a file, but not a .msgpack checkpoint; pass an Orbax "
             "checkpoint directory, a flax .msgpack file or MODULE:INIT_FUNCTION"
@@ -140,7 +137,7 @@ def _load_params(value: str) -> Any:
 
         init = _import_attr(value, "--params")
         try:
-            return init(jax.random.key(0))
+            return init(jax.random.key(0)), params_path
         except Exception as exc:
             first = (str(exc).strip().splitlines() or [""])[0]
             raise ExportError(f"--params {value}(jax.random.key(0)) failed: "
@@ -159,11 +156,15 @@ def _export_parser() -> _Parser:
     p.add_argument("function", metavar="MODULE:FUNCTION",
                    help="the function to export, called as FUNCTION(params, *inputs)")
     p.add_argument("--params", required=True, metavar="PATH|MODULE:INIT",
-                   help="Orbax checkpoint directory, flax .msgpack file (e.g. Hugging Face "
-                        "flax_model.msgpack), or MODULE:INIT_FUNCTION(jax.random.key(0)); "
+                   help="Orbax checkpoint (CheckpointManager, step or item directory), flax "
+                        ".msgpack file (e.g. Hugging Face flax_model.msgpack), or "
+                        "MODULE:INIT_FUNCTION(jax.random.key(0)); "
                         "FrozenDict, NNX modules/State and any pytree are accepted")
     p.add_argument("--params-path", metavar="A.B",
-                   help="use this subtree of the checkpoint, e.g. params (of a TrainState)")
+                   help="use this subtree of the checkpoint, e.g. params (of a TrainState); "
+                        "for a checkpoint step with several items, first the item name")
+    p.add_argument("--step", metavar="N|latest",
+                   help="step of an Orbax CheckpointManager directory (default: latest)")
     p.add_argument("--input", action="append", required=True, metavar="NAME:DTYPE[d0,...]",
                    help="one per positional input, in order, e.g. x:float32[8,16]")
     p.add_argument("--output", action="append", metavar="KEY=NAME|NAME",
@@ -257,11 +258,11 @@ def export_main(argv: Sequence[str]) -> int:
         from jaxport.exporter import api
 
         fn = _import_attr(ns.function, "MODULE:FUNCTION")
-        params = _load_params(ns.params)
-        if ns.params_path:
+        params, params_path = _load_params(ns.params, ns.step, ns.params_path)
+        if params_path:
             from jaxport.exporter import params as params_mod
 
-            params = params_mod.select(params, ns.params_path)
+            params = params_mod.select(params, params_path)
         inputs = {n: jax.ShapeDtypeStruct(shape, dt) for n, dt, shape in specs}
         check_goldens = None
         if ns.check_goldens:
