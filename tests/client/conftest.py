@@ -3,7 +3,9 @@
 `bridge` is one `jaxport serve` over the session repository (tests/client/client_models.py);
 `server` is the same bridge as `Server(url, bridge)`; `secure_bridge` serves the same
 repository with mutual TLS and a bearer token at once (the only second server). Both are
-started, and stopped by PID, through `tests/support/bridge.py`.
+started, and stopped by PID, through `tests/support/bridge.py`. `bridge` runs with the test gate
+(`gate`, see `support.gate`): a test that needs a call still executing when its deadline passes
+holds the model there, never relies on how long it computes.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from client_helpers import TOKEN, Server  # noqa: E402
 from client_models import export_repository  # noqa: E402
 from support.bridge import BridgeProcess  # noqa: E402
 from support.certs import Pki, make_pki  # noqa: E402
+from support.gate import Gate  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -32,9 +35,15 @@ def repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def bridge(repository: Path) -> Iterator[BridgeProcess]:
-    """A real bridge (`--engine exported`) serving the session repository."""
-    with BridgeProcess(repository) as b:
+def gate(tmp_path_factory: pytest.TempPathFactory) -> Gate:
+    """The test gate of `bridge`: a test holds executions of a model until it releases them."""
+    return Gate(tmp_path_factory.mktemp("gate"))
+
+
+@pytest.fixture(scope="session")
+def bridge(repository: Path, gate: Gate) -> Iterator[BridgeProcess]:
+    """A real bridge (`--engine exported`) serving the session repository, test gate on."""
+    with BridgeProcess(repository, env=gate.env) as b:
         yield b
 
 

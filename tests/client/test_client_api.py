@@ -24,9 +24,8 @@ from jaxport.protocol.errors import InvalidArgumentError, ProtocolError
 from jaxport.protocol.gen.inference import model_config_pb2
 from support.bridge import BridgeProcess
 from support.certs import Pki
+from support.gate import Gate
 
-#: Rounds of the `slow` model that keep a request busy for about a second on this machine.
-SLOW_ROUNDS = 2000
 ECHO_MODELS = [echo_name(row.datatype) for row in dtypes.DTYPES]
 ECHO_Y = "'y'"
 
@@ -197,13 +196,15 @@ def test_slow_model_matches_jax(client: InferenceClient) -> None:
     assert_matches_jax(got, want, "slow")
 
 
-def test_deadline(client: InferenceClient) -> None:
-    inputs = slow_inputs(SLOW_ROUNDS)
-    err = server_error(client.infer, "slow", inputs, timeout=0.2)
-    assert err.code == "DEADLINE_EXCEEDED"
-    with InferenceClient(client.target, timeout=0.2) as impatient:
-        err = server_error(impatient.infer, "slow", inputs)
-    assert err.code == "DEADLINE_EXCEEDED"
+def test_deadline(client: InferenceClient, gate: Gate) -> None:
+    # `slow` is held at the test gate: no answer can come before the deadline, on any machine.
+    inputs = slow_inputs(3)
+    with gate.holding("slow"):
+        err = server_error(client.infer, "slow", inputs, timeout=0.2)
+        assert err.code == "DEADLINE_EXCEEDED"
+        with InferenceClient(client.target, timeout=0.2) as impatient:
+            err = server_error(impatient.infer, "slow", inputs)
+        assert err.code == "DEADLINE_EXCEEDED"
 
 
 def test_unreachable_server_is_unavailable() -> None:
@@ -221,7 +222,7 @@ def test_stream_infer(client: InferenceClient) -> None:
         assert same(r["y"], want)
 
 
-def test_stream_errors(client: InferenceClient) -> None:
+def test_stream_errors(client: InferenceClient, gate: Gate) -> None:
     good = {"x": np.ones(ECHO_SHAPE, dtype=np.float32)}
     message = f"unknown requested output 'nope': model 'echo_fp32' (version 1) has outputs {ECHO_Y}"
     results = list(
@@ -231,8 +232,9 @@ def test_stream_errors(client: InferenceClient) -> None:
     assert [r.id for r in results] == ["0", "1"]
     err = server_error(list, client.stream_infer("echo_fp32", [good], outputs=["nope"]))
     assert (err.code, err.message) == ("INVALID_ARGUMENT", message)
-    slow = client.stream_infer("slow", [slow_inputs(SLOW_ROUNDS)], timeout=0.2)
-    err = server_error(list, slow)
+    with gate.holding("slow"):  # no answer can come before the deadline
+        slow = client.stream_infer("slow", [slow_inputs(3)], timeout=0.2)
+        err = server_error(list, slow)
     assert err.code == "DEADLINE_EXCEEDED"
 
 

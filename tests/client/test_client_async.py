@@ -30,9 +30,11 @@ from jaxport.client import (
 from jaxport.protocol.errors import InvalidArgumentError
 from support.bridge import BridgeProcess
 from support.certs import Pki
+from support.gate import Gate
 
-#: Keeps the `slow` model busy for about a second (as in test_client_api.py).
-SLOW = {"x": np.full((256, 256), 0.01, np.float32), "n": np.array(2000, np.int32)}
+#: Inputs of `slow`; the deadline tests hold it at the test gate, so no answer can come before
+#: their deadline on any machine (not "enough rounds to be slow").
+SLOW = {"x": np.full((256, 256), 0.01, np.float32), "n": np.array(3, np.int32)}
 
 
 def run[T](fn: Callable[[AsyncInferenceClient], Awaitable[T]], address: str, **kwargs: Any) -> T:
@@ -84,7 +86,7 @@ def test_infer_matches_jax_raw_and_typed(bridge: BridgeProcess) -> None:
     run(calls, bridge.address)
 
 
-def test_errors_are_the_same_types(bridge: BridgeProcess) -> None:
+def test_errors_are_the_same_types(bridge: BridgeProcess, gate: Gate) -> None:
     x = np.ones(ECHO_SHAPE, np.float32)
 
     async def calls(c: AsyncInferenceClient) -> None:
@@ -98,7 +100,8 @@ def test_errors_are_the_same_types(bridge: BridgeProcess) -> None:
         assert err.code == "INVALID_ARGUMENT" and "'x'" in err.message
         with pytest.raises(InvalidArgumentError, match="unsupported dtype 'complex64'"):
             await c.infer("echo_fp32", {"x": np.ones(2, np.complex64)})
-        err = await error_of(c.infer("slow", SLOW, timeout=0.2))
+        with gate.holding("slow"):
+            err = await error_of(c.infer("slow", SLOW, timeout=0.2))
         assert err.code == "DEADLINE_EXCEEDED"
     run(calls, bridge.address)
 
@@ -125,7 +128,7 @@ def test_stream_infer(bridge: BridgeProcess) -> None:
     run(calls, bridge.address)
 
 
-def test_stream_errors(bridge: BridgeProcess) -> None:
+def test_stream_errors(bridge: BridgeProcess, gate: Gate) -> None:
     good = {"x": np.ones(ECHO_SHAPE, dtype=np.float32)}
 
     async def calls(c: AsyncInferenceClient) -> None:
@@ -137,7 +140,7 @@ def test_stream_errors(bridge: BridgeProcess) -> None:
         with pytest.raises(InferenceServerError) as info:
             [r async for r in c.stream_infer("echo_fp32", [good], outputs=["nope"])]
         assert info.value.code == "INVALID_ARGUMENT"
-        with pytest.raises(InferenceServerError) as info:
+        with gate.holding("slow"), pytest.raises(InferenceServerError) as info:
             [r async for r in c.stream_infer("slow", [SLOW], timeout=0.2)]
         assert info.value.code == "DEADLINE_EXCEEDED"
 
