@@ -19,6 +19,7 @@ from typing import Any, NoReturn
 
 from jaxport.artifact.errors import ArtifactError
 from jaxport.exporter.errors import ExportError, UsageError
+from jaxport.exporter.module import DEFAULT_MAX_CONSTANT_BYTES
 
 __all__ = ["export_main", "parse_input_spec", "verify_main"]
 
@@ -183,6 +184,10 @@ def _export_parser() -> _Parser:
     p.add_argument("--batch-sizes", metavar="N1,N2,...",
                    help="one fixed-shape program per batch size (e.g. 1,8,32): dimension 0 of "
                         "every input is the batch dimension; write it B, e.g. x:float32[B,16]")
+    p.add_argument("--max-constant-bytes", type=int, metavar="N",
+                   help="largest dense constant the program may embed (default "
+                        f"{DEFAULT_MAX_CONSTANT_BYTES}); larger ones are refused as baked-in "
+                        "weights. Raising it copies those bytes into every program file")
     p.add_argument("--check-goldens", metavar="MODULE:FUNCTION",
                    help="FUNCTION() returns {case name: inputs in --input order}: extra goldens, "
                         "one passing and one tripping each check kind")
@@ -250,6 +255,8 @@ def export_main(argv: Sequence[str]) -> int:
             raise ExportError(f"output directory {out} already exists; pass --force to replace it")
         if ns.goldens < 0:
             raise UsageError(f"--goldens must be >= 0, got {ns.goldens}")
+        if ns.max_constant_bytes is not None and ns.max_constant_bytes < 0:
+            raise UsageError(f"--max-constant-bytes must be >= 0, got {ns.max_constant_bytes}")
         from jaxport.exporter import checks as checks_mod
 
         check_kinds = checks_mod.parse_checks(ns.checks)
@@ -275,6 +282,8 @@ def export_main(argv: Sequence[str]) -> int:
             platforms=ns.platforms.split(","), force=ns.force, name=ns.name, quiet=ns.quiet,
             source_function=ns.function, checks=check_kinds, check_goldens=check_goldens,
             **({"batch_sizes": batch_sizes} if batch_sizes is not None else {}),
+            **({"max_constant_bytes": ns.max_constant_bytes}
+               if ns.max_constant_bytes is not None else {}),
         )
         if not ns.quiet:
             program = manifest.programs[0]

@@ -81,14 +81,25 @@ def inspect_module(
             f"{what}: the lowered module contains shape_assertion (shape polymorphism); "
             "jaxport exports fixed shapes only"
         )
+    dense = []
     for m in _CONSTANT.finditer(text):
         splat = m.group(1)[:1] not in ('"', "[")
         nbytes, _ = _tensor_bytes(m.group(2))
-        if not splat and nbytes > max_constant_bytes:
-            raise ExportError(
-                f"{what}: the module embeds a dense constant tensor<{m.group(2)}> "
-                f"({nbytes} bytes > {max_constant_bytes}); weights must not be baked into the "
-                "program: pass them in the params pytree instead of closing over them"
-            )
+        if not splat:
+            dense.append((nbytes, m.group(2)))
+    over = [(n, t) for n, t in dense if n > max_constant_bytes]
+    if over:
+        nbytes, body = max(over)
+        total = sum(n for n, _ in dense)
+        raise ExportError(
+            f"{what}: the module embeds a dense constant tensor<{body}> "
+            f"({nbytes} bytes > {max_constant_bytes}, the --max-constant-bytes limit; "
+            f"{len(over)} constant(s) over it); weights must not be baked into the program: "
+            "pass them in the params pytree instead of closing over them; if they are real "
+            f"program constants, raise the limit (--max-constant-bytes {max(nbytes, 1)} / "
+            f"max_constant_bytes=), at a cost: all {total} bytes of dense constants are then "
+            "copied into model.mlirbc, model.mlir and model.jaxexport (once per batch-size "
+            "program), compiled into every consumer's executable, and not in weights/"
+        )
     targets = sorted(set(_CUSTOM_CALL.findall(text)) | set(_CUSTOM_CALL_GENERIC.findall(text)))
     return ModuleInfo(custom_call_targets=targets, main_argument_types=main_signature(text))
