@@ -6,13 +6,12 @@ import base64
 import json
 import subprocess
 import sys
-import time
 import tracemalloc
 
 import ml_dtypes
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jaxport.protocol import codecs, dtypes
 from jaxport.protocol.errors import InvalidArgumentError
@@ -111,7 +110,9 @@ def test_response_round_trip_is_always_raw(datatype: str) -> None:
         assert_same(decoded[name], array)
 
 
-@settings(max_examples=60, deadline=None)
+# No clock: neither a per-example deadline nor the "generation too slow" health check (a
+# loaded machine trips both; neither is what this test is about).
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     datatype=st.sampled_from(ALL),
     shape=st.lists(st.integers(0, 5), min_size=0, max_size=4).map(tuple),
@@ -182,14 +183,12 @@ def test_byte_count_mismatch_names_input_and_sizes() -> None:
 def test_huge_declared_shape_is_rejected_before_any_allocation() -> None:
     request = raw_request(("x", "FP64", [2**40, 2**20], b"\x00" * 8))
     tracemalloc.start()
-    start = time.perf_counter()
     msg = invalid(codecs.decode_request_inputs, request)
-    elapsed = time.perf_counter() - start
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
+    # The proof is memory, not a clock: nothing of the declared 8 EiB was allocated.
     assert "'x'" in msg and str(2**60 * 8) in msg
     assert peak < 1 << 20, f"allocated {peak} bytes for a rejected request"
-    assert elapsed < 1.0  # a sanity bound (rejection is O(rank)), not a benchmark
 
 
 def test_huge_declared_shape_with_typed_contents_is_rejected() -> None:
