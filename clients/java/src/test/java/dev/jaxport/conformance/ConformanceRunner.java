@@ -36,8 +36,11 @@ import java.util.stream.Stream;
  *
  * <pre>mvn -q test exec:exec@conformance -Dconformance.url=127.0.0.1:8001</pre>
  *
- * Prints one PASS/FAIL/SKIP line per case and {@code conformance java: N passed, M failed};
- * fails (non-zero Maven exit) if any case failed.
+ * Prints one PASS/FAIL/N/A line per case and {@code conformance java: N passed, M failed[, K not
+ * applicable]}; fails (non-zero Maven exit) if any case failed. A call that succeeds where the
+ * case expects an error status is a FAIL ("call succeeded (...), expected status X").
+ * {@code --features all|core|LIST} (or {@code --features=LIST} as one argument) names what the
+ * server claims beyond the core protocol; cases needing more are N/A.
  */
 public final class ConformanceRunner {
   /** A mismatch in a successful answer. */
@@ -152,8 +155,9 @@ public final class ConformanceRunner {
       call(c);
       return;
     }
+    String answer;
     try {
-      call(c);
+      answer = callOnly(c);
     } catch (StatusRuntimeException e) {
       String msg = e.getStatus().getDescription() == null ? "" : e.getStatus().getDescription();
       if (!codeName(e).equals(want)) {
@@ -168,7 +172,99 @@ public final class ConformanceRunner {
       }
       return;
     }
-    throw new CaseFailure("call succeeded, expected status " + want);
+    // An answer where an error status was expected: described, never compared with outputs
+    // the case does not have.
+    throw new CaseFailure("call succeeded (" + answer + "), expected status " + want);
+  }
+
+  /** Makes the case's call without judging the answer; describes what came back. */
+  private String callOnly(Case c) throws Exception {
+    JsonObject req = c.request();
+    switch (c.rpc()) {
+      case "ServerLive":
+        return "live=" + client.serverLive();
+      case "ServerReady":
+        return "ready=" + client.serverReady();
+      case "ModelReady":
+        return "ready=" + client.modelReady(str(req, "model"), str(req, "version"));
+      case "ServerMetadata":
+        return "name=\"" + client.serverMetadata().getName() + "\"";
+      case "ModelMetadata": {
+        ModelMetadataResponse m = client.modelMetadata(str(req, "model"), str(req, "version"));
+        return "name=\"" + m.getName() + "\" versions=" + m.getVersionsList();
+      }
+      case "ModelInfer": {
+        InferResult r = infer(c, req);
+        TreeSet<String> names = new TreeSet<>();
+        r.outputs().forEach(t -> names.add(t.name()));
+        return "model \"" + r.model() + "\" version \"" + r.version() + "\", outputs " + names;
+      }
+      case "ModelStreamInfer": {
+        List<InferRequest> reqs = new ArrayList<>();
+        for (JsonElement el : req.getAsJsonArray("requests")) {
+          reqs.add(toRequest(c, el.getAsJsonObject()));
+        }
+        return client.streamInfer(reqs).size() + " stream responses";
+      }
+      default:
+        throw new IllegalStateException("unknown rpc " + c.rpc());
+    }
+  }
+
+  /** What a case may need beyond the core protocol (its "requires" list). */
+  static final Map<String, String> FEATURES = Map.of(
+      "jaxport-models", "the suite models of models.py served under their names (cf_fp32, ...)",
+      "versions", "model versions: version '1' listed and addressable, an unknown one NOT_FOUND",
+      "bf16", "the BF16 datatype",
+      "triton-stream", "Triton's ModelStreamInfer",
+      "triton-config", "Triton's model configuration extension",
+      "triton-shm", "Triton's system shared memory extension",
+      "classification", "Triton's classification extension",
+      "checkify", "runtime checks: a tripped check is INVALID_ARGUMENT with JAX's message");
+
+  /** ServerMetadata.extensions entries that claim a feature. */
+  static final Map<String, String> EXTENSION_FEATURES = Map.of(
+      "model_configuration", "triton-config",
+      "system_shared_memory", "triton-shm",
+      "classification", "classification");
+
+  /** --features: "all" (null: every case applies), "core"/"" (nothing beyond the core), or a list. */
+  static java.util.Set<String> parseFeatures(String text) {
+    text = text.trim();
+    if (text.equals("all")) {
+      return null;
+    }
+    java.util.Set<String> claimed = new TreeSet<>();
+    List<String> unknown = new ArrayList<>();
+    for (String f : text.split(",")) {
+      f = f.trim();
+      if (f.isEmpty() || f.equals("core")) {
+        continue;
+      }
+      if (!FEATURES.containsKey(f)) {
+        unknown.add(f);
+      } else {
+        claimed.add(f);
+      }
+    }
+    if (!unknown.isEmpty()) {
+      throw new IllegalArgumentException("unknown feature(s) " + unknown + "; known: core, all, "
+          + new TreeSet<>(FEATURES.keySet()));
+    }
+    return claimed;
+  }
+
+  /** The features c needs that claimed lacks (null claimed: none). */
+  static List<String> missing(Case c, java.util.Set<String> claimed) {
+    List<String> out = new ArrayList<>();
+    if (claimed != null) {
+      for (String f : c.requires()) {
+        if (!claimed.contains(f)) {
+          out.add(f);
+        }
+      }
+    }
+    return out;
   }
 
   private void call(Case c) throws Exception {
@@ -419,6 +515,19 @@ public final class ConformanceRunner {
   }
 
   public static void main(String[] args) throws Exception {
+    int rc = runMain(args, System.out);
+    System.out.flush();
+    if (rc != 0) {
+      throw new IllegalStateException("conformance java: exit " + rc);
+    }
+  }
+
+  /**
+   * Runs the cases; prints PASS/FAIL/N/A lines and the summary to out. Returns 0 when no case
+   * failed, 1 when some did (usage errors throw IllegalArgumentException).
+   */
+  static int runMain(String[] args, java.io.PrintStream out) throws Exception {
+    String features = "all";
     String url = System.getenv("JAXPORT_CONFORMANCE_URL");
     String ca = System.getenv("JAXPORT_CONFORMANCE_CA");
     String token = System.getenv("JAXPORT_CONFORMANCE_TOKEN");
@@ -433,6 +542,7 @@ public final class ConformanceRunner {
         case "--url" -> url = args[++i];
         case "--cases" -> cases = Path.of(args[++i]);
         case "--protocol-only", "protocol-only" -> protocolOnly = true;
+        case "--features" -> features = args[++i];
         case "--run" -> only = args[++i];
         case "--ca" -> ca = args[++i];
         case "--token" -> token = args[++i];
@@ -443,8 +553,12 @@ public final class ConformanceRunner {
             only = args[i].substring("--run=".length());
             continue;
           }
+          if (args[i].startsWith("--features=")) { // one argument, for -Dconformance.option
+            features = args[i].substring("--features=".length());
+            continue;
+          }
           throw new IllegalArgumentException("unknown argument " + args[i]
-            + " (use --url HOST:PORT --cases DIR [--protocol-only] [--run SUBSTRING] [--ca PEM]"
+            + " (use --url HOST:PORT --cases DIR [--features all|core|LIST] [--protocol-only] [--run SUBSTRING] [--ca PEM]"
             + " [--cert PEM --key PKCS8_PEM] [--token TOKEN])");
         }
       }
@@ -452,10 +566,11 @@ public final class ConformanceRunner {
     if (url == null || url.isEmpty()) {
       throw new IllegalArgumentException("--url (or JAXPORT_CONFORMANCE_URL) is required");
     }
+    java.util.Set<String> claimed = parseFeatures(protocolOnly ? "core" : features);
     List<Case> all = loadCases(cases);
     int passed = 0;
     int failed = 0;
-    int skipped = 0;
+    int notApplicable = 0;
     InferenceClient.Builder builder =
         InferenceClient.forTarget(url).deadline(Duration.ofSeconds(60));
     if (ca != null && !ca.isEmpty()) {
@@ -473,32 +588,47 @@ public final class ConformanceRunner {
     }
     try (InferenceClient client = builder.build()) {
       ConformanceRunner runner = new ConformanceRunner(client);
+      if (claimed != null) {
+        try {
+          for (String x : client.serverMetadata().getExtensionsList()) {
+            if (EXTENSION_FEATURES.containsKey(x)) {
+              claimed.add(EXTENSION_FEATURES.get(x));
+            }
+            if (FEATURES.containsKey(x)) {
+              claimed.add(x);
+            }
+          }
+        } catch (StatusRuntimeException e) {
+          // metadata_server reports it
+        }
+        out.println("features claimed: " + (claimed.isEmpty() ? "core only" : String.join(", ", claimed)));
+      }
       for (Case c : all) {
         if (!only.isEmpty() && !c.name().contains(only)) {
           continue;
         }
-        if (protocolOnly && !c.requires().isEmpty()) {
-          System.out.println("SKIP " + c.name() + " (requires " + String.join(", ", c.requires()) + ")");
-          skipped++;
+        List<String> missing = missing(c, claimed);
+        if (!missing.isEmpty()) {
+          out.println("N/A " + c.name() + " (needs " + String.join(", ", missing) + ")");
+          notApplicable++;
           continue;
         }
         long start = System.nanoTime();
         try {
           runner.run(c);
           passed++;
-          System.out.printf("PASS %s (%d ms)%n", c.name(), (System.nanoTime() - start) / 1_000_000);
+          out.printf("PASS %s (%d ms)%n", c.name(), (System.nanoTime() - start) / 1_000_000);
         } catch (Exception | AssertionError x) {
           failed++;
           Status s = x instanceof StatusRuntimeException sre ? sre.getStatus() : null;
-          System.out.println("FAIL " + c.name() + ": " + (s != null ? "status " + s.getCode() + ": " + s.getDescription() : x));
+          Object why = x instanceof CaseFailure ? x.getMessage() : x;
+          out.println("FAIL " + c.name() + ": " + (s != null ? "status " + s.getCode() + ": " + s.getDescription() : why));
         }
       }
     }
-    System.out.println("conformance java: " + passed + " passed, " + failed + " failed"
-        + (skipped > 0 ? ", " + skipped + " skipped" : ""));
-    System.out.flush();
-    if (failed > 0) {
-      throw new IllegalStateException(failed + " conformance case(s) failed");
-    }
+    out.println("conformance java: " + passed + " passed, " + failed + " failed"
+        + (notApplicable > 0 ? ", " + notApplicable + " not applicable" : ""));
+    out.flush();
+    return failed > 0 ? 1 : 0;
   }
 }
