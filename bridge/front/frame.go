@@ -13,7 +13,6 @@ package main
 
 import (
 	"encoding/binary"
-	"fmt"
 	"io"
 )
 
@@ -65,12 +64,4 @@ func readHeader(r io.Reader, b []byte) (header, error) {
 		id:     binary.LittleEndian.Uint64(b[8:]),
 		aux:    int64(binary.LittleEndian.Uint64(b[16:])),
 	}, nil
-}
-
-// splitStatus splits a REPLY/STREAM_END payload into the status message and the body.
-func splitStatus(h header, payload []byte) (string, []byte, error) {
-	if h.aux < 0 || h.aux > int64(len(payload)) {
-		return "", nil, fmt.Errorf("status message length %d beyond payload %d", h.aux, len(payload))
-	}
-	return string(payload[:h.aux]), payload[h.aux:], nil
 }

@@ -2,10 +2,13 @@ package main
 
 import (
 	"bytes"
+	"net"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc/codes"
 )
 
 func TestParseArgsSplitsFrontAndWorkerFlags(t *testing.T) {
@@ -57,13 +60,6 @@ func TestHeaderRoundTrip(t *testing.T) {
 	if err != nil || got != h {
 		t.Fatalf("got %+v, %v", got, err)
 	}
-	msg, body, err := splitStatus(header{aux: 3}, []byte("bad!body"))
-	if err != nil || msg != "bad" || string(body) != "!body" {
-		t.Fatalf("splitStatus: %q %q %v", msg, body, err)
-	}
-	if _, _, err := splitStatus(header{aux: 9}, []byte("short")); err == nil {
-		t.Fatal("a status length beyond the payload must be refused")
-	}
 }
 
 func TestMergeMetricsLabelsAndGroupsFamilies(t *testing.T) {
@@ -109,5 +105,42 @@ func TestServerReadyGoesToAWorkerStillLoading(t *testing.T) {
 	}
 	if got := f.pick(); got != ready && got != loading {
 		t.Fatalf("pick chose a worker that is down")
+	}
+}
+
+func TestReadLoopDeliversRepliesAndRefusesBadFrames(t *testing.T) {
+	front, worker := net.Pipe()
+	k := newConn(front, 1<<20)
+	ch := make(chan *reply, 1)
+	k.pending[7] = ch
+	ready := make(chan struct{}, 1)
+	done := make(chan error, 1)
+	go func() { done <- k.readLoop(func() { ready <- struct{}{} }) }()
+
+	send := func(h header, payload []byte) {
+		var b [headerSize]byte
+		h.length = uint32(len(payload))
+		h.encode(b[:])
+		if _, err := worker.Write(append(b[:], payload...)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send(header{ftype: frameReady}, nil)
+	<-ready
+	send(header{ftype: frameReply, id: 7, code: 5, aux: 3}, []byte("msgBODY"))
+	r := <-ch
+	if r.code != 5 || r.message != "msg" || string(r.bodySlice().Materialize()) != "BODY" {
+		t.Fatalf("reply %+v", r)
+	}
+	waiting := make(chan *reply, 1)
+	k.mu.Lock()
+	k.pending[8] = waiting
+	k.mu.Unlock()
+	send(header{ftype: frameReply, id: 9, aux: 9}, []byte("short"))
+	if err := <-done; err == nil || !strings.Contains(err.Error(), "beyond payload") {
+		t.Fatalf("readLoop error %v", err)
+	}
+	if gone := <-waiting; gone.code != uint16(codes.Unavailable) || gone.message != workerGoneMessage {
+		t.Fatalf("pending call after a bad frame: %+v", gone)
 	}
 }

@@ -107,7 +107,8 @@ func (f *front) scrape(ctx context.Context) (map[int]string, []int) {
 			slog.Warn("metrics scrape of a worker failed", "worker", w.index)
 			continue
 		}
-		texts[w.index] = string(r.body)
+		texts[w.index] = string(r.bodySlice().Materialize())
+		r.free()
 		order = append(order, w.index)
 	}
 	return texts, order

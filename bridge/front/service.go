@@ -31,7 +31,7 @@ var broadcast = map[string]bool{
 // rawMsg carries a message's serialized bytes through gRPC untouched.
 type rawMsg struct {
 	in  mem.BufferSlice // a request, referenced from gRPC's buffers (free after use)
-	out []byte          // a response from a worker
+	out mem.BufferSlice // a response from a worker (gRPC frees it once sent)
 }
 
 func (m *rawMsg) free() {
@@ -51,7 +51,10 @@ func (c rawCodec) Name() string { return protocodec.Name }
 
 func (c rawCodec) Marshal(v any) (mem.BufferSlice, error) {
 	if m, ok := v.(*rawMsg); ok {
-		return mem.BufferSlice{mem.SliceBuffer(m.out)}, nil
+		if m.out == nil {
+			return mem.BufferSlice{}, nil
+		}
+		return m.out, nil
 	}
 	return c.proto.Marshal(v)
 }
@@ -165,9 +168,10 @@ func (f *front) unary(ctx context.Context, method uint8, payload mem.BufferSlice
 			return nil, err
 		}
 		if err := r.err(); err != nil {
+			r.free()
 			return nil, err
 		}
-		return &rawMsg{out: r.body}, nil
+		return &rawMsg{out: r.bodySlice()}, nil
 	}
 	var first *reply
 	for _, w := range f.workers {
@@ -180,16 +184,22 @@ func (f *front) unary(ctx context.Context, method uint8, payload mem.BufferSlice
 			return nil, err
 		}
 		if r.code != 0 {
+			r.free()
+			if first != nil {
+				first.free()
+			}
 			return nil, r.err()
 		}
 		if first == nil {
 			first = r
+		} else {
+			r.free()
 		}
 	}
 	if first == nil {
 		return nil, noWorker()
 	}
-	return &rawMsg{out: first.body}, nil
+	return &rawMsg{out: first.bodySlice()}, nil
 }
 
 // stream forwards one ModelStreamInfer call to one worker: client messages as STREAM_MSG,
@@ -229,7 +239,11 @@ func (f *front) stream(ss grpc.ServerStream, method uint8) error {
 	for {
 		body, end, ok := s.next()
 		if ok && end == nil {
-			if err := ss.SendMsg(&rawMsg{out: body}); err != nil {
+			out := mem.BufferSlice{}
+			if body != nil {
+				out = mem.BufferSlice{body}
+			}
+			if err := ss.SendMsg(&rawMsg{out: out}); err != nil {
 				_ = k.writeBytes(header{ftype: frameCancel, method: method, id: id}, nil)
 				return err
 			}

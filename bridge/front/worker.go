@@ -28,7 +28,22 @@ const workerGoneMessage = "execution worker exited while handling the request"
 type reply struct {
 	code    uint16
 	message string
-	body    []byte
+	body    mem.Buffer // nil when empty; pooled: ownership passes to whoever sends it
+}
+
+// free returns the body's buffer to its pool (a reply that will not be sent).
+func (r *reply) free() {
+	if r.body != nil {
+		r.body.Free()
+		r.body = nil
+	}
+}
+
+func (r *reply) bodySlice() mem.BufferSlice {
+	if r.body == nil {
+		return mem.BufferSlice{}
+	}
+	return mem.BufferSlice{r.body}
 }
 
 func (r *reply) err() error {
@@ -42,7 +57,7 @@ func (r *reply) err() error {
 // in order on an unbounded queue so the connection's reader never blocks on a slow client.
 type streamCall struct {
 	mu      sync.Mutex
-	items   [][]byte
+	items   []mem.Buffer
 	end     *reply
 	notify  chan struct{}
 	workerN int
@@ -50,7 +65,7 @@ type streamCall struct {
 
 func newStreamCall() *streamCall { return &streamCall{notify: make(chan struct{}, 1)} }
 
-func (s *streamCall) push(body []byte, end *reply) {
+func (s *streamCall) push(body mem.Buffer, end *reply) {
 	s.mu.Lock()
 	if end != nil {
 		s.end = end
@@ -65,7 +80,7 @@ func (s *streamCall) push(body []byte, end *reply) {
 }
 
 // next returns the next response (body != nil), or the end of the stream.
-func (s *streamCall) next() ([]byte, *reply, bool) {
+func (s *streamCall) next() (mem.Buffer, *reply, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.items) > 0 {
@@ -133,48 +148,79 @@ func (k *conn) readLoop(onReady func()) error {
 		if int(h.length) > k.maxFrame {
 			return fmt.Errorf("worker frame of %d bytes exceeds %d", h.length, k.maxFrame)
 		}
-		payload := make([]byte, h.length)
-		if _, err := io.ReadFull(r, payload); err != nil {
-			return err
-		}
 		switch h.ftype {
 		case frameReady:
+			if _, err := r.Discard(int(h.length)); err != nil {
+				return err
+			}
 			onReady()
-		case frameReply:
-			msg, body, err := splitStatus(h, payload)
+		case frameReply, frameStreamEnd:
+			if h.aux < 0 || h.aux > int64(h.length) {
+				return fmt.Errorf("status message length %d beyond payload %d", h.aux, h.length)
+			}
+			msg := make([]byte, h.aux)
+			if _, err := io.ReadFull(r, msg); err != nil {
+				return err
+			}
+			body, err := readPooled(r, int(h.length)-int(h.aux))
 			if err != nil {
 				return err
 			}
+			rep := &reply{code: h.code, message: string(msg), body: body}
 			k.mu.Lock()
-			ch := k.pending[h.id]
-			delete(k.pending, h.id)
-			k.mu.Unlock()
-			if ch != nil {
-				ch <- &reply{code: h.code, message: msg, body: body}
-			}
-		case frameStreamReply, frameStreamEnd:
-			k.mu.Lock()
-			s := k.streams[h.id]
-			if h.ftype == frameStreamEnd {
+			var ch chan *reply
+			var s *streamCall
+			if h.ftype == frameReply {
+				ch = k.pending[h.id]
+				delete(k.pending, h.id)
+			} else {
+				s = k.streams[h.id]
 				delete(k.streams, h.id)
 			}
 			k.mu.Unlock()
-			if s == nil {
-				continue
+			switch {
+			case ch != nil:
+				ch <- rep
+			case s != nil:
+				rep.free()
+				s.push(nil, rep)
+			default:
+				rep.free() // the caller already went away
 			}
-			if h.ftype == frameStreamReply {
-				s.push(payload, nil)
-				continue
-			}
-			msg, _, err := splitStatus(h, payload)
+		case frameStreamReply:
+			body, err := readPooled(r, int(h.length))
 			if err != nil {
 				return err
 			}
-			s.push(nil, &reply{code: h.code, message: msg})
+			k.mu.Lock()
+			s := k.streams[h.id]
+			k.mu.Unlock()
+			if s == nil {
+				if body != nil {
+					body.Free()
+				}
+				continue
+			}
+			s.push(body, nil)
 		default:
 			return fmt.Errorf("unexpected frame type %d from worker", h.ftype)
 		}
 	}
+}
+
+// readPooled reads n bytes into a buffer from gRPC's pool (large responses reuse memory
+// instead of faulting in fresh pages each time); nil for n == 0.
+func readPooled(r io.Reader, n int) (mem.Buffer, error) {
+	if n == 0 {
+		return nil, nil
+	}
+	pool := mem.DefaultBufferPool()
+	bp := pool.Get(n)
+	if _, err := io.ReadFull(r, *bp); err != nil {
+		pool.Put(bp)
+		return nil, err
+	}
+	return mem.NewBuffer(bp, pool), nil
 }
 
 // fail ends every call in flight with UNAVAILABLE (the worker is gone).

@@ -68,6 +68,50 @@ def tiny_model(out: Path) -> tuple[list[bytes], list[dict]]:
     return requests, expected
 
 
+def measure_large(work: Path, binary: Path, sizes: list[int], rounds: int) -> int:
+    """c=1 round trips of `size` MiB each way: MB/s of request payload per second of RPC."""
+    import jax
+    import numpy as np
+    from jaxport.exporter import export
+    from jaxport.protocol.gen.inference import grpc_service_pb2 as pb
+
+    cases = {}
+    for mib in sizes:
+        n = mib * (1 << 20) // 4
+        export(models.elementwise, models.elementwise_params(),
+               {"x": jax.ShapeDtypeStruct((n,), np.float32)}, work / "repo" / f"ew{mib}" / "1",
+               output_names=["y"], goldens=0, quiet=True, name=f"ew{mib}")
+        x = np.random.default_rng(mib).standard_normal(n).astype(np.float32)
+        req = pb.ModelInferRequest(model_name=f"ew{mib}", id="large")
+        req.inputs.add(name="x", datatype="FP32", shape=[n])
+        req.raw_input_contents.append(x.tobytes())
+        cases[mib] = (req.SerializeToString(), {"y": x * np.float32(2.0) + np.float32(0.5)})
+    configs = {"python bridge": None, "front, 1 worker": front_command(binary)}
+    best: dict[tuple[str, int], float] = {}
+    pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
+    for rnd in range(rounds):
+        for name, command in configs.items():
+            with BridgeProcess(work / "repo", workdir=work / f"L{name}-{rnd}".replace(" ", "_"),
+                               command=command) as server:
+                for mib, (raw, expected) in cases.items():
+                    out = pool.submit(load_mod.run_repeats, server.address, raw, expected, 5,
+                                      1e-6, 1e-6).result()
+                    if out["errors"] or out["mismatches"]:
+                        print(f"  {name} {mib} MiB: {out['first_error']}")
+                        continue
+                    t = min(out["latencies"])
+                    print(f"round {rnd} {name:16s} {mib:3d} MiB  best {t * 1e3:7.1f} ms  "
+                          f"{mib * 1.048576 / t:7.0f} MB/s", flush=True)
+                    best[(name, mib)] = min(best.get((name, mib), t), t)
+    pool.shutdown()
+    print("\n| server | MiB each way | best ms | MB/s | vs python |")
+    print("|---|---|---|---|---|")
+    for (name, mib), t in best.items():
+        ref = best[("python bridge", mib)]
+        print(f"| {name} | {mib} | {t * 1e3:.1f} | {mib * 1.048576 / t:.0f} | {ref / t:.2f}x |")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--levels", default="1,16")
@@ -75,6 +119,9 @@ def main() -> int:
     ap.add_argument("--warmup", type=float, default=1.0)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--model", choices=("bench", "tiny"), default="bench")
+    ap.add_argument("--large", default="",
+                    help="instead: MiB sizes (e.g. 16,64) of an x*2+0.5 model, c=1, "
+                         "request and response of that size, best of 5 sequential calls")
     args = ap.parse_args()
     levels = [int(x) for x in args.levels.split(",")]
 
@@ -84,6 +131,9 @@ def main() -> int:
 
     work = Path(tempfile.mkdtemp(prefix="front-measure-"))
     binary = build_front(work)
+    if args.large:
+        return measure_large(work, binary, [int(x) for x in args.large.split(",")],
+                             args.rounds)
     if args.model == "bench":
         params = models.mlp_params()
         export(models.mlp, params, {"x": jax.ShapeDtypeStruct((1, models.MLP_IN), np.float32)},
