@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import shlex
+import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -87,7 +88,7 @@ def test_comparison_of_special_values() -> None:
             runner.compare_tensor(spec, np.array(wrong, np.float32), want)
 
 
-def test_a_hung_step_is_killed(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_hung_step_is_killed(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """run.py never waits forever on a runner: past the step timeout its group is killed."""
     spec = importlib.util.spec_from_file_location("jaxport_conformance_run", HERE / "run.py")
     assert spec is not None and spec.loader is not None
@@ -95,8 +96,12 @@ def test_a_hung_step_is_killed(monkeypatch: pytest.MonkeyPatch) -> None:
     spec.loader.exec_module(run)
     monkeypatch.setattr(run, "STEP_TIMEOUT_S", 1.0)
     log: list[str] = []
-    started = time.monotonic()
-    rc = run.run_step("hang", ["sh", "-c", "echo started; sleep 60"], HERE, log)
-    assert rc != 0
-    assert time.monotonic() - started < 30
+    # Killed, not waited for, and the whole group: a grandchild (`sh -c ...` below, which run.py
+    # also waits for, through the output pipe it holds) would leave `finished` behind once its
+    # sleep ended. Its absence proves that, where a clock (< 30 s) only suggested it.
+    finished = tmp_path / "finished"
+    grandchild = shlex.quote(f"sleep 60; touch {shlex.quote(str(finished))}; :")
+    rc = run.run_step("hang", ["sh", "-c", f"echo started; sh -c {grandchild}; :"], HERE, log)
+    assert rc == -signal.SIGKILL, rc
+    assert not finished.exists(), "the step's process group outlived the timeout"
     assert log == ["started\n"]
