@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-import time
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 
@@ -95,17 +94,16 @@ class States:
             self.current = state
             self._changed.notify_all()
 
-    def wait(self, predicate, what: str, timeout: float = 10.0) -> None:
+    def wait(self, predicate, what: str, timeout: float = 120.0) -> None:
         with self._changed:
             if not self._changed.wait_for(lambda: predicate(self.current), timeout):
                 raise AssertionError(f"channel never became {what} (state {self.current})")
 
 
 def infer_across_restart(server: RestartableServer, retry: RetryPolicy | None
-                         ) -> tuple[Future, bool, float]:
+                         ) -> tuple[Future, bool]:
     """Stop the server, start an inference, restart the server once an attempt has failed.
-    Returns the call's future, whether the call was still pending at the restart, and how long
-    the call took."""
+    Returns the call's future and whether the call was still pending at the restart."""
     client = InferenceClient(server.address, timeout=30, retry=retry)
     states = States(client.channel)
     try:
@@ -114,7 +112,6 @@ def infer_across_restart(server: RestartableServer, retry: RetryPolicy | None
         # The call below must meet a server that is down, not a connection being torn down.
         states.wait(lambda s: s is not grpc.ChannelConnectivity.READY, "not READY")
         with ThreadPoolExecutor(max_workers=1) as pool:
-            start = time.monotonic()
             call = pool.submit(client.infer, "echo", X)
             call.add_done_callback(lambda _: states._update(states.current))
             states.wait(lambda s: call.done() or s is grpc.ChannelConnectivity.TRANSIENT_FAILURE,
@@ -122,26 +119,25 @@ def infer_across_restart(server: RestartableServer, retry: RetryPolicy | None
             pending = not call.done()
             if pending:
                 server.start()
-            try:
-                call.exception(timeout=30)
-            finally:
-                took = time.monotonic() - start
-        return call, pending, took
+            call.exception(timeout=120)  # the call's own 30 s deadline ends it before this
+        return call, pending
     finally:
         client.close()
 
 
 def test_with_retries_a_request_survives_a_restart(server: RestartableServer) -> None:
-    call, pending, _ = infer_across_restart(server, POLICY)
+    call, pending = infer_across_restart(server, POLICY)
     assert pending, "the call ended before the server was restarted: nothing was retried"
     assert call.result()["y"].tolist() == [0, 1, 2]
 
 
 def test_without_retries_a_request_fails_fast(server: RestartableServer) -> None:
-    call, _, took = infer_across_restart(server, None)
+    call, _ = infer_across_restart(server, None)
     assert isinstance(call.exception(), InferenceServerError)
+    # Fast = on the failed attempt: UNAVAILABLE, not DEADLINE_EXCEEDED after waiting out its
+    # 30 s deadline (which a retrying or wait-for-ready call would show). The code proves it;
+    # a clock bound (< 5 s) only suggested it, and a loaded machine could break it.
     assert call.exception().code == "UNAVAILABLE"
-    assert took < 5, f"took {took:.1f} s"
 
 
 def test_async_client_with_retries_survives_a_restart(server: RestartableServer) -> None:
