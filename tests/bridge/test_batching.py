@@ -463,7 +463,10 @@ def test_live_concurrent_mixed_sizes_and_bad_requests(batched_bridge):
     good_rows = sum(x.shape[0] for i, (x, _) in enumerate(reqs) if i % bad_every)
     good = sum(1 for i in range(len(reqs)) if i % bad_every)
     assert stats.inference_count == good_rows
-    assert 0 < stats.execution_count < good
+    # How many batches were shared depends on how fast callers arrive within the 20 ms delay,
+    # so only the bound is asserted here; that requests DO share a batch is proved without a
+    # clock by test_live_concurrent_requests_share_one_batch.
+    assert 0 < stats.execution_count <= good
     # batch_stats: one entry per executed batch size (real rows): executions and rows add up.
     sizes = [b.batch_size for b in stats.batch_stats]
     assert sizes == sorted(set(sizes)) and max(sizes) > 1
@@ -553,5 +556,56 @@ def test_live_batching_with_shared_memory(batched_repo):
                 np.testing.assert_array_equal(y_region, res["y"])
         (stats,) = client.model_statistics("rows").model_stats
         assert stats.inference_count == sum(sizes)
-        assert stats.execution_count < len(sizes)  # requests really shared batches
+        # <=, not <: sharing depends on arrival times here; a shared-memory request batched
+        # with wire requests is proved in test_live_concurrent_requests_share_one_batch.
+        assert stats.execution_count <= len(sizes)
+        client.unregister_system_shared_memory()
+
+
+def test_live_concurrent_requests_share_one_batch(batched_repo):
+    """Three concurrent requests of 3 + 1 + 4 rows (one with its tensors in shared memory) are
+    answered from ONE execution of the 8-row program, each with exactly its own rows.
+
+    No clock decides it: the queue delay is one no test outlives, so the batcher dispatches
+    only when the rows reach its preferred size (8, the largest program), which takes all three,
+    in whatever order and however slowly they arrive."""
+    import os
+
+    from jaxport.client import InferenceClient, SharedMemoryRegion
+    from support.bridge import BridgeProcess
+
+    rng = np.random.default_rng(16)
+    reqs = [(rng.standard_normal((n, FEATURES)).astype(np.float32),
+             rng.standard_normal(n).astype(np.float32)) for n in (3, 1, 4)]
+    tag = f"jaxport_held_{os.getpid()}"
+    with BridgeProcess(batched_repo, "--batching", "--max-queue-delay-us", str(NEVER_US),
+                       "--system-shared-memory") as bridge, \
+            InferenceClient(bridge.address, timeout=WAIT_S) as client, \
+            SharedMemoryRegion("in", f"/{tag}_in", 4096) as r_in, \
+            SharedMemoryRegion("out", f"/{tag}_out", 4096) as r_out:
+        client.register_system_shared_memory(r_in)
+        client.register_system_shared_memory(r_out)
+
+        def call(i: int):
+            x, t = reqs[i]
+            if i:
+                return client.infer("rows", {"x": x, "t": t})
+            return client.infer("rows", {"x": x, "t": t}, outputs=["s"],
+                                shared_memory_inputs={"x": (r_in, 0)},
+                                shared_memory_outputs={"y": (r_out, 0)})
+
+        with ThreadPoolExecutor(len(reqs)) as pool:
+            results = list(pool.map(call, range(len(reqs))))
+        for (x, t), res in zip(reqs, results, strict=True):
+            y, s = _live_expected(x, t)
+            assert res["y"].shape == (x.shape[0], 3)
+            np.testing.assert_allclose(res["y"], y, rtol=1e-5, atol=1e-5)
+            np.testing.assert_allclose(res["s"], s, rtol=1e-5, atol=1e-5)
+        rows0 = reqs[0][0].shape[0]
+        y_region = np.frombuffer(r_out.view(0, rows0 * 3 * 4), "<f4").reshape(rows0, 3)
+        np.testing.assert_array_equal(y_region, results[0]["y"])
+        (stats,) = client.model_statistics("rows").model_stats
+        assert stats.inference_count == 8
+        assert stats.execution_count == 1, "the three requests must share one batch"
+        assert [(b.batch_size, b.compute_infer.count) for b in stats.batch_stats] == [(8, 1)]
         client.unregister_system_shared_memory()
