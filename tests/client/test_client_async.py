@@ -56,7 +56,7 @@ def test_health_and_metadata(bridge: BridgeProcess) -> None:
         assert await c.server_live() and await c.server_ready()
         assert await c.model_ready("echo_fp32")
         assert (await error_of(c.model_ready("no_such_model"))).code == "NOT_FOUND"
-        await c.wait_ready(timeout=5, model="echo_fp32")
+        await c.wait_ready(timeout=60, model="echo_fp32")  # ready already: a bound
         server = await c.server_metadata()
         assert server.name and server.extensions
         meta = await c.model_metadata("echo_fp32")
