@@ -106,3 +106,30 @@ front:
 	@command -v go >/dev/null || { echo "error: make front needs Go >= 1.26 (go on PATH)" >&2; exit 1; }
 	mkdir -p $(VENV)/bin
 	cd bridge/front && go vet ./... && go build -o ../../$(VENV)/bin/jaxport-front .
+
+# The conformance suite against other OIP servers (issue 19; not part of `make test`): KServe's
+# ModelServer and MLServer, each in its own venv under build/peers/ (pinned), serving the suite
+# models through the small adapters of tests/conformance/peers/ that load jaxport artifacts with
+# jaxport.artifact.open; jaxport's bridge too. Writes docs/conformance-report.md. Python 3.12
+# (MLServer 1.7.1 does not install on 3.13; PEER_PYTHON=... to choose). jaxport goes in with
+# --no-deps plus its artifact-loading deps: both peers pin protobuf < 7 and jaxport's generated
+# code needs >= 7.35.1, which their (older) generated code also runs on.
+PEERS := build/peers
+PEER_PYTHON ?= $(shell for c in python3.12 $$HOME/.pyenv/versions/3.12*/bin/python3 /root/.pyenv/versions/3.12*/bin/python3; do p=$$(command -v $$c 2>/dev/null) && $$p -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 12) else 1)' 2>/dev/null && { echo $$p; break; }; done)
+PEER_SPEC_kserve := kserve==0.21.*
+PEER_SPEC_mlserver := mlserver==1.7.1
+PEER_JAXPORT_DEPS := jax==0.12.0.1 jaxlib==0.12.0.1 'flatbuffers>=24.3' 'tensorstore>=0.1.70' 'ml_dtypes>=0.5' 'protobuf>=7.35.1,<8' 'grpcio>=1.85.1'
+
+$(PEERS)/%/.installed: pyproject.toml clients/python/pyproject.toml
+	@test -n "$(PEER_PYTHON)" || { echo "error: make conformance-peers needs Python 3.12 (PEER_PYTHON=/path/to/python3.12)" >&2; exit 1; }
+	rm -rf $(PEERS)/$*
+	$(PEER_PYTHON) -m venv $(PEERS)/$*
+	$(PEERS)/$*/bin/pip install -q --upgrade pip
+	$(PEERS)/$*/bin/pip install -q '$(PEER_SPEC_$*)'
+	$(PEERS)/$*/bin/pip install -q --no-deps -e . -e clients/python
+	$(PEERS)/$*/bin/pip install -q $(PEER_JAXPORT_DEPS)
+	touch $@
+
+.PHONY: conformance-peers
+conformance-peers: setup $(PEERS)/kserve/.installed $(PEERS)/mlserver/.installed
+	$(PY) tests/conformance/peers/run_peers.py --work $(PEERS)

@@ -135,6 +135,7 @@ def infer_case(
     request_id: str = "",
     extra: dict[str, Any] | None = None,
     requires: list[str] | None = None,
+    version: str = "",
 ) -> None:
     """A successful ModelInfer case with outputs computed by JAX."""
     if requires is None:
@@ -157,7 +158,9 @@ def infer_case(
     if request_id:
         expect["id"] = request_id
         expect["model_name"] = model.name
-        expect["model_version"] = "1"
+    if version:
+        request["version"] = version
+        expect["model_version"] = version
     w.case(name, {"description": description, "requires": requires, "rpc": "ModelInfer",
                   **(extra or {}), "request": request, "expect": expect})
 
@@ -267,8 +270,11 @@ def write_all(root: Path) -> None:
     alpha = rng.standard_normal((2, 3)).astype(np.float32)
     beta = rng.integers(-3, 4, size=(3,)).astype(np.int32)
     infer_case(w, "infer_multi_io", "two inputs (FP32, INT32), three outputs (FP32, INT32 "
-               "scalar, BOOL); the request id is echoed", m, [alpha, beta],
+               "scalar, BOOL); the request id and model name are echoed", m, [alpha, beta],
                request_id="conformance-multi-1")
+    infer_case(w, "infer_version_explicit", "ModelInfer of version 1 named in the request: "
+               "the response says model_version 1", m, [alpha, beta], version="1",
+               requires=VERSIONS)
     infer_case(w, "infer_multi_requested_subset", "only the requested outputs come back",
                m, [alpha, beta], requested=["greater", "total"])
     infer_case(w, "infer_multi_typed", "several inputs in typed contents", m, [alpha, beta],
