@@ -27,11 +27,11 @@ from jaxport.client.inference import (
     RetryPolicy,
     ServerMetadata,
     SharedMemoryStatus,
-    _channel_spec,
     _check_target,
     _infer_request,
     _model_metadata,
     _stream_result,
+    connect,
 )
 from jaxport.client.shared_memory import SharedMemoryRegion
 from jaxport.protocol import codecs
@@ -72,22 +72,10 @@ class AsyncInferenceClient:
             "client_certificate": client_certificate, "client_key": client_key,
             "tls_server_name": tls_server_name, "retry": retry})
         self.timeout = timeout
-        if channel is not None:
-            self._channel, self._owns_channel = channel, False
-        else:
-            spec = _channel_spec(
-                max_message_bytes=max_message_bytes, tls=tls, root_certificates=root_certificates,
-                client_certificate=client_certificate, client_key=client_key,
-                tls_server_name=tls_server_name, retry=retry)
-            if spec.credentials is not None:
-                self._channel = grpc.aio.secure_channel(str(target), spec.credentials,
-                                                        options=spec.options)
-            else:
-                self._channel = grpc.aio.insecure_channel(str(target), options=spec.options)
-            self._owns_channel = True
-        self._metadata: tuple[tuple[str, str], ...] = (
-            (("authorization", f"Bearer {token}"),) if token else ()
-        )
+        self._channel, self._owns_channel, self._metadata = connect(
+            grpc.aio, target, channel, max_message_bytes=max_message_bytes, tls=tls,
+            root_certificates=root_certificates, client_certificate=client_certificate,
+            client_key=client_key, tls_server_name=tls_server_name, token=token, retry=retry)
         self._stub = pb_grpc.GRPCInferenceServiceStub(self._channel)
 
     @property

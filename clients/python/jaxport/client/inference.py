@@ -270,6 +270,29 @@ def _channel_spec(
     return _ChannelSpec(options, credentials)
 
 
+def connect(
+    module: Any, target: str | None, channel: Any, *, max_message_bytes: int, tls: bool,
+    root_certificates: bytes | str | Path | None, client_certificate: bytes | str | Path | None,
+    client_key: bytes | str | Path | None, tls_server_name: str | None, token: str | None,
+    retry: RetryPolicy | None,
+) -> tuple[Any, bool, tuple[tuple[str, str], ...]]:
+    """(channel, whether the client owns it, call metadata) for either client: `module` is
+    `grpc` or `grpc.aio`, whose channel factories take the same arguments. A caller's channel is
+    used as it is and never closed by the client."""
+    metadata = (("authorization", f"Bearer {token}"),) if token else ()
+    if channel is not None:
+        return channel, False, metadata
+    spec = _channel_spec(
+        max_message_bytes=max_message_bytes, tls=tls, root_certificates=root_certificates,
+        client_certificate=client_certificate, client_key=client_key,
+        tls_server_name=tls_server_name, retry=retry)
+    if spec.credentials is not None:
+        opened = module.secure_channel(str(target), spec.credentials, options=spec.options)
+    else:
+        opened = module.insecure_channel(str(target), options=spec.options)
+    return opened, True, metadata
+
+
 def _check_target(target: str | None, channel: Any, channel_args: dict[str, Any]) -> str:
     """Exactly one of target / channel; a caller's channel takes no channel settings."""
     if (target is None) == (channel is None):
@@ -380,22 +403,10 @@ class InferenceClient:
             "client_certificate": client_certificate, "client_key": client_key,
             "tls_server_name": tls_server_name, "retry": retry})
         self.timeout = timeout
-        if channel is not None:
-            self._channel, self._owns_channel = channel, False
-        else:
-            spec = _channel_spec(
-                max_message_bytes=max_message_bytes, tls=tls, root_certificates=root_certificates,
-                client_certificate=client_certificate, client_key=client_key,
-                tls_server_name=tls_server_name, retry=retry)
-            if spec.credentials is not None:
-                self._channel = grpc.secure_channel(str(target), spec.credentials,
-                                                    options=spec.options)
-            else:
-                self._channel = grpc.insecure_channel(str(target), options=spec.options)
-            self._owns_channel = True
-        self._metadata: tuple[tuple[str, str], ...] = (
-            (("authorization", f"Bearer {token}"),) if token else ()
-        )
+        self._channel, self._owns_channel, self._metadata = connect(
+            grpc, target, channel, max_message_bytes=max_message_bytes, tls=tls,
+            root_certificates=root_certificates, client_certificate=client_certificate,
+            client_key=client_key, tls_server_name=tls_server_name, token=token, retry=retry)
         self._stub = pb_grpc.GRPCInferenceServiceStub(self._channel)
 
     @property
