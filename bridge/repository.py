@@ -248,6 +248,12 @@ class Repository:
     def unload(self, name: str) -> list[VersionStatus]:
         """Stop serving every version of `name` (in-flight requests finish on their copy)."""
         check_name(name)
+        with self._lock:
+            known = name in self._table
+        if not known and not (self.root / name).is_dir():
+            # Before taking a per-name lock: one is kept per name, so a caller unloading
+            # made-up names must not grow that table.
+            raise NotFoundError(f"unknown model '{clip(name)}': nothing to unload")
         with self._name_lock(name):
             with self._lock:
                 versions = list(self._table.get(name, {}))

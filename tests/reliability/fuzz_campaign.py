@@ -452,9 +452,23 @@ class Campaign:
         # grpc's health service answers an unknown service NOT_FOUND without details.
         self.unary(st, where + " [health]", OTHER_UNARY[0], health, allowed=("OK", "NOT_FOUND"))
 
+    def case_big(self, st, where, rng) -> None:
+        """A large message (256 KiB to 4 MiB): a tensor of the wrong size, or bytes as the
+        whole message of some RPC (what grows a server's heap, see docs/security.md)."""
+        size = rng.choice([1 << 18, 1 << 20, 2 << 20, 4 << 20])
+        if rng.random() < 0.6:
+            req = fuzzy_request(request_id=where)
+            req.raw_input_contents[0] = rng.randbytes(64) * (size // 64)
+            self.unary(st, where, SERVICE + "ModelInfer", req, allowed=("INVALID_ARGUMENT",))
+        else:
+            method = SERVICE + rng.choice(["ModelInfer", "ModelMetadata", "RepositoryIndex"])
+            self.unary(st, where, method, b"\x0a\xff" + rng.randbytes(64) * (size // 64),
+                       raw=True)
+
     KINDS = (
         ("structured", 20), ("raw_unary", 20), ("raw_stream", 6), ("names", 16),
         ("stream", 10), ("shm", 10), ("repository", 6), ("metadata", 4), ("valid", 8),
+        ("big", 2),
     )
 
     # -- driving -----------------------------------------------------------------------------
