@@ -308,10 +308,13 @@ class Connection:
         methods = self.worker.methods
         if ftype == CANCEL:
             with self._lock:
-                ctx = self._calls.get(call_id) or getattr(self._streams.get(call_id),
-                                                          "context", None)
+                ctx = self._calls.get(call_id)
+                stream = self._streams.get(call_id)
             if ctx is not None:
                 ctx.cancel()
+            if stream is not None:  # no more requests will come: end the servicer's loop
+                stream.context.cancel()
+                stream.close()
             return True
         if ftype == METRICS:
             self.send_status(REPLY, 0, call_id, 0, "", self.worker.metrics_text())

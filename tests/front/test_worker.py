@@ -251,3 +251,19 @@ def test_response_over_the_message_limit(repository: Path, tmp_path: Path, gate:
     finally:
         frames.close()
         assert stop_worker(proc) == 0
+
+
+def test_cancelled_stream_ends_and_frees_its_thread(repository: Path, tmp_path: Path,
+                                                    gate: Gate) -> None:
+    proc, frames = start_worker(repository, tmp_path, gate, "--worker-threads", "1")
+    try:
+        frames.send(STREAM_OPEN, "ModelStreamInfer", 1, NO_DEADLINE)  # takes the one thread
+        frames.send(STREAM_MSG, "ModelStreamInfer", 1, 0, mlp_request("s1"))
+        assert frames.read_for(1)[0] == STREAM_REPLY
+        frames.send(CANCEL, "ModelStreamInfer", 1)  # the client went away, no half-close
+        assert frames.read_for(1)[:2] == (STREAM_END, 0)
+        frames.send(CALL, "ServerLive", 2, NO_DEADLINE, b"")  # the thread is free again
+        assert frames.read_for(2)[:2] == (REPLY, 0)
+    finally:
+        frames.close()
+        assert stop_worker(proc) == 0
