@@ -48,6 +48,24 @@ def test_protocol_only_cases_name_no_suite_model() -> None:
             assert "cf_" not in json.dumps(case["request"]), case["name"]
 
 
+def test_every_case_names_known_features_and_the_core_profile_exists() -> None:
+    """requires lists only FEATURES; the core profile (requires []) covers health, server
+    metadata and every unknown-model error, ModelReady of one included (issue 19)."""
+    cases = runner.load_cases(runner.DEFAULT_CASES)
+    for case in cases:
+        assert set(case["requires"]) <= set(runner.FEATURES), case["name"]
+        if "cf_" in json.dumps(case["request"]):
+            assert "jaxport-models" in case["requires"], case["name"]
+    core = {c["name"] for c in cases if not c["requires"]}
+    assert core == {"health_server_live", "health_server_ready", "metadata_server",
+                    "metadata_unknown_model", "error_unknown_model", "error_model_ready_unknown"}
+    by_name = {c["name"]: c for c in cases}
+    for name, feature in (("error_unknown_version", "versions"), ("stream_infer", "triton-stream"),
+                          ("infer_bf16_raw", "bf16"), ("check_tripped", "checkify"),
+                          ("infer_version_explicit", "versions")):
+        assert feature in by_name[name]["requires"], name
+
+
 def test_comparison_fails_on_a_wrong_value() -> None:
     spec = {"name": "y", "datatype": "FP32", "shape": [2], "rtol": 1e-6, "atol": 1e-6}
     want = np.array([1.0, 2.0], np.float32).tobytes()
