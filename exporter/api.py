@@ -118,6 +118,12 @@ def export(
             name=name or (out_dir.parent.name if out_dir.name.isdigit() else out_dir.name),
         )
         kept = set(lowered[0].exported.module_kept_var_idx)  # the same in every program
+        param_idx = [i.leaf_index for i in infos if i.kind == "parameter"]
+        if param_idx and not kept.intersection(param_idx):
+            progress.warn(
+                f"{fn_name} uses none of its {len(param_idx)} parameter(s): all are dropped "
+                "and the artifact has no weights; does the function read its params argument "
+                "(and not weights closed over from elsewhere)?")
 
         with write.staging_dir(out_dir, force) as tmp, write.background() as pool:
             weights = write.write_weights(tmp, infos, host_params, kept, progress, pool)

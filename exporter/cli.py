@@ -26,6 +26,11 @@ __all__ = ["export_main", "parse_input_spec", "verify_main"]
 _INPUT_RE = re.compile(r"^(?P<name>[^:\[\]\s]+):(?P<dtype>[A-Za-z0-9_]+)\[(?P<dims>[^\[\]]*)\]$")
 
 
+# Width-less names numpy accepts, what they silently mean, and what a model usually wants.
+_WIDTHLESS = {"float": "float64", "int": "int64", "uint": "uint64", "complex": "complex128"}
+_WIDTHLESS_HINT = {"float": "float32", "int": "int32", "uint": "uint32", "complex": "complex64"}
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse that raises UsageError (one line) instead of printing usage and exiting."""
 
@@ -44,6 +49,12 @@ def parse_input_spec(text: str) -> tuple[str, Any, tuple[int, ...]]:
             "(scalar: x:int32[])"
         )
     name, dtype_name, dims_text = m.group("name"), m.group("dtype"), m.group("dims").strip()
+    if dtype_name.lower() in _WIDTHLESS:
+        raise UsageError(
+            f"--input {name}: dtype {dtype_name!r} has no width (numpy would read it as "
+            f"{_WIDTHLESS[dtype_name.lower()]}); say which, e.g. {name}:"
+            f"{_WIDTHLESS_HINT[dtype_name.lower()]}[{dims_text}]"
+        )
     try:
         row = dtypes.by_numpy(dtype_name)
     except dtypes.UnsupportedDtypeError:
@@ -61,7 +72,8 @@ def parse_input_spec(text: str) -> tuple[str, Any, tuple[int, ...]]:
         elif re.fullmatch(r"[A-Za-z_]\w*", dim):
             raise ExportError(
                 f"--input {name}: symbolic dimension {dim!r} in {text!r}; jaxport exports fixed "
-                "shapes only: give a number (export once per batch size you serve)"
+                "shapes only: give a number, or for a batch dimension write it B in dimension 0 "
+                "and pass --batch-sizes 1,8,32 (one fixed-shape program per size)"
             )
         else:
             raise UsageError(f"--input {name}: bad dimension {dim!r} in {text!r}")
@@ -71,7 +83,8 @@ def parse_input_spec(text: str) -> tuple[str, Any, tuple[int, ...]]:
 def _import_attr(spec: str, flag: str) -> Callable[..., Any]:
     """Resolve `MODULE:ATTR`, importable from the current directory or PYTHONPATH."""
     if spec.count(":") != 1 or not all(spec.split(":")):
-        raise UsageError(f"{flag} {spec!r}: expected MODULE:FUNCTION, e.g. mymodel:predict")
+        raise UsageError(f"{flag} {spec!r}: expected MODULE:FUNCTION, e.g. mymodel:predict "
+                         "or mymodel:model.apply")
     module_name, attr = spec.split(":")
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
@@ -89,10 +102,16 @@ def _import_attr(spec: str, flag: str) -> Callable[..., Any]:
         raise ExportError(
             f"{flag}: importing {module_name!r} failed: {type(exc).__name__}: {first}"
         ) from None
-    try:
-        value = getattr(module, attr)
-    except AttributeError:
-        raise ExportError(f"{flag}: module {module_name!r} has no attribute {attr!r}") from None
+    value: Any = module
+    done = module_name
+    for part in attr.split("."):  # MODULE:model.apply
+        try:
+            value = getattr(value, part)
+        except AttributeError:
+            what = f"module {module_name!r}" if value is module else \
+                f"{done} (a {type(value).__name__})"
+            raise ExportError(f"{flag}: {what} has no attribute {part!r}") from None
+        done = f"{done}.{part}" if done != module_name else f"{module_name}:{part}"
     if not callable(value):
         raise ExportError(f"{flag}: {spec} is a {type(value).__name__}, not a function")
     return value
@@ -179,6 +198,8 @@ def _export_parser() -> _Parser:
     p.add_argument("--name", help="model name recorded in the manifest")
     p.add_argument("--force", action="store_true", help="replace an existing --out directory")
     p.add_argument("--quiet", action="store_true", help="no progress output")
+    p.add_argument("--verbose", action="store_true",
+                   help="on an error, print its full traceback before the one-line message")
     p.add_argument("--checks", default="", metavar="KINDS",
                    help="export checkify checks: comma-separated user,index,nan,div")
     p.add_argument("--batch-sizes", metavar="N1,N2,...",
@@ -224,10 +245,15 @@ def _parse_batch_sizes(text: str) -> list[int]:
     return [int(t) for t in parts]
 
 
-def _run(cmd: str, body: Callable[[], int]) -> int:
+def _run(cmd: str, body: Callable[[], int], verbose: bool = False) -> int:
     try:
         return body()
     except ExportError as exc:
+        if verbose:  # the traceback of what went wrong (our one-line error hides it)
+            import traceback
+
+            cause = exc.__cause__ or exc.__context__ or exc
+            traceback.print_exception(cause, file=sys.stderr)
         print(f"jaxport {cmd}: error: {exc}", file=sys.stderr)
         return exc.exit_code
     except ArtifactError as exc:  # an artifact that is missing or malformed (verify)
@@ -293,7 +319,7 @@ def export_main(argv: Sequence[str]) -> int:
                   f"{len(manifest.dropped_leaves)} dropped leaves, {len(manifest.goldens)} goldens")
         return 0
 
-    return _run("export", body)
+    return _run("export", body, verbose="--verbose" in argv)
 
 
 def verify_main(argv: Sequence[str]) -> int:

@@ -32,6 +32,10 @@ class Progress:
         if not self.quiet:
             print(f"jaxport: {message}", file=self.stream, flush=True)
 
+    def warn(self, message: str) -> None:
+        """A warning: printed even when quiet (it is about the artifact, not progress)."""
+        print(f"jaxport: warning: {message}", file=self.stream, flush=True)
+
     def start_bytes(self, label: str, total: int) -> None:
         """Begin a byte-counted step (e.g. writing weights); small ones report once at the end."""
         self._label, self._total, self._done = label, total, 0

@@ -12,9 +12,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import jax
@@ -38,6 +41,7 @@ __all__ = [
     "prepare_function",
     "resolve_output_names",
     "serialize",
+    "user_location",
 ]
 
 _RES = manifest_pb2.ResultRole
@@ -101,7 +105,8 @@ def check_inputs(inputs: Mapping[str, Any]) -> dict[str, jax.ShapeDtypeStruct]:
             if not isinstance(d, (int, np.integer)) or isinstance(d, bool):
                 raise ExportError(
                     f"input {name!r} has symbolic dimension {str(d)!r} in shape {tuple(shape)}; "
-                    "jaxport exports fixed shapes only: give every dimension a number"
+                    "jaxport exports fixed shapes only: give every dimension a number (for a "
+                    "batch dimension: dimension 0 and batch_sizes= / --batch-sizes 1,8,32)"
                 )
             if d < 0:
                 raise ExportError(f"input {name!r} has a negative dimension in {tuple(shape)}")
@@ -257,8 +262,55 @@ def resolve_output_names(
     return names
 
 
+def _library_dirs() -> tuple[str, ...]:
+    import sysconfig
+
+    here = Path(__file__).resolve().parent
+    dirs = {str(here), str(here.parent / "artifact"), str(Path(jax.__file__).resolve().parent)}
+    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
+        with contextlib.suppress(KeyError):
+            dirs.add(str(Path(sysconfig.get_paths()[key]).resolve()))
+    return tuple(d + os.sep for d in dirs)
+
+
+def user_location(exc: BaseException) -> str | None:
+    """`file:line` of the innermost traceback frame in the user's own code, if any.
+
+    Frames of jax, jaxport, the standard library and installed packages (site-packages:
+    flax, optax...) are skipped: what is left is the model's source.
+    """
+    libs = _library_dirs()
+    found = None
+    tb = exc.__traceback__
+    while tb is not None:
+        filename = tb.tb_frame.f_code.co_filename
+        if not filename.startswith("<"):
+            resolved = str(Path(filename).resolve())
+            if not resolved.startswith(libs) and "site-packages" not in resolved:
+                found = (resolved, tb.tb_lineno)
+        tb = tb.tb_next
+    if found is None:
+        return None
+    path, line = found
+    with contextlib.suppress(ValueError):
+        path = os.path.relpath(path) if not os.path.relpath(path).startswith("..") else path
+    return f"{path}:{line}"
+
+
 def describe_trace_error(exc: BaseException, fn_name: str, params: Any) -> ExportError:
-    """A failed trace or lowering of `fn_name` as one line, with the likely fix."""
+    """A failed trace or lowering of `fn_name` as one line, with the likely fix.
+
+    The line ends with the user's file:line where the error was raised (`user_location`);
+    `jaxport export --verbose` prints the whole traceback too.
+    """
+    where = user_location(exc)
+    error = _describe_trace_error(exc, fn_name, params)
+    if where:
+        error = ExportError(f"{error} (raised at {where})")
+    return error
+
+
+def _describe_trace_error(exc: BaseException, fn_name: str, params: Any) -> ExportError:
     first = (str(exc).strip().splitlines() or [""])[0]
     not_jittable = (
         jax.errors.ConcretizationTypeError,

@@ -71,8 +71,11 @@ def staging_dir(out_dir: Path, force: bool) -> Iterator[Path]:
     """A temporary sibling of `out_dir`, moved into place on success and deleted on failure.
 
     Before the rename everything in it is fsync'd (`fsync_tree`), and after it the parent
-    directory, so the rename itself is durable.
+    directory, so the rename itself is durable. A failed export leaves nothing behind: the
+    parent directories it had to create (`repo/<model>/` for `repo/<model>/1`) are removed
+    again when still empty.
     """
+    created = [d for d in (out_dir.parent, *out_dir.parent.parents) if not d.exists()]
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.partial-", dir=out_dir.parent))
     try:
@@ -93,6 +96,12 @@ def staging_dir(out_dir: Path, force: bool) -> Iterator[Path]:
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
+        if not out_dir.exists():
+            for d in created:  # deepest first
+                try:
+                    d.rmdir()
+                except OSError:  # not empty (another export put something there) or gone
+                    break
 
 
 def exists_message(out_dir: Path) -> str:

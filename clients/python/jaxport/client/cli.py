@@ -72,6 +72,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="send typed `contents` instead of raw bytes (not for FP16/BF16)",
     )
+    parser.add_argument(
+        "--cast",
+        action="store_true",
+        help="convert each input to the datatype the model declares (e.g. numpy's default "
+        "float64/int64 .npy to FP32/INT32); refused when values would not survive",
+    )
     parser.add_argument("--token-file", type=Path, help="file holding a bearer token")
     parser.add_argument("--tls", action="store_true", help="use TLS with the system roots")
     parser.add_argument("--ca", type=Path, help="PEM root certificates (implies TLS)")
@@ -126,6 +132,46 @@ def reinterpret_raw_inputs(
             )
         out[name] = array.view(row.numpy)
     return out
+
+
+def cast_inputs(
+    client: InferenceClient, model: str, version: str, inputs: dict[str, np.ndarray]
+) -> dict[str, np.ndarray]:
+    """`--cast`: each input converted to the datatype the model's metadata declares.
+
+    Floats go to any float width (float64 -> float32 rounds, as the model would); integers
+    and booleans only when every value fits the declared type; floats never become integers.
+    """
+    declared = {t.name: t.datatype for t in client.model_metadata(model, version).inputs}
+    out = dict(inputs)
+    for name, array in inputs.items():
+        if name not in declared or array.dtype.kind == "V":
+            continue  # the server names unknown inputs; raw bf16 is reinterpreted elsewhere
+        row = dtypes.by_datatype(declared[name])
+        target = np.dtype(row.numpy)
+        if array.dtype == target:
+            continue
+        src, dst = array.dtype.kind, target.kind
+        ok = src == dst == "f" or (src == "f" and row.datatype in ("FP16", "BF16", "FP32")) \
+            or (src in "iub" and dst in "iuf")
+        if ok and src in "iu" and dst in "iu" and array.size:
+            info = np.iinfo(target)
+            ok = int(array.min()) >= info.min and int(array.max()) <= info.max
+        if not ok:
+            raise ProtocolError(
+                f"input '{name}': --cast cannot convert {array.dtype} to the declared "
+                f"{row.datatype} without changing values; write the .npy as {target}"
+            )
+        out[name] = array.astype(target)
+    return out
+
+
+def _cast_hint(inputs: dict[str, np.ndarray]) -> str:
+    wide = [f"{n} is {a.dtype}" for n, a in inputs.items() if a.dtype in (np.float64, np.int64)]
+    if not wide:
+        return ""
+    return (f" (hint: {', '.join(wide)}, numpy's default; pass --cast to convert inputs to "
+            "the model's datatypes)")
 
 
 def _json_value(value: Any) -> Any:
@@ -206,14 +252,21 @@ def run(args: argparse.Namespace) -> int:
     ) as client:
         if any(a.dtype.kind == "V" for a in inputs.values()):
             inputs = reinterpret_raw_inputs(client, args.model, args.model_version, inputs)
-        result = client.infer(
-            args.model,
-            inputs,
-            outputs=args.output,
-            version=args.model_version,
-            request_id=args.id,
-            raw=not args.typed,
-        )
+        if args.cast:
+            inputs = cast_inputs(client, args.model, args.model_version, inputs)
+        try:
+            result = client.infer(
+                args.model,
+                inputs,
+                outputs=args.output,
+                version=args.model_version,
+                request_id=args.id,
+                raw=not args.typed,
+            )
+        except InferenceServerError as exc:
+            if exc.code == "INVALID_ARGUMENT" and not args.cast:
+                exc.message = f"{exc.message}{_cast_hint(inputs)}"
+            raise
     if args.json:
         print(json.dumps(result_json(result)))
     else:
