@@ -167,6 +167,19 @@ def _check_rel_path(path: str, what: str, source: str) -> None:
     check_relative(path, f"{source}: {what}")
 
 
+def _check_position(entry: manifest_pb2.Argument | manifest_pb2.Result, i: int, what: str,
+                    source: str) -> None:
+    """An argument or result sits at its own index (they list @main's in order) with a role
+    (0 is UNSPECIFIED in both enums)."""
+    if entry.index != i:
+        raise ArtifactError(
+            f"{source}: {what} has index {entry.index} but is at position {i}: the manifest "
+            "must list @main's arguments and results in order (was the manifest edited?)"
+        )
+    if entry.role == 0:
+        raise ArtifactError(f"{source}: {what} has no role")
+
+
 def validate(manifest: manifest_pb2.Manifest, source: str = MANIFEST_FILE) -> None:
     """Check the manifest's invariants (manifest.proto); ArtifactError names the field."""
     _check_schema_version(manifest.schema_version, source)
@@ -180,13 +193,7 @@ def validate(manifest: manifest_pb2.Manifest, source: str = MANIFEST_FILE) -> No
         names: set[str] = set()
         for i, arg in enumerate(program.arguments):
             what = f"{where}.arguments[{i}] ({arg.name!r})"
-            if arg.index != i:
-                raise ArtifactError(
-                    f"{source}: {what} has index {arg.index} but is at position {i}: arguments "
-                    "must list @main's arguments in order (was the manifest edited?)"
-                )
-            if arg.role == _ROLE.ARGUMENT_ROLE_UNSPECIFIED:
-                raise ArtifactError(f"{source}: {what} has no role")
+            _check_position(arg, i, what, source)
             if arg.name in names:
                 raise ArtifactError(f"{source}: {what}: duplicate argument name")
             names.add(arg.name)
@@ -219,13 +226,7 @@ def validate(manifest: manifest_pb2.Manifest, source: str = MANIFEST_FILE) -> No
             )
         for i, res in enumerate(program.results):
             what = f"{where}.results[{i}] ({res.name!r})"
-            if res.index != i:
-                raise ArtifactError(
-                    f"{source}: {what} has index {res.index} but is at position {i} "
-                    "(was the manifest edited?)"
-                )
-            if res.role == _RROLE.RESULT_ROLE_UNSPECIFIED:
-                raise ArtifactError(f"{source}: {what} has no role")
+            _check_position(res, i, what, source)
             if res.role == _RROLE.RESULT_ROLE_TOKEN:
                 continue
             n = _check_shape(res.shape, what, source)

@@ -8,8 +8,9 @@ it with the artifact directory before opening. Arrays are stored uncompressed, l
 
 Durability: `write_parameter` does not fsync (TensorStore's per-chunk-file `file_io_sync` is
 off). `export` writes the whole artifact into a temporary directory and fsyncs every file and
-directory in ONE pass before the atomic rename (`jaxport.exporter.write.fsync_tree`), which costs less than an
-fsync per chunk file and gives the same guarantee: after a crash the artifact is whole or absent.
+directory in ONE pass before the atomic rename (`jaxport.exporter.write.fsync_tree`), which
+costs less than an fsync per chunk file and gives the same guarantee: after a crash the
+artifact is whole or absent.
 """
 
 from __future__ import annotations
