@@ -64,7 +64,7 @@ EXIT_SLACK_S = 2.0
 REAL = [TensorSpec("x", "FP32", (2, 3)), TensorSpec("flag", "BOOL", (2,))]
 PROTECTED = ("fuzzy", "slow")  # models the valid requests use: never unloaded
 SPARE = "spare"  # a copy of fuzzy that repository-control cases load and unload
-DEFAULT_RSS_BOUND_MIB = 96
+DEFAULT_RSS_BOUND_MIB = 64
 
 UNARY_METHODS = {
     "ServerLive": pb.ServerLiveRequest, "ServerReady": pb.ServerReadyRequest,
