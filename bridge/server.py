@@ -276,14 +276,14 @@ class HeapTrimmer:
         """Start trimming; False where there is no malloc_trim."""
         if self._trim is None:
             return False
-        threading.Thread(target=self._run, name="heap-trim", daemon=True).start()
+        seen = self._finished()
+        threading.Thread(target=self._run, args=(seen,), name="heap-trim", daemon=True).start()
         return True
 
     def stop(self) -> None:
         self._stop.set()
 
-    def _run(self) -> None:
-        seen = self._finished()
+    def _run(self, seen: int) -> None:
         while not self._stop.wait(self._interval):
             now = self._finished()
             if now != seen:

@@ -123,3 +123,26 @@ def test_throttled_logs_once_per_interval_and_counts_what_it_left_out(caplog):
         assert throttled.log(logging.WARNING, "k", "hostile", {"a": 4})
     assert [(r.fields.get("a"), r.fields["suppressed"]) for r in caplog.records] == [
         (1, 0), (None, 0), (4, 2)]
+
+
+def test_the_heap_trimmer_trims_only_after_traffic():
+    from jaxport.bridge.server import HeapTrimmer
+
+    finished = [0]
+    trims: list[int] = []
+    trimmed = threading.Event()
+    trimmer = HeapTrimmer(lambda: finished[0], interval_s=0.01)
+
+    def trim(pad: int) -> int:
+        trims.append(finished[0])
+        trimmed.set()
+        return 1
+
+    trimmer._trim = trim  # the real malloc_trim works too; this one reports each call
+    assert trimmer.start()
+    try:
+        finished[0] = 5  # RPCs finished since the trimmer looked
+        assert trimmed.wait(30)
+    finally:
+        trimmer.stop()
+    assert trims and set(trims) == {5}
