@@ -335,13 +335,17 @@ def verify_main(argv: Sequence[str]) -> int:
                        help=f"comma-separated subset of {','.join(verify.CHECKS)}")
         p.add_argument("--require-iree", action="store_true",
                        help="fail (instead of skip) when IREE is not installed")
+        p.add_argument("--atol", type=float, metavar="A",
+                       help="this run: |actual - expected| <= A + R*|expected| for every float "
+                            "output, replacing the per-dtype rules (docs: Tolerances)")
+        p.add_argument("--rtol", type=float, metavar="R", help="see --atol")
         ns = p.parse_args(list(argv))
         checks = [c.strip() for c in ns.checks.split(",") if c.strip()]
         unknown = [c for c in checks if c not in verify.CHECKS]
         if unknown:
             raise UsageError(f"--checks: unknown check {unknown[0]!r}; "
                              f"choose from {', '.join(verify.CHECKS)}")
-        results = verify.run_checks(ns.artifact_dir, checks=checks)
+        results = verify.run_checks(ns.artifact_dir, checks=checks, atol=ns.atol, rtol=ns.rtol)
         print(verify.format_table(results))
         failed = [r.check for r in results if r.status == "fail" or (
             ns.require_iree and r.check == "iree" and r.status == "skip")]

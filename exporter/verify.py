@@ -23,6 +23,7 @@ import importlib.util
 import json
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -46,10 +47,14 @@ __all__ = [
     "TOLERANCES",
     "CheckResult",
     "compare",
+    "f32_module_text",
+    "f32_reference",
     "find_iree_tool",
     "format_table",
     "iree_compile_command",
     "run_checks",
+    "set_override",
+    "ulp",
 ]
 
 CHECKS = ("checksums", "jaxexport", "pjrt", "iree")
@@ -72,6 +77,39 @@ _ARG = manifest_pb2.ArgumentRole
 _RES = manifest_pb2.ResultRole
 
 
+# Low-precision floats: significand bits (ulp of x is 2^(floor(log2|x|) - bits)) and the
+# smallest normal. Their outputs are judged against a float32 evaluation of the same program
+# (`f32_reference`), not only against JAX's own low-precision result: see `compare`.
+LOW_PRECISION: dict[str, tuple[int, float]] = {"bfloat16": (7, 2.0 ** -126),
+                                               "float16": (10, 2.0 ** -14)}
+# The f32-reference rule: an element also passes when BOTH the consumer's value and JAX's
+# golden are within REFERENCE_ULPS ulps of the output's scale (its largest |f32 value|) of the
+# float32 evaluation: room for intermediates rounded to bf16 one op at a time (IREE) instead of
+# once (XLA's excess precision), which cancellation magnifies. 8 ulps are 6.25% of the
+# output's scale for bf16 and 0.8% for f16; a wrong weight moves results by the order of the
+# values themselves. Requiring the golden to be close too keeps a wrong golden from widening
+# the bound.
+REFERENCE_ULPS = 8
+
+# `--atol/--rtol` of this run: replaces the rules above for every float output when set.
+_OVERRIDE: tuple[float, float] | None = None
+
+
+def set_override(atol: float | None, rtol: float | None) -> None:
+    """Use `|a - e| <= atol + rtol*|e|` for every float output of this process's checks."""
+    global _OVERRIDE
+    if atol is None and rtol is None:
+        _OVERRIDE = None
+        return
+    _OVERRIDE = (atol or 0.0, rtol or 0.0)
+
+
+def _tolerance(dtype: str) -> tuple[float, float]:
+    if _OVERRIDE is not None and dtype in TOLERANCES:
+        return _OVERRIDE
+    return TOLERANCES.get(dtype, EXACT)
+
+
 @dataclass
 class Comparison:
     """Error of one output of one check, over all golden cases."""
@@ -81,10 +119,13 @@ class Comparison:
     max_abs: float = 0.0
     max_rel: float = 0.0
     passed: bool = True
+    rule: str = ""
 
     @property
     def tolerance(self) -> str:
-        atol, rtol = TOLERANCES.get(self.dtype, EXACT)
+        if self.rule:
+            return self.rule
+        atol, rtol = _tolerance(self.dtype)
         return "exact" if (atol, rtol) == EXACT else f"{atol:g}+{rtol:g}*|x|"
 
 
@@ -103,27 +144,117 @@ class CheckResult:
         return cls(data["check"], data["status"], data.get("detail", ""), comps)
 
 
+def ulp(x: np.ndarray, dtype: str) -> np.ndarray:
+    """One unit in the last place of `dtype` at |x| (subnormals: the smallest normal's)."""
+    bits, tiny = LOW_PRECISION[dtype]
+    mag = np.maximum(np.abs(x.astype(np.float64)), tiny)
+    return np.exp2(np.floor(np.log2(mag)) - bits)
+
+
 def compare(
-    name: str, actual: np.ndarray, expected: np.ndarray, into: dict[str, Comparison]
+    name: str, actual: np.ndarray, expected: np.ndarray, into: dict[str, Comparison],
+    reference: np.ndarray | None = None,
 ) -> None:
-    """Fold the error of `actual` vs `expected` for output `name` into `into[name]`."""
+    """Fold the error of `actual` vs `expected` for output `name` into `into[name]`.
+
+    Every element passes when `|actual - expected| <= atol + rtol*|expected|` (TOLERANCES, or
+    this run's --atol/--rtol). A bfloat16/float16 output with a float32 `reference` (the same
+    program evaluated in float32, `f32_reference`) also passes an element when both the
+    consumer's value and JAX's are within bf16/f16 rounding of that reference:
+    `|actual - ref| <= 8 ulp(max|ref|)` and `|expected - ref| <= 8 ulp(max|ref|)` (max over the
+    output): two compilers rounding differently both stay close to the f32 value, while a
+    wrong result (a swapped weight) is far from it.
+    """
     dtype = expected.dtype.name
     comp = into.setdefault(name, Comparison(name, dtype))
     if actual.shape != expected.shape or actual.dtype != expected.dtype:
         comp.passed = False
         comp.max_abs = math.inf
         return
-    atol, rtol = TOLERANCES.get(dtype, EXACT)
+    atol, rtol = _tolerance(dtype)
+    if not comp.rule:  # the worker's rule (with this run's --atol/--rtol) for the table
+        comp.rule = "exact" if (atol, rtol) == EXACT else f"{atol:g}+{rtol:g}*|x|"
     a = actual.astype(np.float64)
     e = expected.astype(np.float64)
     both_nan = np.isnan(a) & np.isnan(e)
     err = np.where(both_nan, 0.0, np.abs(a - e))
     err = np.where(np.isnan(err), np.inf, err)
-    if err.size:
-        comp.max_abs = max(comp.max_abs, float(err.max()))
-        comp.max_rel = max(comp.max_rel, float((err / np.maximum(np.abs(e), 1e-30)).max()))
-        if not bool(np.all(err <= atol + rtol * np.abs(e))):
-            comp.passed = False
+    if not err.size:
+        return
+    comp.max_abs = max(comp.max_abs, float(err.max()))
+    comp.max_rel = max(comp.max_rel, float((err / np.maximum(np.abs(e), 1e-30)).max()))
+    ok = err <= atol + rtol * np.abs(e)
+    if reference is not None and dtype in LOW_PRECISION and _OVERRIDE is None \
+            and reference.shape == expected.shape:
+        comp.rule = f"{atol:g}+{rtol:g}*|x| or both within {REFERENCE_ULPS}ulp(scale) of f32"
+        r = reference.astype(np.float64)
+        finite = np.isfinite(r) & np.isfinite(e) & np.isfinite(a)
+        scale = np.asarray(np.abs(r[finite]).max() if finite.any() else 0.0)
+        bound = REFERENCE_ULPS * float(ulp(scale, dtype))
+        ok = ok | (finite & (np.abs(a - r) <= bound) & (np.abs(e - r) <= bound))
+    if not bool(np.all(ok)):
+        comp.passed = False
+
+
+# --------------------------------------------------------------------------------------------
+# float32 reference of low-precision programs
+
+_HEX_LOW = re.compile(r'dense<"0x([0-9A-Fa-f]+)">(\s*:\s*tensor<(?:[0-9]+x)*)(bf16|f16)>')
+_LOW_TYPE = re.compile(r"(?<=[<x\s(,])b?f16(?!\w)")
+
+
+def f32_module_text(text: str) -> str:
+    """The StableHLO text with every bf16/f16 type (and constant) widened to f32."""
+    import ml_dtypes
+
+    def widen(m: re.Match[str]) -> str:
+        src = ml_dtypes.bfloat16 if m.group(3) == "bf16" else np.float16
+        data = np.frombuffer(bytes.fromhex(m.group(1)), src).astype("<f4")
+        return f'dense<"0x{data.tobytes().hex().upper()}">{m.group(2)}f32>'
+
+    return _LOW_TYPE.sub("f32", _HEX_LOW.sub(widen, text))
+
+
+def _low_precision_results(program: manifest_pb2.Program) -> bool:
+    return any(r.dtype.numpy in LOW_PRECISION for r in program.results)
+
+
+def f32_reference(art: jaxport.artifact.Artifact, program: manifest_pb2.Program,
+                  cases: Sequence[jaxport.artifact.Golden]) -> dict[str, dict[str, np.ndarray]]:
+    """{case: {result: float32 array}}: the program's text with bf16/f16 widened to f32,
+    compiled by PJRT and run on the case (low-precision arguments widened exactly).
+
+    Empty when the program has no low-precision result or cannot be widened (then the plain
+    tolerance applies).
+    """
+    if not _low_precision_results(program) or "cpu" not in art.manifest.platforms \
+            or _OVERRIDE is not None:
+        return {}
+    import jax
+    from jax.extend import backend as jex_backend
+
+    client = jex_backend.get_backend("cpu")
+    device = client.local_devices()[0]
+    try:
+        text = f32_module_text((art.path / program.mlir_file).read_text())
+        executable = client.compile_and_load(
+            text.encode(), [device],
+            jex_backend.get_compile_options(num_replicas=1, num_partitions=1))
+    except Exception:  # e.g. a bitcast of bf16 bits: no f32 twin; plain tolerance applies
+        return {}
+    params = art.parameters()
+    refs: dict[str, dict[str, np.ndarray]] = {}
+    names = [r.name for r in program.results if r.role != _RES.RESULT_ROLE_TOKEN]
+    for case in cases:
+        values = []
+        for arg, v in zip(program.arguments,
+                          _argument_values(art.manifest, program, case, params), strict=True):
+            v = np.asarray(v)
+            values.append(v.astype(np.float32) if arg.dtype.numpy in LOW_PRECISION else v)
+        out = executable.execute_sharded([jax.device_put(v, device) for v in values]) \
+            .disassemble_into_single_device_arrays()
+        refs[case.name] = {n: np.asarray(o[0]) for n, o in zip(names, out, strict=True)}
+    return refs
 
 
 # --------------------------------------------------------------------------------------------
@@ -136,22 +267,34 @@ def run_checks(
     checks: Sequence[str] = CHECKS,
     timeout: float = 900.0,
     parallel: int = 2,
+    atol: float | None = None,
+    rtol: float | None = None,
 ) -> list[CheckResult]:
     """Run each check in its own fresh `python -I` process (`parallel` at a time).
 
-    Returns the results in `checks` order.
+    `atol`/`rtol` replace the tolerance rules for every float output (docs/artifact-format.md
+    "Tolerances"). Returns the results in `checks` order.
     """
+    for flag, value in (("atol", atol), ("rtol", rtol)):
+        if value is not None and not (value >= 0 and math.isfinite(value)):
+            raise ExportError(f"--{flag} must be a finite number >= 0, got {value}")
     root = Path(artifact_dir).resolve()
     manifest_mod.load(root)  # a clear one-line error before spawning anything
     for check in checks:
         if check not in CHECKS:
             raise ExportError(f"unknown check {check!r}; choose from {', '.join(CHECKS)}")
     with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
-        return list(pool.map(lambda c: _run_worker(c, root, timeout), checks))
+        return list(pool.map(lambda c: _run_worker(c, root, timeout, (atol, rtol)), checks))
 
 
-def _run_worker(check: str, root: Path, timeout: float) -> CheckResult:
+def _run_worker(check: str, root: Path, timeout: float,
+                tolerance: tuple[float | None, float | None] = (None, None)) -> CheckResult:
     cmd = [sys.executable, "-I", "-m", "jaxport.exporter.verify", "--worker", check, str(root)]
+    atol, rtol = tolerance
+    if atol is not None:
+        cmd += ["--atol", repr(float(atol))]
+    if rtol is not None:
+        cmd += ["--rtol", repr(float(rtol))]
     with tempfile.TemporaryDirectory(prefix="jaxport-verify-") as cwd:
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
@@ -245,7 +388,8 @@ def _expected(case: jaxport.artifact.Golden) -> dict[str, np.ndarray]:
 
 
 def _compare_case(program: manifest_pb2.Program, results: Sequence[np.ndarray],
-                  expected: dict[str, np.ndarray], comps: dict[str, Comparison]) -> None:
+                  expected: dict[str, np.ndarray], comps: dict[str, Comparison],
+                  reference: dict[str, np.ndarray] | None = None) -> None:
     array_results = [r for r in program.results if r.role != _RES.RESULT_ROLE_TOKEN]
     if len(results) != len(array_results):
         raise ArtifactError(f"program returned {len(results)} results, manifest lists "
@@ -255,7 +399,8 @@ def _compare_case(program: manifest_pb2.Program, results: Sequence[np.ndarray],
             _compare_check_bits(np.asarray(value), expected[res.name], comps)
         elif res.name in expected:
             actual = np.asarray(value)
-            compare(res.name, actual, expected[res.name], comps)
+            compare(res.name, actual, expected[res.name], comps,
+                    (reference or {}).get(res.name))
 
 
 def _compare_check_bits(actual: np.ndarray, expected: np.ndarray,
@@ -330,12 +475,13 @@ def _check_jaxexport(art: jaxport.artifact.Artifact) -> CheckResult:
         if "cpu" not in exp.platforms:
             return CheckResult("jaxexport", "skip",
                                f"not exported for cpu ({list(exp.platforms)})")
+        refs = f32_reference(art, program, _cases(goldens, program))
         for case in _cases(goldens, program):
             # Stored parameters and the case's inputs in the exported pytree; zeros for
             # leaves jax dropped (any value of the right type).
             args, kwargs = art.call_arguments(case.inputs, program.batch_size)
             results = jax.tree.leaves(exp.call(*args, **kwargs))
-            _compare_case(program, results, _expected(case), comps)
+            _compare_case(program, results, _expected(case), comps, refs.get(case.name))
     return _result("jaxexport", comps, _cases_detail(goldens, m))
 
 
@@ -362,11 +508,13 @@ def _check_pjrt(art: jaxport.artifact.Artifact) -> CheckResult:
             return CheckResult("pjrt", "fail",
                                f"PJRT cannot compile {program.mlirbc_file}: {first}")
         params = art.parameters()
+        refs = f32_reference(art, program, _cases(goldens, program))
         for case in _cases(goldens, program):
             values = _argument_values(m, program, case, params)
             buffers = [jax.device_put(v, device) for v in values]
             out = executable.execute_sharded(buffers).disassemble_into_single_device_arrays()
-            _compare_case(program, [np.asarray(o[0]) for o in out], _expected(case), comps)
+            _compare_case(program, [np.asarray(o[0]) for o in out], _expected(case), comps,
+                          refs.get(case.name))
     return _result("pjrt", comps, _cases_detail(goldens, m))
 
 
@@ -418,6 +566,7 @@ def _check_iree_program(art: jaxport.artifact.Artifact, program: manifest_pb2.Pr
                         comps: dict[str, Comparison]) -> CheckResult | None:
     """Compile and run one program with IREE; a failing CheckResult, or None (compared)."""
     params = art.parameters()
+    refs = f32_reference(art, program, cases)
     with tempfile.TemporaryDirectory(prefix="jaxport-iree-") as tmp_name:
         tmp = Path(tmp_name)
         vmfb = tmp / "model.vmfb"
@@ -444,7 +593,7 @@ def _check_iree_program(art: jaxport.artifact.Artifact, program: manifest_pb2.Pr
             for i, res in enumerate(results_meta):
                 raw = np.fromfile(tmp / f"out{i}.bin", dtype=manifest_mod.numpy_dtype(res.dtype))
                 outs.append(raw.reshape(tuple(res.shape)))
-            _compare_case(program, outs, _expected(case), comps)
+            _compare_case(program, outs, _expected(case), comps, refs.get(case.name))
     return None
 
 
@@ -497,7 +646,10 @@ def _worker_main(argv: Sequence[str]) -> int:
     parser = argparse.ArgumentParser(prog="jaxport verify worker")
     parser.add_argument("--worker", choices=CHECKS, required=True)
     parser.add_argument("artifact_dir")
+    parser.add_argument("--atol", type=float)
+    parser.add_argument("--rtol", type=float)
     ns = parser.parse_args(argv)
+    set_override(ns.atol, ns.rtol)
     try:
         result = _worker(ns.worker, ns.artifact_dir)
     except ExportError as exc:
