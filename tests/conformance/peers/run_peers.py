@@ -175,6 +175,39 @@ def mlserver_settings(repository: Path, root: Path, ports: tuple[int, int, int])
             "parameters": {"uri": str(model_dir / "1"), "version": "1"}}))
 
 
+#: Causes read in the servers' logs (build/peers/<server>.server.log), shown next to a FAIL.
+NOTES = {
+    ("kserve", "error_byte_size_mismatch"): "the short raw buffer reaches numpy's reshape "
+    "(ValueError: cannot reshape array of size 5 into shape (2,3)), unchecked",
+    ("kserve", "infer_fp16_raw"): "InferResponse.to_grpc tests `infer_output.data` for truth "
+    "when an FP16 output is present (ValueError: truth value of an array ... is ambiguous); "
+    "InferOutput documents numpy data",
+    ("kserve", "infer_fp16_special_values"): "as infer_fp16_raw",
+    ("kserve", "error_unknown_output"): "a requested output the model lacks is not checked "
+    "against the metadata: the model's KeyError becomes INTERNAL",
+    ("mlserver", "error_unknown_output"): "a requested output the model lacks is not checked "
+    "against the metadata: the model's KeyError becomes INTERNAL",
+    ("kserve", "error_wrong_shape"): "inputs are not checked against the model's metadata: "
+    "the model's own shape error becomes INTERNAL",
+    ("kserve", "error_wrong_rank"): "as error_wrong_shape",
+    ("kserve", "error_shape_beyond_metadata"): "as error_wrong_shape",
+    ("mlserver", "error_wrong_shape"): "inputs are not checked against the model's metadata: "
+    "the model's own shape error becomes INTERNAL",
+    ("mlserver", "error_wrong_rank"): "as error_wrong_shape",
+    ("mlserver", "error_shape_beyond_metadata"): "as error_wrong_shape",
+    ("mlserver", "stream_infer"): "MLServer writes ModelInferResponse messages on the stream, "
+    "where the proto's ModelStreamInfer returns ModelStreamInferResponse; the client cannot "
+    "parse them",
+    ("mlserver", "stream_infer_error"): "as stream_infer",
+    ("mlserver", "metadata_model_bf16"): "cf_bf16 did not load: its model-settings.json "
+    "declares a BF16 input, which MLServer's Datatype enum refuses",
+    ("mlserver", "infer_fp32_nan_outputs"): "NaN outputs cannot be encoded",
+    ("mlserver", "check_passes"): "rank-1 outputs come back [N, 1] (NumpyCodec)",
+    ("mlserver", "infer_16mib"): "rank-1 outputs come back [N, 1] (NumpyCodec)",
+    ("mlserver", "infer_output_shapes_raw"): "scalar outputs come back [1]",
+}
+
+
 def report(results: list[Result], path: Path) -> None:
     names = sorted({n for r in results for n in r.cases})
     lines = [
@@ -185,7 +218,9 @@ def report(results: list[Result], path: Path) -> None:
         "the suite models, KServe and MLServer through small adapters loading the same jaxport "
         "artifacts with `jaxport.artifact.open` (tests/conformance/peers/). A case needing a "
         "feature the server does not claim (`--features`, below) is not applicable (N/A). FAIL "
-        "cells give the status and message the server answered, verbatim.",
+        "cells give the status and message the server answered, verbatim (a dash after one is "
+        "the cause read in the server's log). Deployment settings given to the peers: 64 MiB "
+        "gRPC messages (the 16 MiB case), 127.0.0.1 only.",
         "",
         "| server | version | features claimed | result |",
         "| --- | --- | --- | --- |",
@@ -203,7 +238,8 @@ def report(results: list[Result], path: Path) -> None:
         elif not fails:
             lines.append("- none: every applicable case passed")
         for n, d in sorted(fails):
-            lines.append(f"- `{n}`: {d}")
+            note = NOTES.get((r.server, n))
+            lines.append(f"- `{n}`: {d}" + (f" — {note}" if note else ""))
         lines.append("")
     lines += ["## Per case", "", "| case | " + " | ".join(r.server for r in results) + " |",
               "| --- |" + " --- |" * len(results)]
