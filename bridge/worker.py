@@ -51,7 +51,8 @@ A malformed frame (unknown type, payload over the limit) closes the connection.
 
 In `--listen-fd` mode (how the front starts workers) the worker exits when its last connection
 closes, so it never outlives the front. SIGTERM: stop accepting, let in-flight calls finish for
-up to `--grace-period-s`, exit 0.
+up to `--grace-period-s`; exit statuses as `jaxport serve`: 0 drained, 3 calls were cut at the
+end of the grace period, 4 a second signal during the drain.
 """
 
 from __future__ import annotations
@@ -382,11 +383,13 @@ class Connection:
                 except Exception as exc:
                     code, message = _status(exc, method.full_name)
                     body = b""
-            self.send_status(REPLY, method.index, call_id, code, message, body)
-            self.worker.observe(method.full_name, code)
         finally:
+            # Free the slot before answering: a call the front sends once it has the answer
+            # must find it free.
             self._forget(call_id)
             self.worker.slots.release()
+        self.send_status(REPLY, method.index, call_id, code, message, body)
+        self.worker.observe(method.full_name, code)
 
     def _stream(self, method: Method, call_id: int) -> None:
         with self._lock:
@@ -402,11 +405,11 @@ class Connection:
                     self.send(STREAM_REPLY, method.index, 0, call_id, 0, body)
             except Exception as exc:
                 code, message = _status(exc, method.full_name)
-            self.send_status(STREAM_END, method.index, call_id, code, message)
-            self.worker.observe(method.full_name, code)
         finally:
             self._forget(call_id)
-            self.worker.slots.release()
+            self.worker.slots.release()  # before the end frame, as for unary calls
+        self.send_status(STREAM_END, method.index, call_id, code, message)
+        self.worker.observe(method.full_name, code)
 
 
 class Worker:
@@ -437,6 +440,7 @@ class Worker:
         self._connections: set[Connection] = set()
         self._lock = threading.Lock()
         self._ever_connected = False
+        self.finished = 0
 
     def check_size(self, nbytes: int) -> tuple[int, str]:
         """(0, "") if a response of `nbytes` may be sent, else RESOURCE_EXHAUSTED in grpc's
@@ -449,6 +453,7 @@ class Worker:
 
     def observe(self, method: str, code: int) -> None:
         """One call finished: `jaxport_grpc_requests_total`, as the interceptor's observer."""
+        self.finished += 1  # read by the heap trimmer (an int bump under the GIL)
         metrics = self.bridge.metrics
         if metrics is not None:
             try:
@@ -498,13 +503,17 @@ class Worker:
             log.info("front disconnected, exiting")
             self.stop.set()
 
-    def run(self) -> None:
+    def run(self) -> bool:
+        """Serve until stopped; True if every call in flight finished within the grace."""
+        from jaxport.bridge.server import HeapTrimmer
+
+        HeapTrimmer(lambda: self.finished).start()  # as `jaxport serve` does
         threading.Thread(target=self.load, name="repository-load", daemon=True).start()
         threading.Thread(target=self.accept_loop, name="worker-accept", daemon=True).start()
         self.stop.wait()
-        self.shutdown()
+        return self.shutdown()
 
-    def shutdown(self) -> None:
+    def shutdown(self) -> bool:
         """Refuse new calls, let in-flight ones finish for up to the grace period."""
         self.bridge.state.set_draining()
         try:
@@ -514,6 +523,7 @@ class Worker:
         self.pool.shutdown(wait=False)
         drained = self.slots.wait_idle(self.settings.grace_period_s)
         log.info("stopped", extra={"fields": {"drained": drained}})
+        return drained
 
 
 def _parse_args(argv: list[str]) -> tuple[argparse.Namespace, Settings]:
@@ -558,21 +568,35 @@ def main(argv: list[str] | None = None) -> int:
         listener.listen(64)
     worker = Worker(settings, listener, exit_on_disconnect=own.listen_fd is not None)
 
+    from jaxport.bridge.server import EXIT_CUT, EXIT_DRAINED, EXIT_FORCED
+
+    def exit_now(status: int) -> None:
+        logging.shutdown()
+        sys.stdout.flush()
+        os._exit(status)  # without joining the pool's threads (calls still running)
+
     def on_signal(signum: int, _frame: object) -> None:
-        log.info("signal received", extra={"fields": {"signal": signal.Signals(signum).name}})
+        name = signal.Signals(signum).name
+        if worker.stop.is_set():
+            log.warning("second signal: exiting now", extra={"fields": {
+                "signal": name, "exit_status": EXIT_FORCED}})
+            exit_now(EXIT_FORCED)
+        log.info("signal received", extra={"fields": {"signal": name}})
         worker.stop.set()
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     log.info("worker listening", extra={"fields": {
         "socket": own.socket, "listen_fd": own.listen_fd, "pid": os.getpid()}})
-    worker.run()
+    drained = worker.run()
     if own.socket:
         try:
             os.unlink(own.socket)
         except OSError:
             pass
-    return 0
+    if not drained:
+        exit_now(EXIT_CUT)
+    return EXIT_DRAINED
 
 
 if __name__ == "__main__":

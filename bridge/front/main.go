@@ -338,17 +338,32 @@ func run(argv []string) int {
 	slog.Info("draining", "grace_period_s", f.gracePeriod.Seconds())
 	drained := make(chan struct{})
 	go func() { srv.GracefulStop(); close(drained) }()
+	go func() { // a second signal during the drain: exit at once (as jaxport serve)
+		sig := <-sigs
+		slog.Warn("second signal: exiting now", "signal", sig.String(), "exit_status", exitForced)
+		os.Exit(exitForced)
+	}()
+	status := exitDrained
 	select {
 	case <-drained:
 	case <-time.After(f.gracePeriod):
-		srv.Stop()
+		status = exitCut
+		srv.Stop() // cancels the calls still running: their callers get CANCELLED/UNAVAILABLE
 		<-drained
 	}
 	close(stop)
 	f.stopWorkers(&supervisors)
-	slog.Info("stopped")
-	return 0
+	slog.Info("stopped", "exit_status", status)
+	return status
 }
+
+// Exit statuses of jaxport serve: drained, calls cut at the end of the grace period, second
+// signal.
+const (
+	exitDrained = 0
+	exitCut     = 3
+	exitForced  = 4
+)
 
 // stopWorkers: SIGTERM to every worker (they drain nothing by now), SIGKILL after 10 s.
 func (f *front) stopWorkers(supervisors *sync.WaitGroup) {

@@ -415,3 +415,19 @@ def test_large_tensor_equals_bridge(front: BridgeProcess, bridge: BridgeProcess)
     assert got == stub(bridge).ModelInfer(req, timeout=120)
     np.testing.assert_array_equal(np.frombuffer(got.raw_output_contents[0], np.float32),
                                   x * np.float32(2.0) + np.float32(0.5))
+
+
+def test_sigterm_drain_cut_exits_3(front_binary: Path, repository: Path, tmp_path: Path) -> None:
+    gate = Gate(tmp_path / "gate")
+    f = BridgeProcess(repository, "--grace-period-s", "0.2", env=gate.env,
+                      workdir=tmp_path / "front", command=front_command(front_binary))
+    with f:
+        gate.hold("slow")
+        try:
+            call = stub(f).ModelInfer.future(slow_request(), timeout=120)
+            gate.wait_held("slow", 1, calls=[call])
+            f.send_signal(signal.SIGTERM)
+            assert f.wait(120) == 3  # jaxport serve's EXIT_CUT: a call was still running
+            assert call.exception(timeout=60) is not None
+        finally:
+            gate.release("slow")

@@ -267,3 +267,18 @@ def test_cancelled_stream_ends_and_frees_its_thread(repository: Path, tmp_path: 
     finally:
         frames.close()
         assert stop_worker(proc) == 0
+
+
+def test_sigterm_with_a_call_held_past_the_grace_exits_3(repository: Path, tmp_path: Path,
+                                                         gate: Gate) -> None:
+    proc, frames = start_worker(repository, tmp_path, gate, "--grace-period-s", "0.2")
+    gate.hold("slow")
+    try:
+        frames.send(CALL, "ModelInfer", 1, NO_DEADLINE, slow_request())
+        gate.wait_held("slow", 1)
+        os.kill(proc.pid, signal.SIGTERM)
+        assert proc.wait(120) == 3  # jaxport serve's EXIT_CUT
+    finally:
+        gate.release("slow")
+        frames.close()
+        stop_worker(proc)
