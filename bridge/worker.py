@@ -33,7 +33,8 @@ Framing (every integer little-endian). A frame is a 24-byte header then `length`
     3 READY                   worker -> front  none; sent once the initial repository load is
                                                done (at once to a connection made after that)
     4 CANCEL                  front -> worker  none; the caller went away: `is_active()` turns
-                                               false (admission stops waiting for a slot)
+                                               false (admission stops waiting for a slot);
+                                               a stream's request iterator ends
     5 STREAM_OPEN             front -> worker  none; starts ModelStreamInfer call `id`
     6 STREAM_MSG              front -> worker  one serialized ModelInferRequest of stream `id`
     7 STREAM_HALF_CLOSE       front -> worker  none; the client sent its last request
@@ -46,7 +47,9 @@ Framing (every integer little-endian). A frame is a 24-byte header then `length`
 Several calls are in flight per connection: frames of different ids interleave freely; each
 call runs on a thread pool of `--worker-threads` threads (as the Python server), and a call
 beyond that many at once is answered RESOURCE_EXHAUSTED (as grpcio's `maximum_concurrent_rpcs`).
-A request that does not parse is INTERNAL "Exception deserializing request!" (grpcio's words).
+A request that does not parse is INTERNAL "Exception deserializing request!" (grpcio's words);
+a response larger than `--max-message-bytes` is RESOURCE_EXHAUSTED for that call. A call's
+slot is free again before its answer is sent.
 A malformed frame (unknown type, payload over the limit) closes the connection.
 
 In `--listen-fd` mode (how the front starts workers) the worker exits when its last connection
