@@ -140,6 +140,26 @@ class BatchingConfig:
         return self.batch_sizes[bisect.bisect_left(self.batch_sizes, rows)]
 
 
+def pad_rows(parts: Sequence[np.ndarray], size: int) -> np.ndarray:
+    """`parts` (same trailing shape and dtype, >= 1 row in all) concatenated along dimension
+    0 and padded to `size` rows with copies of the last real row.
+
+    The one padding rule of the bridge: the batcher pads its batches with it, and
+    `Model.execute` pads a lone request onto the smallest exported program that fits. Copies of
+    a real row (never zeros) mean a row-wise runtime check trips on padding only if it trips on
+    a real row, and padding can produce no NaN or division by zero of its own.
+    """
+    first = parts[0]
+    buf = np.empty((size, *first.shape[1:]), dtype=first.dtype)
+    offset = 0
+    for part in parts:
+        buf[offset : offset + part.shape[0]] = part
+        offset += part.shape[0]
+    if offset < size:
+        buf[offset:] = buf[offset - 1]
+    return buf
+
+
 @dataclass
 class BatchStats:
     """Counters for metrics and benchmarks (read with `DynamicBatcher.stats()`)."""
@@ -419,19 +439,13 @@ class DynamicBatcher:
         for name in self._input_names:
             parts = [p.inputs[name] for p in batch]
             first = parts[0]
-            buf = np.empty((size, *first.shape[1:]), dtype=first.dtype)
-            offset = 0
             for part in parts:
                 if part.shape[1:] != first.shape[1:] or part.dtype != first.dtype:
                     raise InvalidBatchError(
                         f"model {self._name!r}: input {name!r} of shape {part.shape} "
                         f"{part.dtype} cannot be batched with shape {first.shape} {first.dtype}"
                     )
-                buf[offset : offset + part.shape[0]] = part
-                offset += part.shape[0]
-            if offset < size:
-                buf[offset:] = buf[offset - 1]  # pad with copies of the last real row
-            inputs[name] = buf
+            inputs[name] = pad_rows(parts, size)
 
         execute = self._execute_ref()
         if execute is None:

@@ -381,25 +381,34 @@ def batched_bridge(batched_repo):
         yield bridge
 
 
-def test_live_without_batching_only_exported_sizes_run(batched_repo):
-    """Without --batching each fixed program stays fixed: other sizes get INVALID_ARGUMENT."""
+def test_live_without_batching_any_size_up_to_max_runs_padded(batched_repo):
+    """Without --batching a request of any batch size 1..max_batch_size (Triton's contract for
+    `max_batch_size: 8`) runs alone on the smallest exported program that fits, padded as the
+    batcher pads, and gets exactly its own rows back; 9 rows is INVALID_ARGUMENT naming
+    max_batch_size. Statistics count real rows, one execution per request."""
     from jaxport.client import InferenceClient, InferenceServerError
     from support.bridge import BridgeProcess
 
     rng = np.random.default_rng(13)
     with BridgeProcess(batched_repo) as bridge, \
             InferenceClient(bridge.address, timeout=30) as client:
-        for n in LIVE_SIZES:
+        for n in range(1, LIVE_SIZES[-1] + 1):
             x = rng.standard_normal((n, FEATURES)).astype(np.float32)
             t = rng.standard_normal(n).astype(np.float32)
             res = client.infer("rows", {"x": x, "t": t})
-            np.testing.assert_allclose(res["y"], _live_expected(x, t)[0], rtol=1e-5, atol=1e-5)
+            y, s = _live_expected(x, t)
+            assert res["y"].shape == (n, 3) and res["s"].shape == (n,)
+            np.testing.assert_allclose(res["y"], y, rtol=1e-5, atol=1e-5)
+            np.testing.assert_allclose(res["s"], s, rtol=1e-5, atol=1e-5)
         with pytest.raises(InferenceServerError) as err:
-            client.infer("rows", {"x": np.zeros((3, FEATURES), np.float32),
-                                  "t": np.zeros(3, np.float32)})
+            client.infer("rows", {"x": np.zeros((9, FEATURES), np.float32),
+                                  "t": np.zeros(9, np.float32)})
         assert err.value.code == "INVALID_ARGUMENT"
-        assert "batch size 3 is not exported" in err.value.message
+        assert "batch size 9 exceeds max_batch_size 8" in err.value.message
         assert "[1, 4, 8]" in err.value.message
+        (stats,) = client.model_statistics("rows").model_stats
+        assert sorted(b.batch_size for b in stats.batch_stats) == list(range(1, 9))
+        assert stats.inference_count == sum(range(1, 9)) and stats.execution_count == 8
 
 
 def _live_expected(x: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -477,8 +486,8 @@ def test_live_concurrent_mixed_sizes_and_bad_requests(batched_bridge):
 
 def test_live_batching_per_model(batched_repo, tmp_path):
     """--batching-models: only the listed model batches (any size up to its largest program,
-    with its own queue delay); another batched model stays fixed; a listed model exported
-    without batch sizes fails to load with a reason naming it, and the others serve."""
+    with its own queue delay); another batched model runs each request alone; a listed model
+    exported without batch sizes fails to load with a reason naming it, and the others serve."""
     import shutil
 
     from jaxport.client import InferenceClient, InferenceServerError
@@ -498,10 +507,13 @@ def test_live_batching_per_model(batched_repo, tmp_path):
             InferenceClient(bridge.address, timeout=30) as client:
         res = client.infer("rows", {"x": x, "t": t})  # 3 rows: padded onto the 4-row program
         np.testing.assert_allclose(res["y"], _live_expected(x, t)[0], rtol=1e-5, atol=1e-5)
+        fixed = client.infer("fixed", {"x": x, "t": t})  # alone, padded onto the 4-row program
+        np.testing.assert_allclose(fixed["y"], res["y"], rtol=1e-5, atol=1e-5)
         with pytest.raises(InferenceServerError) as err:
-            client.infer("fixed", {"x": x, "t": t})
+            client.infer("fixed", {"x": np.zeros((9, FEATURES), np.float32),
+                                   "t": np.zeros(9, np.float32)})
         assert err.value.code == "INVALID_ARGUMENT"
-        assert "batch size 3 is not exported" in err.value.message
+        assert "exceeds max_batch_size 8" in err.value.message
         (stats,) = client.model_statistics("rows").model_stats
         assert [b.batch_size for b in stats.batch_stats] == [3]  # real rows, padding excluded
         index = {m.name: m for m in client.repository_index()}
