@@ -112,6 +112,26 @@ def test_matches_jax_in_process(stub):
     assert_close(got["m"], m, "m")
 
 
+def test_bool_nonzero_bytes_are_true_before_execution(stub):
+    """Raw BOOL bytes 2 and 255 mean true (Triton's reading): XLA computes on 0/1, so
+    `logical_xor(flag, idx > 0)` is a boolean and equals the answer for 0/1 bytes (raw and
+    typed decode the same: tests/protocol; this model's BF16 input can only travel raw)."""
+    a = np.zeros((3, 4), ml_dtypes.bfloat16)
+    idx = np.array([0, 1, -1], dtype=np.int64)
+    request = codecs.build_infer_request(
+        "mixed", {"a": a, "idx": idx, "flag": np.zeros(3, np.bool_)})
+    names = [t.name for t in request.inputs]
+    request.raw_input_contents[names.index("flag")] = b"\x00\x02\xff"
+    response = stub.ModelInfer(request, timeout=30)
+    m_raw = codecs.decode_infer_response(response)["m"]
+    m_01 = codecs.decode_infer_response(infer(
+        stub, "mixed", {"a": a, "idx": idx, "flag": np.array([False, True, True])}))["m"]
+    np.testing.assert_array_equal(m_raw, [False, False, True])
+    np.testing.assert_array_equal(m_raw, m_01)
+    assert response.raw_output_contents[[o.name for o in response.outputs].index("m")] \
+        == b"\x00\x00\x01"
+
+
 def test_requested_outputs_subset_in_requested_order(stub, artifacts):
     _, inputs, expected = golden_cases(artifacts["mixed"])[0]
     response = infer(stub, "mixed", inputs, outputs=["m", "h"])

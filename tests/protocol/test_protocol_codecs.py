@@ -305,9 +305,25 @@ def test_typed_fp16_is_rejected_on_decode() -> None:
     assert "'h'" in msg and "FP16" in msg and "raw" in msg
 
 
-def test_bool_raw_bytes_must_be_zero_or_one() -> None:
-    msg = invalid(codecs.decode_request_inputs, raw_request(("b", "BOOL", [2], b"\x01\x02")))
-    assert "'b'" in msg and "0 or 1" in msg
+def test_bool_raw_any_nonzero_byte_is_true_as_typed() -> None:
+    """Triton's reading (C++ bool: nonzero = true; perf_analyzer's random data sends any
+    byte): normalised to 0/1 bytes before anything computes on them, equal to the typed path."""
+    raw = codecs.decode_request_inputs(
+        raw_request(("b", "BOOL", [2, 3], b"\x00\x01\x02\x7f\x80\xff")))["b"]
+    typed_request = pb.ModelInferRequest()
+    t = typed_request.inputs.add(name="b", datatype="BOOL", shape=[2, 3])
+    t.contents.bool_contents.extend([False, True, True, True, True, True])
+    typed = codecs.decode_request_inputs(typed_request)["b"]
+    assert raw.dtype == typed.dtype == np.bool_ and raw.shape == typed.shape == (2, 3)
+    np.testing.assert_array_equal(raw, typed)
+    assert raw.view(np.uint8).tolist() == [[0, 1, 1], [1, 1, 1]]  # the bytes XLA will see
+
+
+def test_bool_raw_zero_one_stays_a_view() -> None:
+    data = b"\x00\x01\x01"
+    request = raw_request(("b", "BOOL", [3], data))
+    b = codecs.decode_request_inputs(request)["b"]
+    assert b.tolist() == [False, True, True] and not b.flags.owndata  # no copy when 0/1
 
 
 def test_unsupported_numpy_dtype_names_the_input() -> None:

@@ -118,11 +118,18 @@ def _used_contents_fields(contents: pb.InferTensorContents) -> list[str]:
     return [f.name for f, _ in contents.ListFields()]
 
 
-def _check_bool_bytes(kind: str, name: str, array: np.ndarray) -> None:
+def normalise_bool(array: np.ndarray) -> np.ndarray:
+    """A BOOL tensor read from raw bytes with every byte 0 or 1: any nonzero byte is true.
+
+    Triton reads a BOOL byte as C++ `bool` does (nonzero = true), and perf_analyzer's random
+    data sends any byte; numpy keeps the byte as it came, and XLA would compute on it (a
+    `logical_xor` of 2 and 1 is not a boolean). The array itself when it is already 0/1 (one
+    scan, zero-copy), else a normalised copy. Typed `bool_contents` are 0/1 by construction,
+    so the raw and typed paths agree.
+    """
     if array.size and array.view(np.uint8).max() > 1:
-        raise InvalidArgumentError(
-            f"{kind} '{clip(name)}': BOOL raw bytes must be 0 or 1, got a byte > 1"
-        )
+        return array.view(np.uint8) != 0
+    return array
 
 
 def decode_tensor(
@@ -151,7 +158,7 @@ def decode_tensor(
             )
         array = np.frombuffer(raw, dtype=row.numpy).reshape(shape)
         if datatype == "BOOL":
-            _check_bool_bytes(kind, name, array)
+            array = normalise_bool(array)
         return array
     used = _used_contents_fields(contents) if contents is not None else []
     if row.contents_field is None:
