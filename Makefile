@@ -38,7 +38,7 @@ $(STAMP): pyproject.toml clients/python/pyproject.toml
 	echo "using $$py ($$($$py --version))"; \
 	"$$py" -m venv $(VENV) && \
 	$(VENV)/bin/pip install -q --upgrade pip setuptools wheel && \
-	$(VENV)/bin/pip install -q -e clients/python -e '.[dev]'
+	$(VENV)/bin/pip install -q -e clients/python -e '.[dev,ray]'
 	@touch $(STAMP)
 
 demo: setup
@@ -133,3 +133,10 @@ $(PEERS)/%/.installed: pyproject.toml clients/python/pyproject.toml
 .PHONY: conformance-peers
 conformance-peers: setup $(PEERS)/kserve/.installed $(PEERS)/mlserver/.installed
 	$(PY) tests/conformance/peers/run_peers.py --work $(PEERS)
+
+# The bridge on Ray Serve across a two-node Ray cluster started on this machine (issue 17,
+# docs/scale-out.md): conformance runner, tritonclient goldens and both nodes serving, through
+# Serve's gRPC proxy. Not part of `make test`: ~1-2 min and ~2 GB on 2 cores, ~10 Ray processes.
+.PHONY: test-scale
+test-scale: setup
+	$(PY) -m pytest -q -p no:cacheprovider -o addopts='' --timeout=900 tests/scale/scale_ray.py

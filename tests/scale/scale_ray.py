@@ -1,0 +1,164 @@
+"""The bridge on Ray Serve across two Ray nodes on this machine (`make test-scale`).
+
+Not named test_*.py: `make test` does not collect it (a two-node cluster with two replicas
+takes minutes on a loaded 2-core machine); `make test-scale` passes this file explicitly.
+Everything goes through Serve's gRPC proxy, exactly as a remote caller would.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import grpc
+import numpy as np
+import pytest
+from conftest import CONFORMANCE, REPO, ServeCluster
+from jaxport.bridge.ray import NODE_KEY, REPLICA_KEY
+from jaxport.protocol.gen.inference import grpc_service_pb2 as pb
+from jaxport.protocol.gen.inference import grpc_service_pb2_grpc as pb_grpc
+
+#: What Serve can claim: everything but Triton's system shared memory (replicas are on other
+#: hosts than the caller; the RPCs answer UNIMPLEMENTED, see docs/scale-out.md).
+FEATURES = "jaxport-models,versions,bf16,triton-stream,triton-config,checkify"
+STEP_TIMEOUT_S = 600
+
+
+def _stub(cluster: ServeCluster) -> pb_grpc.GRPCInferenceServiceStub:
+    channel = grpc.insecure_channel(cluster.url, options=[
+        ("grpc.max_receive_message_length", 96 << 20),
+        ("grpc.max_send_message_length", 96 << 20)])
+    return pb_grpc.GRPCInferenceServiceStub(channel)
+
+
+def test_conformance_runner_through_serve(serve_cluster: ServeCluster) -> None:
+    """The Python conformance runner, unchanged, against Serve's gRPC port."""
+    proc = subprocess.run(
+        [sys.executable, str(CONFORMANCE / "runner.py"), "--url", serve_cluster.url,
+         "--features", FEATURES],
+        cwd=REPO, capture_output=True, text=True, timeout=STEP_TIMEOUT_S)
+    print(proc.stdout[-6000:], proc.stderr[-3000:])
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    assert "conformance python: " in proc.stdout
+    assert " 0 failed" in proc.stdout
+
+
+TRITON_SCRIPT = textwrap.dedent("""
+    import json, sys
+    import numpy as np
+    import tritonclient.grpc as grpcclient
+    url, artifact, model = sys.argv[1:4]
+    manifest = json.load(open(f"{artifact}/manifest.json"))
+    client = grpcclient.InferenceServerClient(url)
+    assert client.is_server_live() and client.is_server_ready()
+    assert client.is_model_ready(model)
+    meta = client.get_model_metadata(model, as_json=True)
+    checked = 0
+    for case in manifest["goldens"]:
+        inputs = []
+        for name, path in case["inputs"].items():
+            x = np.load(f"{artifact}/{path}")
+            dt = [i["datatype"] for i in meta["inputs"] if i["name"] == name][0]
+            t = grpcclient.InferInput(name, list(x.shape), dt)
+            t.set_data_from_numpy(x)
+            inputs.append(t)
+        result = client.infer(model, inputs)
+        for name, path in case["outputs"].items():
+            want = np.load(f"{artifact}/{path}")
+            got = result.as_numpy(name)
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+            checked += 1
+    print(json.dumps({"checked": checked}))
+""")
+
+
+def test_tritonclient_goldens(serve_cluster: ServeCluster, suite_repository: Path,
+                              tmp_path: Path) -> None:
+    """Unmodified tritonclient (its own process: it and jaxport.protocol both register
+    `inference.*` messages) gets every golden of the artifact back through Serve."""
+    script = tmp_path / "triton_goldens.py"
+    script.write_text(TRITON_SCRIPT)
+    for model in ("cf_fp32", "cf_multi"):
+        proc = subprocess.run(
+            [sys.executable, str(script), serve_cluster.url, str(suite_repository / model / "1"),
+             model], capture_output=True, text=True, timeout=STEP_TIMEOUT_S)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert json.loads(proc.stdout.strip().splitlines()[-1])["checked"] >= 2
+
+
+def _fp32_request(n: int) -> pb.ModelInferRequest:
+    x = np.arange(6, dtype=np.float32).reshape(2, 3) + n
+    return pb.ModelInferRequest(
+        model_name="cf_fp32", id=str(n),
+        inputs=[pb.ModelInferRequest.InferInputTensor(name="data_in", datatype="FP32",
+                                                      shape=[2, 3])],
+        raw_input_contents=[x.tobytes()])
+
+
+def test_requests_served_on_both_nodes(serve_cluster: ServeCluster) -> None:
+    """Each answer names the replica and Ray node that served it (trailing metadata): calls
+    through the one proxy reach replicas on both nodes of the cluster."""
+    stub = _stub(serve_cluster)
+    nodes: set[str] = set()
+    replicas: set[str] = set()
+    for n in range(40):
+        response, call = stub.ModelInfer.with_call(_fp32_request(n), timeout=60)
+        assert response.id == str(n)
+        md = dict(call.trailing_metadata())
+        nodes.add(md[NODE_KEY])
+        replicas.add(md[REPLICA_KEY])
+    print(f"served by replicas {sorted(replicas)} on nodes {sorted(nodes)}")
+    assert len(replicas) == 2
+    assert nodes == set(serve_cluster.node_ids)
+
+
+@pytest.mark.parametrize(("rpc", "request_", "code", "words"), [
+    ("ModelInfer", pb.ModelInferRequest(model_name="nope"), grpc.StatusCode.NOT_FOUND,
+     "unknown model 'nope'"),
+    ("ModelMetadata", pb.ModelMetadataRequest(name="cf_fp32", version="7"),
+     grpc.StatusCode.NOT_FOUND, "model 'cf_fp32' has no version '7'"),
+    ("RepositoryModelLoad", pb.RepositoryModelLoadRequest(model_name="cf_fp32"),
+     grpc.StatusCode.UNIMPLEMENTED, "RepositoryModelLoad is not supported by jaxport on Ray"),
+    ("RepositoryModelUnload", pb.RepositoryModelUnloadRequest(model_name="cf_fp32"),
+     grpc.StatusCode.UNIMPLEMENTED, "redeploy the application"),
+    ("SystemSharedMemoryRegister",
+     pb.SystemSharedMemoryRegisterRequest(name="r", key="/r", byte_size=8),
+     grpc.StatusCode.UNIMPLEMENTED, "cannot see its /dev/shm"),
+    ("SystemSharedMemoryStatus", pb.SystemSharedMemoryStatusRequest(),
+     grpc.StatusCode.UNIMPLEMENTED, "SystemSharedMemoryStatus is not supported"),
+])
+def test_errors_are_the_bridge_statuses(serve_cluster: ServeCluster, rpc: str, request_: object,
+                                        code: grpc.StatusCode, words: str) -> None:
+    """Domain errors reach the caller with the codes and messages of `jaxport serve` (the
+    interceptor's table), refusals with UNIMPLEMENTED saying why; never a Ray traceback."""
+    with pytest.raises(grpc.RpcError) as info:
+        getattr(_stub(serve_cluster), rpc)(request_, timeout=60)
+    assert info.value.code() == code, info.value.details()
+    assert words in info.value.details()
+    assert "Traceback" not in info.value.details() and "ray" not in info.value.details()
+
+
+def test_server_metadata_claims_what_serve_does(serve_cluster: ServeCluster) -> None:
+    md = _stub(serve_cluster).ServerMetadata(pb.ServerMetadataRequest(), timeout=60)
+    assert md.name == "jaxport"
+    assert list(md.extensions) == ["model_configuration", "statistics"]
+    index = _stub(serve_cluster).RepositoryIndex(pb.RepositoryIndexRequest(), timeout=60)
+    assert {m.name for m in index.models if m.state == "READY"} >= {"cf_fp32", "cf_multi"}
+
+
+def test_cluster_resources(serve_cluster: ServeCluster) -> None:
+    """Times, memory and the temp dir (for the report): two nodes, Ray's files under the
+    session's own directory."""
+    import psutil
+
+    procs = psutil.Process().children(recursive=True)
+    rss = sum(p.memory_info().rss for p in procs if p.is_running())
+    print(f"cluster start {serve_cluster.start_seconds:.1f} s, deploy (2 replicas, every suite "
+          f"model loaded) {serve_cluster.deploy_seconds:.1f} s; {len(procs)} Ray processes, "
+          f"RSS {rss / 2**20:.0f} MiB (shared pages counted in each)")
+    assert any(p.name.startswith("session_") for p in serve_cluster.temp_dir.iterdir())
+    assert os.path.isdir(serve_cluster.temp_dir)

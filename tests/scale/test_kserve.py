@@ -1,0 +1,158 @@
+"""KServe deployment files (bridge/deploy/kserve/): the manifests are valid against KServe's CRD
+schemas, they agree with the container recipe, and the recipe's command serves a repository laid
+out as KServe's storage initializer provides it (/mnt/models).
+
+The CRD schemas are KServe's own (config/crd/full, copied with their commit into
+../shared/reference/kserve/); when that folder is absent, the schema check says so and skips,
+and only that check.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import yaml
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+KSERVE = REPO / "bridge" / "deploy" / "kserve"
+CRDS = REPO.parent / "shared" / "reference" / "kserve"
+MANIFESTS = sorted(KSERVE.glob("*.yaml"))
+RUNTIMES = (KSERVE / "servingruntime.yaml", KSERVE / "clusterservingruntime.yaml")
+
+for _p in (str(REPO / "tests"), str(REPO / "tests" / "conformance")):
+    if _p not in sys.path:
+        sys.path.insert(0, _p)
+
+
+def _load(path: Path) -> dict[str, Any]:
+    return yaml.safe_load(path.read_text())
+
+
+def _crd_schemas() -> dict[str, tuple[str, dict[str, Any]]]:
+    """kind -> (apiVersion served, openAPIV3Schema) from KServe's CRDs."""
+    out = {}
+    for path in sorted(CRDS.glob("serving.kserve.io_*.yaml")):
+        crd = _load(path)
+        for version in crd["spec"]["versions"]:
+            if version.get("served", True):
+                out[crd["spec"]["names"]["kind"]] = (
+                    f"{crd['spec']['group']}/{version['name']}",
+                    version["schema"]["openAPIV3Schema"])
+    return out
+
+
+def _containerfile_command() -> list[str]:
+    text = (KSERVE / "Containerfile").read_text()
+    entry = json.loads(re.search(r"^ENTRYPOINT (\[.*\])$", text, re.M).group(1))
+    cmd = json.loads(re.search(r"^CMD (\[.*\])$", text, re.M).group(1))
+    return [*entry, *cmd]
+
+
+def test_manifests_present() -> None:
+    kinds = sorted(_load(p)["kind"] for p in MANIFESTS)
+    assert kinds == ["ClusterServingRuntime", "InferenceService", "ServingRuntime"]
+
+
+@pytest.mark.parametrize("path", MANIFESTS, ids=lambda p: p.name)
+def test_manifest_valid_against_kserve_crd(path: Path) -> None:
+    """Each manifest validates against the schema of its kind in KServe's CRD."""
+    import jsonschema
+
+    if not CRDS.is_dir():
+        pytest.skip(f"KServe CRD schemas not found at {CRDS} (../shared/reference/kserve "
+                    "from the repository root): schema validation not run")
+    schemas = _crd_schemas()
+    doc = _load(path)
+    api_version, schema = schemas[doc["kind"]]
+    assert doc["apiVersion"] == api_version
+    errors = sorted(jsonschema.Draft7Validator(schema).iter_errors(doc), key=str)
+    assert not errors, "\n".join(f"{list(e.absolute_path)}: {e.message}" for e in errors)
+
+
+def test_crd_validation_catches_a_bad_manifest() -> None:
+    """The check has teeth: a misspelt field type is refused by the same validation."""
+    import jsonschema
+
+    if not CRDS.is_dir():
+        pytest.skip(f"KServe CRD schemas not found at {CRDS}: schema validation not run")
+    doc = _load(KSERVE / "servingruntime.yaml")
+    doc["spec"]["supportedModelFormats"][0]["autoSelect"] = "yes"
+    doc["spec"]["containers"][0]["ports"][0]["containerPort"] = "8001"
+    _, schema = _crd_schemas()["ServingRuntime"]
+    errors = list(jsonschema.Draft7Validator(schema).iter_errors(doc))
+    assert len(errors) == 2
+
+
+@pytest.mark.parametrize("path", RUNTIMES, ids=lambda p: p.name)
+def test_runtime_agrees_with_containerfile(path: Path) -> None:
+    """Same command line, gRPC on the h2c port the probes use, metrics where Prometheus
+    annotations point, model format jaxport over grpc-v2."""
+    spec = _load(path)["spec"]
+    container = spec["containers"][0]
+    assert ["jaxport", "serve", *container["args"]] == _containerfile_command()
+    args = dict(a.removeprefix("--").split("=", 1) for a in container["args"])
+    assert args["repository"] == "/mnt/models"
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert ports == {"h2c": int(args["port"]), "metrics": int(args["metrics-port"])}
+    for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+        assert container[probe]["grpc"]["port"] == int(args["port"])
+    assert spec["annotations"]["prometheus.kserve.io/port"] == args["metrics-port"]
+    assert spec["annotations"]["prometheus.kserve.io/path"] == "/metrics"
+    assert spec["supportedModelFormats"][0]["name"] == "jaxport"
+    assert spec["protocolVersions"] == ["grpc-v2"]
+    isvc = _load(KSERVE / "inferenceservice.yaml")["spec"]["predictor"]["model"]
+    assert isvc["modelFormat"]["name"] == "jaxport" and isvc["runtime"] == "jaxport"
+
+
+#: What the test changes in the container's command, and why: the machine is shared (bind
+#: 127.0.0.1, ports picked free) and /mnt/models is a temporary directory here.
+SUBSTITUTED = {"--host=0.0.0.0": "--host=127.0.0.1", "--port=8001": "--port=0",
+               "--metrics-port=8002": "--metrics-port=0"}
+
+
+def test_container_command_serves_mnt_models(tmp_path: Path) -> None:
+    """The Containerfile's ENTRYPOINT + CMD, run as is but for SUBSTITUTED, over a /mnt/models
+    holding one exported model as `<model>/<version>/`: grpc.health.v1 SERVING (the probes),
+    the goldens come back, /metrics answers on the annotated path."""
+    import urllib.request
+
+    import models
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+    from jaxport.client import InferenceClient
+    from jaxport.exporter.api import export
+    from support.bridge import BridgeProcess
+
+    mnt_models = tmp_path / "mnt" / "models"
+    model = next(m for m in models.suite_models() if m.name == "cf_fp32")
+    artifact = mnt_models / model.name / "1"
+    export(model.fn, model.params, model.inputs, artifact, output_names=model.output_names or None,
+           goldens=2, quiet=True)
+
+    command = _containerfile_command()
+    args = [SUBSTITUTED.get(a, a) for a in command[2:]]
+    args = [f"--repository={mnt_models}" if a == "--repository=/mnt/models" else a for a in args]
+    assert sum(a != b for a, b in zip(args, command[2:], strict=True)) == len(SUBSTITUTED) + 1
+    jaxport = Path(sys.executable).parent / command[0]
+    with BridgeProcess(mnt_models, *args, command=[str(jaxport), command[1]]) as bridge:
+        with bridge.channel() as channel:
+            health = health_pb2_grpc.HealthStub(channel).Check(
+                health_pb2.HealthCheckRequest(service=""), timeout=30)
+            assert health.status == health_pb2.HealthCheckResponse.SERVING
+        manifest = json.loads((artifact / "manifest.json").read_text())
+        with InferenceClient(bridge.address) as client:
+            for case in manifest["goldens"]:
+                inputs = {n: np.load(artifact / p) for n, p in case["inputs"].items()}
+                result = client.infer(model.name, inputs)
+                for name, path in case["outputs"].items():
+                    np.testing.assert_allclose(np.asarray(result[name]), np.load(artifact / path),
+                                               rtol=1e-6)
+        with urllib.request.urlopen(bridge.metrics_url, timeout=30) as page:
+            assert page.status == 200
+            assert b"cf_fp32" in page.read()
