@@ -42,7 +42,7 @@ from jaxport.bridge.limits import AdmissionController, grpc_message_size_options
 from jaxport.bridge.loading import LoadError, load_model
 from jaxport.bridge.metrics import Metrics
 from jaxport.bridge.model import Model
-from jaxport.bridge.repository import Repository, VersionStatus
+from jaxport.bridge.repository import Repository
 from jaxport.bridge.servicer import InferenceServicer, ServerState
 from jaxport.bridge.settings import Settings
 from jaxport.bridge.shared_memory import SharedMemoryRegistry
@@ -80,25 +80,68 @@ class BindError(RuntimeError):
     """The gRPC or metrics address cannot be bound (in use, bad host...)."""
 
 
+@dataclass(frozen=True)
+class Core:
+    """Everything that answers requests, transport aside. `jaxport serve` (Bridge), the native
+    front's execution workers (jaxport.bridge.worker) and Ray Serve replicas build it the same
+    way, with `build_core`, and put their own transport in front of `servicer`."""
+
+    metrics: Metrics | None
+    state: ServerState
+    repository: Repository
+    admission: AdmissionController
+    inference: InferenceCore
+    servicer: InferenceServicer
+
+
+def build_core(settings: Settings) -> Core:
+    """The core objects for `settings`: metrics (if enabled), repository with its loader,
+    admission control, the inference core and the servicer. Nothing is loaded or bound."""
+    metrics = Metrics() if settings.metrics_enabled else None
+    state = ServerState()
+    repository = Repository(
+        settings.repository,
+        functools.partial(_load, settings=settings),
+        version_policy=settings.model_version_policy,
+        on_change=metrics.record_model if metrics else None,
+    )
+    admission = AdmissionController(
+        settings.max_inflight_per_model,
+        settings.max_queue_per_model,
+        on_outcome=metrics.record_admission if metrics else None,
+    )
+    inference = InferenceCore(admission, metrics)
+    servicer = InferenceServicer(
+        repository, inference, state,
+        SharedMemoryRegistry() if settings.system_shared_memory else None)
+    return Core(metrics, state, repository, admission, inference, servicer)
+
+
+def load_all(repository: Repository, state: ServerState) -> None:
+    """Load every model per the policy, then mark the server ready (ServerReady true)."""
+    statuses = repository.load_all()
+    ready = sum(s.state == "READY" for s in statuses)
+    state.set_ready()
+    log.info("server ready", extra={"fields": {
+        "models_ready": ready, "models_failed": len(statuses) - ready}})
+
+
+def prepare_process(settings: Settings) -> None:
+    """Process-wide set-up of a process that executes models: JSON logs, JAX settings, heap
+    settings (the heap trimmer starts with the traffic counter it watches)."""
+    logs.configure(settings.log_level)
+    configure_jax()
+    keep_heap_memory()
+
+
 class Bridge:
     """One bridge: repository, core, gRPC server, health, metrics; built from Settings."""
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.metrics = Metrics() if settings.metrics_enabled else None
-        self.state = ServerState()
-        self.repository = Repository(
-            settings.repository,
-            functools.partial(_load, settings=settings),
-            version_policy=settings.model_version_policy,
-            on_change=self._on_model_change,
-        )
-        self.admission = AdmissionController(
-            settings.max_inflight_per_model,
-            settings.max_queue_per_model,
-            on_outcome=self.metrics.record_admission if self.metrics else None,
-        )
-        self.core = InferenceCore(self.admission, self.metrics)
+        core = build_core(settings)
+        self.metrics, self.state, self.repository = core.metrics, core.state, core.repository
+        self.admission, self.core, self.servicer = core.admission, core.inference, core.servicer
         self.health = health.HealthServicer()
         for service in ("", SERVICE_NAME):
             self.health.set(service, health_pb2.HealthCheckResponse.NOT_SERVING)
@@ -121,11 +164,7 @@ class Bridge:
             # instead of parking calls in the executor's unbounded queue, unseen by admission.
             maximum_concurrent_rpcs=settings.worker_threads,
         )
-        pb_grpc.add_GRPCInferenceServiceServicer_to_server(
-            InferenceServicer(self.repository, self.core, self.state,
-                              SharedMemoryRegistry() if settings.system_shared_memory else None),
-            self.server,
-        )
+        pb_grpc.add_GRPCInferenceServiceServicer_to_server(self.servicer, self.server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         reflection.enable_server_reflection(
             (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), self.server
@@ -135,10 +174,6 @@ class Bridge:
         )
         self.port = 0
         self.metrics_port = -1
-
-    def _on_model_change(self, status: VersionStatus) -> None:
-        if self.metrics is not None:
-            self.metrics.record_model(status)
 
     def start(self) -> None:
         """Bind and start serving RPCs (models load separately, see `load_repository`)."""
@@ -164,13 +199,9 @@ class Bridge:
 
     def load_repository(self) -> None:
         """Load every model per the policy, then report the server ready."""
-        statuses = self.repository.load_all()
-        ready = sum(s.state == "READY" for s in statuses)
-        self.state.set_ready()
+        load_all(self.repository, self.state)
         for service in ("", SERVICE_NAME):
             self.health.set(service, health_pb2.HealthCheckResponse.SERVING)
-        log.info("server ready", extra={"fields": {
-            "models_ready": ready, "models_failed": len(statuses) - ready}})
 
     def stop(self, grace: float | None = None) -> Drain:
         """Refuse new work, let in-flight RPCs finish for up to `grace` seconds, cancel what
@@ -301,9 +332,7 @@ def _write_port_file(path: Path, content: dict[str, int]) -> None:
 
 def run(settings: Settings) -> int:
     """`jaxport serve` after argument parsing: serve until SIGTERM/SIGINT; the exit status."""
-    logs.configure(settings.log_level)
-    configure_jax()
-    keep_heap_memory()
+    prepare_process(settings)
     stop = threading.Event()
     bridge: Bridge | None = None
 

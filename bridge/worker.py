@@ -5,7 +5,7 @@
 
 The native front (`bridge/front`, Go) terminates gRPC; it forwards each call as (method,
 serialized request) to one of N workers. A worker runs exactly the objects `jaxport serve` runs
-(`jaxport.bridge.server.Bridge`'s repository, admission, inference core; the same
+(`jaxport.bridge.server.build_core`: repository, admission, inference core, the same
 `InferenceServicer`), maps exceptions through `jaxport.bridge.interceptor.status_of` (the one
 table), and answers (status code, message, serialized response). Protocol behaviour therefore
 lives in one place; the front adds transport only. All `jaxport serve` settings apply
@@ -420,17 +420,12 @@ class Worker:
 
     def __init__(self, settings: Settings, listener: socket.socket,
                  exit_on_disconnect: bool = False) -> None:
-        from jaxport.bridge.server import Bridge
-        from jaxport.bridge.servicer import InferenceServicer
-        from jaxport.bridge.shared_memory import SharedMemoryRegistry
+        from jaxport.bridge.server import build_core
 
         self.settings = settings
-        # Bridge builds repository, admission and inference core exactly as `jaxport serve`
-        # does; its gRPC server is never bound or started here (the front is the server).
-        self.bridge = Bridge(settings)
-        self.servicer = InferenceServicer(
-            self.bridge.repository, self.bridge.core, self.bridge.state,
-            SharedMemoryRegistry() if settings.system_shared_memory else None)
+        # The same core objects as `jaxport serve` (the front is the gRPC server here).
+        self.core = build_core(settings)
+        self.servicer = self.core.servicer
         self.methods = service_methods(self.servicer)
         self.pool = futures.ThreadPoolExecutor(settings.worker_threads,
                                                thread_name_prefix="worker")
@@ -457,7 +452,7 @@ class Worker:
     def observe(self, method: str, code: int) -> None:
         """One call finished: `jaxport_grpc_requests_total`, as the interceptor's observer."""
         self.finished += 1  # read by the heap trimmer (an int bump under the GIL)
-        metrics = self.bridge.metrics
+        metrics = self.core.metrics
         if metrics is not None:
             try:
                 metrics.record_rpc(method, CODE_NAMES.get(code, "UNKNOWN"))
@@ -466,16 +461,18 @@ class Worker:
 
     def metrics_text(self) -> bytes:
         """This worker's Prometheus registry in the text format (b"" when metrics are off)."""
-        if self.bridge.metrics is None:
+        if self.core.metrics is None:
             return b""
         from prometheus_client import generate_latest
 
-        return generate_latest(self.bridge.metrics.registry)
+        return generate_latest(self.core.metrics.registry)
 
     def load(self) -> None:
         """Load the repository (as `jaxport serve`), then tell every connection READY."""
+        from jaxport.bridge.server import load_all
+
         try:
-            self.bridge.load_repository()
+            load_all(self.core.repository, self.core.state)
         except Exception:
             log.exception("repository load crashed")
             self.stop.set()
@@ -518,7 +515,7 @@ class Worker:
 
     def shutdown(self) -> bool:
         """Refuse new calls, let in-flight ones finish for up to the grace period."""
-        self.bridge.state.set_draining()
+        self.core.state.set_draining()
         try:
             self.listener.close()
         except OSError:
@@ -550,14 +547,9 @@ def main(argv: list[str] | None = None) -> int:
     except SettingsError as exc:
         print(f"jaxport worker: error: {exc}", file=sys.stderr)
         return 2
-    from jaxport.bridge import logs
-    from jaxport.bridge.engines import configure_jax
-    from jaxport.bridge.server import keep_heap_memory
+    from jaxport.bridge.server import prepare_process
 
-    # The process set-up of `jaxport serve` (server.run), step for step.
-    logs.configure(settings.log_level)
-    configure_jax()
-    keep_heap_memory()
+    prepare_process(settings)  # the process set-up of `jaxport serve`
     if own.listen_fd is not None:
         listener = socket.socket(fileno=own.listen_fd)
     else:
