@@ -9,6 +9,7 @@ nothing again.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -21,7 +22,7 @@ from jaxport.bridge.batcher import BatchingConfig, DynamicBatcher, pad_rows
 from jaxport.bridge.engines import Engine
 from jaxport.bridge.statistics import ModelStatistics, Timings
 from jaxport.bridge.testing import gate as test_gate
-from jaxport.protocol import dtypes
+from jaxport.protocol import codecs, dtypes
 from jaxport.protocol.errors import InvalidArgumentError, clip, clip_shape, error_for_code
 from jaxport.protocol.gen.jaxport.v1 import manifest_pb2
 
@@ -73,12 +74,15 @@ class Prepared:
     rows: the request's inferences (its batch rows; 1 for a model without a batch dimension).
     program: the program it runs on, the smallest exported batch size >= rows (padded when
         larger); None when the model's dynamic batcher chooses.
+    classes: outputs returned as top-k classification results (Triton's classification
+        extension), their class count by name.
     """
 
     arrays: Mapping[str, np.ndarray]
     outputs: tuple[str, ...]
     rows: int
     program: Program | None
+    classes: Mapping[str, int] = dataclasses.field(default_factory=dict)
 
 
 class Model:
@@ -151,7 +155,7 @@ class Model:
 
     def prepare(
         self, declared: Declared, decode: Callable[[], Mapping[str, np.ndarray]],
-        requested: Sequence[str] | None = None,
+        requested: Sequence[str] | None = None, classes: Mapping[str, int] | None = None,
     ) -> Prepared:
         """Validate one request; the only place a request is checked against the model.
 
@@ -159,21 +163,29 @@ class Model:
         anything is decoded (a hostile shape costs one error, never an allocation). `decode()`
         then returns the arrays, each as declared (the codecs check the bytes against the
         declaration). `requested`: output names, None/empty for all. Raises
-        InvalidArgumentError naming the input or output at fault.
+        InvalidArgumentError naming the input or output at fault. `classes`: requested outputs
+        to return as top-k classification results, k by name (numeric outputs only).
         """
         for name, datatype, shape in declared:
             self._check_declared(name, datatype, shape)
         arrays = decode()
         outputs = self._check_outputs(requested)
+        classes = dict(classes or {})
+        for name in classes:
+            if name not in outputs:
+                raise InvalidArgumentError(
+                    f"classification of output '{clip(name, count=True)}' that is not requested"
+                )
+            codecs.check_classifiable(name, self.outputs[self._outputs_by_name[name]].datatype)
         for sig in self.inputs:
             if sig.name not in arrays:
                 raise InvalidArgumentError(
                     f"missing input '{sig.name}': {self.label} expects {sig.describe()}"
                 )
         if self.batcher is not None:
-            return Prepared(arrays, outputs, self.batcher.check_rows(arrays), None)
+            return Prepared(arrays, outputs, self.batcher.check_rows(arrays), None, classes)
         rows, program = self._program_for(arrays)
-        return Prepared(arrays, outputs, rows, program)
+        return Prepared(arrays, outputs, rows, program, classes)
 
     def _check_declared(self, name: str, datatype: str, shape: Sequence[int]) -> None:
         sig = self._inputs_by_name.get(name)
@@ -239,8 +251,18 @@ class Model:
         With dynamic batching the request joins the batcher's queue; `deadline`
         (`time.monotonic()`) then lets an expired request leave the queue unexecuted. A runtime
         check compiled into the program (checkify) that fired raises the status its kind maps
-        to, with the message `err.get()` gives in JAX.
+        to, with the message `err.get()` gives in JAX. Outputs in `prepared.classes` come back
+        as Triton's classification results (BYTES, `jaxport.protocol.codecs`).
         """
+        outputs, timings = self._execute(prepared, deadline)
+        for name, k in prepared.classes.items():
+            batched = name in self._batched_outputs
+            outputs[name] = codecs.topk_classification(outputs[name], k, batched)
+        return outputs, timings
+
+    def _execute(
+        self, prepared: Prepared, deadline: float | None,
+    ) -> tuple[dict[str, np.ndarray], Timings]:
         test_gate(self.name)  # no-op unless JAXPORT_TEST_GATE_DIR (tests only): bridge/testing.py
         names = prepared.outputs
         if prepared.program is None:

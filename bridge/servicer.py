@@ -31,6 +31,9 @@ PLATFORM = "jax"
 # Only what this server really implements (Triton extension names); "system_shared_memory"
 # is added when the server runs with --system-shared-memory.
 EXTENSIONS = ("model_repository", "model_configuration", "statistics")
+# Triton's classification extension (`classification` on a requested output): listed by this
+# servicer; kept out of EXTENSIONS, which other front ends filter to their own set.
+CLASSIFICATION_EXTENSION = "classification"
 
 
 def _server_version() -> str:
@@ -85,7 +88,8 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
         self._state = state
         self._version = _server_version()
         self._shm = shared_memory
-        self._extensions = [*EXTENSIONS, *([SHARED_MEMORY_EXTENSION] if shared_memory else [])]
+        self._extensions = [*EXTENSIONS, CLASSIFICATION_EXTENSION,
+                            *([SHARED_MEMORY_EXTENSION] if shared_memory else [])]
 
     # -- health and metadata ---------------------------------------------------------------
 
@@ -309,6 +313,7 @@ def _prepare(model: Model, request: pb.ModelInferRequest, resolve: codecs.Shared
         ((t.name, t.datatype, t.shape) for t in request.inputs),
         lambda: codecs.decode_request_inputs(request, resolve),
         codecs.requested_output_names(request),
+        codecs.requested_classifications(request),
     )
     placed.update(codecs.requested_shared_memory_outputs(request, resolve))
     for sig in model.outputs:

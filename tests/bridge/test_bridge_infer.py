@@ -167,7 +167,8 @@ def test_health_rpcs(stub):
 def test_server_metadata_lists_only_implemented_extensions(stub):
     meta = stub.ServerMetadata(pb.ServerMetadataRequest())
     assert meta.name == "jaxport" and meta.version
-    assert sorted(meta.extensions) == ["model_configuration", "model_repository", "statistics"]
+    assert sorted(meta.extensions) == ["classification", "model_configuration",
+                                       "model_repository", "statistics"]
 
 
 def test_model_metadata_from_manifest(stub):

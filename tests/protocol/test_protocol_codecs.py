@@ -444,3 +444,53 @@ def test_tritonclient_decodes_what_we_encode() -> None:
         assert datatype == dtypes.by_numpy(array.dtype).datatype
         assert shape == list(array.shape)
         assert values == array.astype(np.float64).ravel().tolist()
+
+
+# --- BYTES and classification (Triton's classification extension) -------------------------
+
+
+def test_topk_classification_formats_like_triton() -> None:
+    """`std::to_string(value) + ":" + std::to_string(index)`: %f for floating point, the
+    integer for integer types; descending, ties by lower index; per batch row when batched."""
+    logits = np.array([[0.5, 2.25, -1.0, 3.0], [1.5, -0.5, 1.5, 0.0]], np.float32)
+    got = codecs.topk_classification(logits, 3, batched=True)
+    assert got.shape == (2, 3) and got.dtype == object
+    assert got.tolist() == [[b"3.000000:3", b"2.250000:1", b"0.500000:0"],
+                            [b"1.500000:0", b"1.500000:2", b"0.000000:3"]]
+    flat = codecs.topk_classification(logits, 2, batched=False)  # over the whole tensor
+    assert flat.tolist() == [b"3.000000:3", b"2.250000:1"]
+    ints = codecs.topk_classification(np.array([[5, -7, 2**40]], np.int64), 9, batched=True)
+    assert ints.tolist() == [[b"1099511627776:2", b"5:0", b"-7:1"]]  # k capped at 3 classes
+    tiny = codecs.topk_classification(np.array([1e-7, 123456.789], np.float64), 2, False)
+    assert tiny.tolist() == [b"123456.789000:1", b"0.000000:0"]
+
+
+def test_bytes_output_raw_and_typed_decode_alike() -> None:
+    entries = codecs.topk_classification(np.array([[1.0, 2.0]], np.float32), 2, batched=True)
+    response = codecs.encode_infer_response({"c": entries}, model_name="m")
+    assert response.outputs[0].datatype == "BYTES" and list(response.outputs[0].shape) == [1, 2]
+    assert response.raw_output_contents[0] == (
+        b"\x0a\x00\x00\x002.000000:1" b"\x0a\x00\x00\x001.000000:0")
+    raw = codecs.decode_infer_response(response)["c"]
+    typed_response = pb.ModelInferResponse()
+    t = typed_response.outputs.add(name="c", datatype="BYTES", shape=[1, 2])
+    t.contents.bytes_contents.extend([b"2.000000:1", b"1.000000:0"])
+    typed = codecs.decode_infer_response(typed_response)["c"]
+    assert raw.tolist() == typed.tolist() == [[b"2.000000:1", b"1.000000:0"]]
+    response.raw_output_contents[0] += b"\x00"
+    assert "BYTES" in invalid(codecs.decode_infer_response, response)
+
+
+def test_requested_classifications() -> None:
+    request = pb.ModelInferRequest()
+    request.outputs.add(name="a").parameters["classification"].int64_param = 3
+    request.outputs.add(name="b")
+    assert codecs.requested_classifications(request) == {"a": 3}
+    request.outputs[1].parameters["classification"].int64_param = 0
+    assert ">= 1" in invalid(codecs.requested_classifications, request)
+    request.outputs[1].parameters["classification"].string_param = "3"
+    assert "int64" in invalid(codecs.requested_classifications, request)
+    request.outputs[1].parameters["classification"].int64_param = 1
+    request.outputs[1].parameters["shared_memory_region"].string_param = "r"
+    assert "shared memory" in invalid(codecs.requested_classifications, request)
+    assert "BOOL" in invalid(codecs.check_classifiable, "m", "BOOL")

@@ -204,6 +204,133 @@ def to_wire_bytes(array: np.ndarray) -> bytes:
     return np.ascontiguousarray(array, dtype=row.numpy).tobytes()
 
 
+# --- BYTES and the classification extension ---------------------------------------------
+
+BYTES = "BYTES"
+CLASSIFICATION = "classification"
+"""Requested-output parameter (int64) of Triton's classification extension: the top-k count."""
+
+
+def encode_bytes_elements(elements: Iterable[bytes]) -> bytes:
+    """Raw BYTES contents: each element as a 4-byte little-endian length, then its bytes."""
+    parts = []
+    for element in elements:
+        parts.append(len(element).to_bytes(4, "little"))
+        parts.append(element)
+    return b"".join(parts)
+
+
+def decode_bytes_elements(kind: str, name: str, raw: bytes | memoryview, count: int
+                          ) -> list[bytes]:
+    """`count` elements of raw BYTES contents (length-prefixed); INVALID_ARGUMENT naming the
+    tensor when the bytes do not hold exactly that many."""
+    data = bytes(raw)
+    elements = []
+    offset = 0
+    for _ in range(count):
+        if offset + 4 > len(data):
+            break
+        size = int.from_bytes(data[offset:offset + 4], "little")
+        if offset + 4 + size > len(data):
+            break
+        elements.append(data[offset + 4:offset + 4 + size])
+        offset += 4 + size
+    if len(elements) != count or offset != len(data):
+        raise InvalidArgumentError(
+            f"{kind} '{clip(name)}': raw BYTES contents of {len(data)} bytes do not hold "
+            f"exactly {count} length-prefixed elements"
+        )
+    return elements
+
+
+def _bytes_tensor(kind: str, name: str, shape: Sequence[int], raw: bytes | memoryview | None,
+                  contents: pb.InferTensorContents | None) -> np.ndarray:
+    count = _element_count(kind, name, shape)
+    if raw is not None:
+        elements = decode_bytes_elements(kind, name, raw, count)
+    else:
+        elements = list(contents.bytes_contents) if contents is not None else []
+        if len(elements) != count:
+            raise InvalidArgumentError(
+                f"{kind} '{clip(name)}': contents.bytes_contents has {len(elements)} elements; "
+                f"expected {count} (shape {list(shape)})"
+            )
+    array = np.empty(count, dtype=object)
+    array[:] = elements
+    return array.reshape(tuple(shape))
+
+
+_CLASSIFIABLE = frozenset(
+    {"UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64", "FP16", "BF16",
+     "FP32", "FP64"})
+
+
+def check_classifiable(name: str, datatype: str) -> None:
+    """INVALID_ARGUMENT unless an output of `datatype` can be classified (numbers, not BOOL)."""
+    if datatype not in _CLASSIFIABLE:
+        raise InvalidArgumentError(
+            f"requested output '{clip(name)}': class result not available for an output of "
+            f"type {datatype}"
+        )
+
+
+def requested_classifications(request: pb.ModelInferRequest) -> dict[str, int]:
+    """Requested outputs asking for top-k classification (`classification` = k >= 1), by name.
+
+    An output in shared memory cannot also be classified here (INVALID_ARGUMENT)."""
+    counts: dict[str, int] = {}
+    for output in request.outputs:
+        param = output.parameters.get(CLASSIFICATION)
+        if param is None:
+            continue
+        if param.WhichOneof("parameter_choice") not in ("int64_param", "uint64_param"):
+            raise InvalidArgumentError(
+                f"requested output '{clip(output.name)}': parameter '{CLASSIFICATION}' must be "
+                "an int64 class count"
+            )
+        k = param.int64_param if param.HasField("int64_param") else param.uint64_param
+        if k < 1:
+            raise InvalidArgumentError(
+                f"requested output '{clip(output.name)}': class count must be >= 1, got {k}"
+            )
+        if SHM_REGION in output.parameters:
+            raise InvalidArgumentError(
+                f"requested output '{clip(output.name)}': classification into shared memory "
+                "is not supported; request it in the response"
+            )
+        counts[output.name] = int(k)
+    return counts
+
+
+def _class_value(value: Any, floating: bool) -> str:
+    # C++ std::to_string, as Triton formats it: "%f" for floating point, "%d" for integers.
+    return f"{float(value):f}" if floating else str(int(value))
+
+
+def topk_classification(array: np.ndarray, class_count: int, batched: bool) -> np.ndarray:
+    """Triton's classification result for one output: BYTES entries `"<value>:<index>"`.
+
+    Per batch row when `batched` (the output's dimension 0 is the batch), else over the whole
+    tensor: the `class_count` largest values in descending order (ties: lower index first),
+    value formatted as C++ `std::to_string` does (`%f`, 6 decimals, for FP16/BF16/FP32/FP64;
+    the integer for integer types), index into the row flattened in C order. Shape
+    `[rows, min(k, row elements)]` when batched, else `[min(k, elements)]`.
+    """
+    array = np.asarray(array)
+    floating = array.dtype.kind == "f" or array.dtype.name == "bfloat16"
+    rows = array.reshape(array.shape[0], -1) if batched and array.ndim else array.reshape(1, -1)
+    if floating:
+        rows = rows.astype(np.float64)
+    width = rows.shape[1]
+    k = min(class_count, width)
+    out = np.empty((rows.shape[0], k), dtype=object)
+    for r, row in enumerate(rows):
+        # Descending, stable: sort the reversed row ascending, reverse, map back the index.
+        order = (width - 1 - np.argsort(row[::-1], kind="stable"))[::-1][:k]
+        out[r] = [f"{_class_value(row[i], floating)}:{int(i)}".encode() for i in order]
+    return out if batched and array.ndim else out.reshape(k)
+
+
 # --- parameters ----------------------------------------------------------------------------
 
 
@@ -457,6 +584,10 @@ def encode_infer_response(
     placed = shared_memory or {}
     for name, value in outputs.items():
         array = np.asarray(value)
+        if array.dtype == object:  # BYTES (classification results): length-prefixed, raw
+            response.outputs.add(name=name, datatype=BYTES, shape=array.shape)
+            response.raw_output_contents.append(encode_bytes_elements(array.ravel()))
+            continue
         row = dtypes.by_numpy(array.dtype)
         tensor = response.outputs.add(name=name, datatype=row.datatype, shape=array.shape)
         target = placed.get(name)
@@ -567,7 +698,10 @@ def decode_infer_response(
     arrays: dict[str, np.ndarray] = {}
     for index, t in enumerate(outputs):
         ref = shared_memory_ref("output", t.name, t.parameters)
-        if ref is not None:
+        if t.datatype == BYTES and ref is None:
+            arrays[t.name] = _bytes_tensor("output", t.name, t.shape,
+                                           raw[index] if raw else None, t.contents)
+        elif ref is not None:
             row = _row("output", t.name, t.datatype)
             size = _element_count("output", t.name, t.shape) * row.itemsize
             check_output_fits(t.name, t.datatype, t.shape, ref)

@@ -1,0 +1,55 @@
+"""Triton fidelity (issue 14) with `tritonclient[grpc]` in a subprocess (its protobuf symbols
+clash with ours): partial batches on a model exported with batch sizes 1,4 served without
+--batching, and the classification extension on FP32 and INT64 outputs. See
+`triton_fidelity.py` for the checks."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from support.bridge import BridgeProcess
+
+SCRIPT = Path(__file__).with_name("triton_fidelity.py")
+
+
+def cls_model(params, x):
+    """logits = x[:, :5] exactly (a 0/1 selection matrix), counts = 10 * logits as INT64."""
+    logits = x @ params["select"]
+    return logits, (logits * 10).astype(jnp.int64)
+
+
+@pytest.fixture(scope="module")
+def cls_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from jaxport.exporter import export
+
+    repo = tmp_path_factory.mktemp("fidelity-repo")
+    select = np.eye(8, 5, dtype=np.float32)
+    with jax.enable_x64(True):
+        export(cls_model, {"select": select}, {"x": jax.ShapeDtypeStruct((1, 8), np.float32)},
+               repo / "cls" / "1", output_names=["logits", "counts"], batch_sizes=(1, 4),
+               goldens=1, quiet=True)
+    return repo
+
+
+@pytest.mark.parametrize("batching", [(), ("--batching", "--max-queue-delay-us", "0")],
+                         ids=["alone", "batching"])
+def test_tritonclient_partial_batches_and_classification(cls_repo: Path,
+                                                         batching: tuple[str, ...]) -> None:
+    with BridgeProcess(cls_repo, *batching) as bridge:
+        proc = subprocess.run([sys.executable, str(SCRIPT), "--url", bridge.address],
+                              capture_output=True, text=True, timeout=180)
+        assert bridge.alive()
+        with urllib.request.urlopen(bridge.metrics_url, timeout=30) as response:
+            metrics = response.read().decode()
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 0, output
+    assert "ALL PASS" in proc.stdout and "FAIL" not in proc.stdout, output
+    assert 'code="INTERNAL"' not in metrics, metrics
+    assert 'jaxport_inference_success_total{model="cls",version="1"}' in metrics

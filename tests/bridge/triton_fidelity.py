@@ -1,0 +1,123 @@
+"""Triton fidelity with `tritonclient[grpc]` (issue 14): partial batches without --batching and
+the classification extension (`InferRequestedOutput(name, class_count=k)`).
+
+MUST run in its own process (tritonclient's `inference.*` protobuf symbols clash with ours).
+Serves `cls` from test_bridge_triton_fidelity.py: exported with batch sizes 1,4, input
+x: FP32[-1, 8]; outputs logits = x[:, :5] (FP32) and counts = 10 * x[:, :5] truncated to
+INT64, so every expected value is known exactly here. Prints `PASS <check>`, exits 1 on the
+first mismatch.
+
+    python triton_fidelity.py --url 127.0.0.1:PORT
+"""
+
+from __future__ import annotations
+
+import argparse
+import queue
+import sys
+
+import numpy as np
+import tritonclient.grpc as grpcclient
+from tritonclient.utils import InferenceServerException
+
+ROWS = np.array([
+    [0.5, 2.25, -1.0, 3.0, 0.125, 9, 9, 9],
+    [-2.0, -0.5, 1.5, 1.5, -3.0, 9, 9, 9],
+    [7.0, 6.0, 5.0, 4.0, 3.0, 9, 9, 9],
+], np.float32)
+
+
+class Mismatch(Exception):
+    """A check failed."""
+
+
+def check(cond: bool, name: str, why: object = "") -> None:
+    if not cond:
+        raise Mismatch(f"{name}: {why}")
+    print(f"PASS {name}", flush=True)
+
+
+def x_input(rows: np.ndarray) -> grpcclient.InferInput:
+    x = grpcclient.InferInput("x", list(rows.shape), "FP32")
+    x.set_data_from_numpy(rows)
+    return x
+
+
+def run(url: str) -> None:
+    client = grpcclient.InferenceServerClient(url=url)
+    config = client.get_model_config("cls").config
+    check(config.max_batch_size == 4 and list(config.input[0].dims) == [8],
+          "config: max_batch_size 4, dims [8]", config)
+
+    # Any batch size up to max_batch_size, without --batching; only the request's rows return.
+    for n in (1, 2, 3, 4):
+        rows = np.resize(ROWS, (n, 8)).astype(np.float32)
+        result = client.infer("cls", [x_input(rows)])
+        logits, counts = result.as_numpy("logits"), result.as_numpy("counts")
+        check(logits.shape == (n, 5) and np.array_equal(logits, rows[:, :5])
+              and counts.dtype == np.int64 and np.array_equal(counts, np.trunc(rows[:, :5] * 10)),
+              f"batch {n} without --batching", (logits, counts))
+    try:
+        client.infer("cls", [x_input(np.zeros((5, 8), np.float32))])
+        raise Mismatch("a batch of 5 > max_batch_size 4 succeeded")
+    except InferenceServerException as exc:
+        check("INVALID_ARGUMENT" in str(exc.status()) and "max_batch_size 4" in exc.message(),
+              "batch 5 -> INVALID_ARGUMENT naming max_batch_size", exc)
+
+    # Classification: FP32 and INT64 outputs, per batch row, Triton's "value:index" format.
+    outputs = [grpcclient.InferRequestedOutput("logits", class_count=3),
+               grpcclient.InferRequestedOutput("counts", class_count=2)]
+    result = client.infer("cls", [x_input(ROWS)], outputs=outputs)
+    got = result.as_numpy("logits")
+    meta = {o.name: (o.datatype, list(o.shape)) for o in result.get_response().outputs}
+    check(meta == {"logits": ("BYTES", [3, 3]), "counts": ("BYTES", [3, 2])},
+          "classification: BYTES, shape [batch, k]", meta)
+    check(got.tolist() == [[b"3.000000:3", b"2.250000:1", b"0.500000:0"],
+                           [b"1.500000:2", b"1.500000:3", b"-0.500000:1"],
+                           [b"7.000000:0", b"6.000000:1", b"5.000000:2"]],
+          "classification FP32: value:index, descending, ties by index", got)
+    got = result.as_numpy("counts")
+    check(got.tolist() == [[b"30:3", b"22:1"], [b"15:2", b"15:3"], [b"70:0", b"60:1"]],
+          "classification INT64: integer value:index", got)
+
+    result = client.infer("cls", [x_input(ROWS[:1])],
+                          outputs=[grpcclient.InferRequestedOutput("logits", class_count=9)])
+    got = result.as_numpy("logits")
+    check(got.shape == (1, 5) and result.as_numpy("counts") is None,
+          "class_count > classes: all 5, only the requested output", got)
+
+    # The same through a stream.
+    results: queue.Queue = queue.Queue()
+    client.start_stream(callback=lambda result, error: results.put((result, error)))
+    client.async_stream_infer("cls", [x_input(ROWS[2:])], request_id="s1",
+                              outputs=[grpcclient.InferRequestedOutput("logits", class_count=1)])
+    result, error = results.get(timeout=30)
+    client.stop_stream()
+    check(error is None and result.as_numpy("logits").tolist() == [[b"7.000000:0"]],
+          "classification in a stream", (result and result.as_numpy("logits"), error))
+
+    try:
+        client.infer("cls", [x_input(ROWS)],
+                     outputs=[grpcclient.InferRequestedOutput("nope", class_count=1)])
+        raise Mismatch("classification of an unknown output succeeded")
+    except InferenceServerException as exc:
+        check("INVALID_ARGUMENT" in str(exc.status()) and "'nope'" in exc.message(),
+              "classification of an unknown output -> INVALID_ARGUMENT", exc)
+    client.close()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--url", required=True)
+    args = parser.parse_args()
+    try:
+        run(args.url)
+    except Mismatch as exc:
+        print(f"FAIL {exc}", flush=True)
+        return 1
+    print("ALL PASS", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
