@@ -156,9 +156,88 @@ def test_cluster_resources(serve_cluster: ServeCluster) -> None:
     import psutil
 
     procs = psutil.Process().children(recursive=True)
-    rss = sum(p.memory_info().rss for p in procs if p.is_running())
+    rss = 0
+    for proc in procs:
+        try:
+            rss += proc.memory_info().rss
+        except psutil.Error:
+            continue
     print(f"cluster start {serve_cluster.start_seconds:.1f} s, deploy (2 replicas, every suite "
           f"model loaded) {serve_cluster.deploy_seconds:.1f} s; {len(procs)} Ray processes, "
           f"RSS {rss / 2**20:.0f} MiB (shared pages counted in each)")
     assert any(p.name.startswith("session_") for p in serve_cluster.temp_dir.iterdir())
     assert os.path.isdir(serve_cluster.temp_dir)
+
+
+def _replica_processes() -> list:
+    """The replica actors' processes (children of this test's cluster, by Ray's title)."""
+    import psutil
+
+    found = []
+    for proc in psutil.Process().children(recursive=True):
+        try:
+            if "ServeReplica:jaxport" in " ".join(proc.cmdline()):
+                found.append(proc)
+        except psutil.Error:
+            continue
+    return found
+
+
+def test_replica_killed_under_load(serve_cluster: ServeCluster) -> None:
+    """SIGKILL of one replica's process while 4 callers keep sending: the calls caught on it
+    fail (counted, with their status), the rest are served, Serve starts a new replica that
+    serves again. Runs last: it leaves the cluster with a new replica."""
+    import collections
+    import threading
+    import time
+
+    victims = _replica_processes()
+    assert len(victims) == 2, victims
+    stop = threading.Event()
+    lock = threading.Lock()
+    outcomes: list[tuple[float, str, str, str]] = []  # (time, code, replica, details)
+    seen = threading.Condition(lock)
+
+    def caller(k: int) -> None:
+        stub = _stub(serve_cluster)
+        n = 0
+        while not stop.is_set():
+            n += 1
+            try:
+                _, call = stub.ModelInfer.with_call(_fp32_request(k * 1_000_000 + n), timeout=60)
+                entry = (time.monotonic(), "OK", dict(call.trailing_metadata())[REPLICA_KEY], "")
+            except grpc.RpcError as exc:
+                entry = (time.monotonic(), exc.code().name, "", exc.details() or "")
+            with seen:
+                outcomes.append(entry)
+                seen.notify_all()
+
+    def replicas_serving(since: float) -> set[str]:
+        return {r for t, c, r, _ in outcomes if c == "OK" and t >= since}
+
+    threads = [threading.Thread(target=caller, args=(k,), daemon=True) for k in range(4)]
+    for t in threads:
+        t.start()
+    try:
+        with seen:  # steady state: both replicas answering
+            assert seen.wait_for(lambda: len(replicas_serving(0)) == 2, timeout=120)
+            before = replicas_serving(0)
+        victim = victims[0]
+        killed_at = time.monotonic()
+        victim.kill()  # SIGKILL, by pid, a process of this test's own cluster
+        with seen:  # recovery: a replica that did not exist before answers
+            assert seen.wait_for(lambda: replicas_serving(killed_at) - before, timeout=180)
+            recovered_at = min(t for t, c, r, _ in outcomes
+                               if c == "OK" and t >= killed_at and r not in before)
+            n_at_recovery = len(outcomes)
+            assert seen.wait_for(lambda: len(outcomes) >= n_at_recovery + 50, timeout=120)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(timeout=90)
+    failures = collections.Counter((c, d[:120]) for _, c, _, d in outcomes if c != "OK")
+    print(f"replica kill under load (c=4): {len(outcomes)} requests, "
+          f"{sum(failures.values())} failed {dict(failures)}; a new replica served "
+          f"{recovered_at - killed_at:.1f} s after the kill")
+    assert all(code in ("INTERNAL", "UNAVAILABLE") for code, _ in failures), failures
+    assert sum(failures.values()) < len(outcomes) // 10, failures
