@@ -27,6 +27,9 @@ help:
 	@echo "make generate / check-generate - regenerate code from proto/ / fail if it drifted"
 	@echo "make bench  - benchmarks (not part of make test);  make soak - long load test"
 	@echo "make fuzz   - 10,000-case hostile-input campaign against a live bridge (FUZZ_ARGS=--seed S)"
+	@echo "make front  - build the native Go front (bridge/front) into .venv/bin/jaxport-front"
+	@echo "make client-wheel - the jaxport-client wheel and sdist into dist/client/"
+	@echo "make conformance-peers - the conformance suite against KServe and MLServer (report in docs/)"
 
 setup: $(STAMP)
 
