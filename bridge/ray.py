@@ -83,6 +83,8 @@ DEPLOYMENT_OPTIONS = (
     "graceful_shutdown_timeout_s", "max_replicas_per_node",
 )
 DEFAULT_MAX_ONGOING_REQUESTS = 16
+# Extensions `jaxport serve` may list that a replica does not claim (their RPCs are refused).
+REFUSED_EXTENSIONS = ("model_repository", "system_shared_memory")
 
 
 class UnsupportedUnderServe(ProtocolError):
@@ -106,13 +108,13 @@ _SHM_WHY = (
 def _replica_servicer(*args: Any) -> Any:
     """The bridge's servicer with what cannot hold across replicas refused (see module doc).
     Built in the replica: the servicer module brings the model core (JAX) with it."""
-    from jaxport.bridge.servicer import EXTENSIONS, InferenceServicer
+    from jaxport.bridge.servicer import InferenceServicer
 
     class ReplicaServicer(_Refusals, InferenceServicer):
         def __init__(self, *args: Any) -> None:
             super().__init__(*args)
             # No model_repository: load/unload are refused (RepositoryIndex still answers).
-            self._extensions = [e for e in EXTENSIONS if e != "model_repository"]
+            self._extensions = [e for e in self._extensions if e not in REFUSED_EXTENSIONS]
 
     return ReplicaServicer(*args)
 
