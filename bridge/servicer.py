@@ -287,18 +287,50 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
                          ) -> Iterator[pb.ModelStreamInferResponse]:
         for request in request_iterator:
             try:
+                _wants_final_flag(request)  # a malformed flag fails the request, not the stream
                 response = self._infer(request, context)
             except Exception as exc:
                 code, details = status_of(exc, "/inference.GRPCInferenceService/ModelStreamInfer")
-                yield pb.ModelStreamInferResponse(
+                failed = pb.ModelStreamInferResponse(
                     error_message=f"{code.name}: {details}",
                     infer_response=pb.ModelInferResponse(
                         model_name=request.model_name, model_version=request.model_version,
                         id=request.id,
                     ),
                 )
+                _mark_final(failed.infer_response, request)
+                yield failed
             else:
+                _mark_final(response, request)
                 yield pb.ModelStreamInferResponse(infer_response=response)
+
+
+ENABLE_EMPTY_FINAL_RESPONSE = "triton_enable_empty_final_response"
+FINAL_RESPONSE = "triton_final_response"
+
+
+def _wants_final_flag(request: pb.ModelInferRequest) -> bool:
+    """Triton's `triton_enable_empty_final_response` (bool) request parameter: the caller
+    (tritonclient's `enable_empty_final_response=True`, decoupled-aware clients) wants every
+    stream response to say whether it is the request's last. INVALID_ARGUMENT if not a bool."""
+    param = request.parameters.get(ENABLE_EMPTY_FINAL_RESPONSE)
+    if param is None:
+        return False
+    if param.WhichOneof("parameter_choice") != "bool_param":
+        raise InvalidArgumentError(
+            f"invalid value type for '{ENABLE_EMPTY_FINAL_RESPONSE}' parameter, expected "
+            "bool_param"
+        )
+    return param.bool_param
+
+
+def _mark_final(response: pb.ModelInferResponse, request: pb.ModelInferRequest) -> None:
+    """`triton_final_response: true` on the request's one response (models here are never
+    decoupled: the one response is also the last, so no empty response follows it)."""
+    param = request.parameters.get(ENABLE_EMPTY_FINAL_RESPONSE)
+    if param is not None and param.WhichOneof("parameter_choice") == "bool_param" \
+            and param.bool_param:
+        response.parameters[FINAL_RESPONSE].bool_param = True
 
 
 def _prepare(model: Model, request: pb.ModelInferRequest, resolve: codecs.SharedMemoryResolver,

@@ -92,9 +92,23 @@ def run(url: str) -> None:
     client.async_stream_infer("cls", [x_input(ROWS[2:])], request_id="s1",
                               outputs=[grpcclient.InferRequestedOutput("logits", class_count=1)])
     result, error = results.get(timeout=30)
-    client.stop_stream()
     check(error is None and result.as_numpy("logits").tolist() == [[b"7.000000:0"]],
           "classification in a stream", (result and result.as_numpy("logits"), error))
+    check("triton_final_response" not in result.get_response().parameters,
+          "stream: no triton_final_response unless asked", result.get_response())
+    # enable_empty_final_response: the one response of a (never decoupled) model is final.
+    client.async_stream_infer("cls", [x_input(ROWS[:2])], request_id="s2",
+                              enable_empty_final_response=True)
+    client.async_stream_infer("cls", [x_input(np.zeros((5, 8), np.float32))], request_id="s3",
+                              enable_empty_final_response=True)
+    (ok, ok_error), (_, bad_error) = results.get(timeout=30), results.get(timeout=30)
+    params = ok.get_response().parameters
+    check(ok_error is None and params["triton_final_response"].bool_param
+          and ok.get_response().id == "s2" and ok.as_numpy("logits").shape == (2, 5),
+          "stream: triton_final_response on the response", ok.get_response())
+    check(bad_error is not None and "max_batch_size" in str(bad_error),
+          "stream: failed request reported with enable_empty_final_response", bad_error)
+    client.stop_stream()
 
     try:
         client.infer("cls", [x_input(ROWS)],
