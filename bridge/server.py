@@ -32,7 +32,7 @@ from typing import Any
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
+from grpc_reflection.v1alpha import reflection, reflection_pb2
 from jaxport.bridge import logs, security
 from jaxport.bridge.batcher import BatchingConfig
 from jaxport.bridge.engines import configure_jax
@@ -166,8 +166,9 @@ class Bridge:
         )
         pb_grpc.add_GRPCInferenceServiceServicer_to_server(self.servicer, self.server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
-        reflection.enable_server_reflection(
-            (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), self.server
+        _enable_reflection(
+            (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME, REFLECTION_V1),
+            self.server,
         )
         self._credentials = security.server_credentials(
             settings.tls_cert, settings.tls_key, settings.tls_client_ca
@@ -399,3 +400,27 @@ def _exit_now(status: int) -> None:
         except (OSError, ValueError):
             pass
     os._exit(status)
+
+
+REFLECTION_V1 = "grpc.reflection.v1.ServerReflection"
+"""The v1 reflection service (grpcurl and current gRPC tools ask for it first)."""
+
+
+def _enable_reflection(names: tuple[str, ...], server: grpc.Server) -> None:
+    """Server reflection as `grpc.reflection.v1alpha.ServerReflection` and, beside it,
+    `grpc.reflection.v1.ServerReflection`.
+
+    grpcio-reflection (1.85) ships only v1alpha. v1's messages are v1alpha's, field for field
+    (grpc/reflection/v1/reflection.proto only renamed the package), so one v1alpha servicer
+    answers both, its messages read and written unchanged under the v1 method name.
+    """
+    reflection.enable_server_reflection(names, server)
+    servicer = reflection.ReflectionServicer(names)
+    handler = grpc.method_handlers_generic_handler(REFLECTION_V1, {
+        "ServerReflectionInfo": grpc.stream_stream_rpc_method_handler(
+            servicer.ServerReflectionInfo,
+            request_deserializer=reflection_pb2.ServerReflectionRequest.FromString,
+            response_serializer=reflection_pb2.ServerReflectionResponse.SerializeToString,
+        ),
+    })
+    server.add_generic_rpc_handlers((handler,))

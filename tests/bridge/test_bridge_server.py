@@ -18,7 +18,7 @@ import pytest
 from bridge_helpers import rpc_error
 from google.protobuf import descriptor_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+from grpc_reflection.v1alpha import reflection_pb2
 from jaxport.protocol import codecs
 from jaxport.protocol.gen.inference import grpc_service_pb2 as pb
 from jaxport.protocol.gen.inference import grpc_service_pb2_grpc as pb_grpc
@@ -60,16 +60,23 @@ def test_grpc_health(bridge):
         assert err.code() == grpc.StatusCode.NOT_FOUND
 
 
-def test_server_reflection(bridge):
+@pytest.mark.parametrize("version", ["v1alpha", "v1"])
+def test_server_reflection(bridge, version):
+    """Both reflection versions (grpcurl asks for v1 first); v1's messages are v1alpha's."""
     with bridge.channel() as channel:
-        stub = reflection_pb2_grpc.ServerReflectionStub(channel)
+        info = channel.stream_stream(
+            f"/grpc.reflection.{version}.ServerReflection/ServerReflectionInfo",
+            request_serializer=reflection_pb2.ServerReflectionRequest.SerializeToString,
+            response_deserializer=reflection_pb2.ServerReflectionResponse.FromString,
+        )
         requests = [
             reflection_pb2.ServerReflectionRequest(list_services=""),
             reflection_pb2.ServerReflectionRequest(file_containing_symbol=SERVICE),
         ]
-        listed, found = list(stub.ServerReflectionInfo(iter(requests), timeout=10))
+        listed, found = list(info(iter(requests), timeout=10))
     names = {s.name for s in listed.list_services_response.service}
-    assert {SERVICE, "grpc.health.v1.Health"} <= names
+    assert {SERVICE, "grpc.health.v1.Health", "grpc.reflection.v1.ServerReflection",
+            "grpc.reflection.v1alpha.ServerReflection"} <= names
     files = [descriptor_pb2.FileDescriptorProto.FromString(b)
              for b in found.file_descriptor_response.file_descriptor_proto]
     services = {f"{f.package}.{s.name}": [m.name for m in s.method]
