@@ -265,8 +265,11 @@ def resolve_output_names(
 def _library_dirs() -> tuple[str, ...]:
     import sysconfig
 
+    import jaxport.artifact
+
     here = Path(__file__).resolve().parent
-    dirs = {str(here), str(here.parent / "artifact"), str(Path(jax.__file__).resolve().parent)}
+    dirs = {str(here), str(Path(jaxport.artifact.__file__).resolve().parent),
+            str(Path(jax.__file__).resolve().parent)}
     for key in ("stdlib", "platstdlib", "purelib", "platlib"):
         with contextlib.suppress(KeyError):
             dirs.add(str(Path(sysconfig.get_paths()[key]).resolve()))

@@ -19,14 +19,14 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-PACKAGES = {"artifact": "jaxport.artifact", "exporter": "jaxport.exporter",
-            "bridge": "jaxport.bridge"}
+# Folder of each package in the repository (pyproject's package-dir).
+FOLDERS = {"artifact": "clients/python/artifact", "exporter": "exporter", "bridge": "bridge"}
 
 
 def _imports(folder: str) -> list[tuple[str, int, str, bool]]:
     """(file, line, imported module, at module level) for every import under `folder`."""
     found = []
-    for path in sorted((REPO / folder).glob("*.py")):
+    for path in sorted((REPO / FOLDERS[folder]).glob("*.py")):
         tree = ast.parse(path.read_text(encoding="utf-8"))
         top = set(map(id, tree.body))
         for node in ast.walk(tree):
@@ -38,14 +38,14 @@ def _imports(folder: str) -> list[tuple[str, int, str, bool]]:
                 continue
             for name in names:
                 found.append((path.name, node.lineno, name, id(node) in top))
-    assert found, f"no imports found under {folder}/"
+    assert found, f"no imports found under {FOLDERS[folder]}/"
     return found
 
 
 def _offending(folder: str, prefixes: tuple[str, ...], *, top_level_only: bool = False
                ) -> list[str]:
     return sorted({
-        f"{folder}/{file}:{line} imports {name}"
+        f"{FOLDERS[folder]}/{file}:{line} imports {name}"
         for file, line, name, top in _imports(folder)
         if (top or not top_level_only)
         and any(name == p or name.startswith(p + ".") for p in prefixes)
@@ -69,7 +69,8 @@ def test_artifact_imports_neither_jax_nor_grpc_at_module_level() -> None:
 
 
 def test_importing_the_artifact_package_loads_no_jax_exporter_bridge_or_grpc() -> None:
-    modules = [p.stem for p in sorted((REPO / "artifact").glob("*.py")) if p.stem != "__init__"]
+    modules = [p.stem for p in sorted((REPO / FOLDERS["artifact"]).glob("*.py"))
+               if p.stem != "__init__"]
     assert {"manifest", "weights", "goldens", "paths", "checks", "errors", "reader"} <= set(modules)
     code = (
         "import sys\n"
