@@ -122,44 +122,40 @@ def test_metrics_endpoint_counts_requests(bridge, stub):
         assert after[("jaxport_model_load_seconds", (*mv[:1], ("phase", phase), mv[1]))] >= 0
 
 
-def test_sigterm_drains_in_flight_request(repository, bridge, stub):
-    x = np.full((256, 256), 0.01, np.float32)
+def test_sigterm_drains_in_flight_request(repository, gate, stub):
+    """A request executing when SIGTERM arrives finishes with its full answer while new work is
+    refused. The request is held at the test gate, so it is provably still executing when the
+    signal lands and stays so until the test has seen the refusal, on any machine."""
+    request = codecs.build_infer_request(
+        "slow", {"x": np.full((256, 256), 0.01, np.float32), "n": np.array(3, np.int32)})
+    expected = codecs.decode_infer_response(stub.ModelInfer(request, timeout=120))
 
-    def slow_request(n: int) -> pb.ModelInferRequest:
-        return codecs.build_infer_request("slow", {"x": x, "n": np.array(n, np.int32)})
-
-    # Calibrate on the shared bridge so the drained request runs ~2 s on this machine.
-    started = time.monotonic()
-    stub.ModelInfer(slow_request(200), timeout=60)
-    n = max(200, int(200 * 2.0 / max(time.monotonic() - started, 1e-3)))
-    expected = codecs.decode_infer_response(stub.ModelInfer(slow_request(n), timeout=120))
-
-    with BridgeProcess(repository, "--grace-period-s", "60") as b, b.channel() as channel:
+    with BridgeProcess(repository, "--grace-period-s", "60", env=gate.env) as b, \
+            b.channel() as channel:
         own = pb_grpc.GRPCInferenceServiceStub(channel)
-        result: dict[str, object] = {}
-
-        def call() -> None:
-            try:
-                result["response"] = own.ModelInfer(slow_request(n), timeout=120)
-            except grpc.RpcError as exc:
-                result["error"] = exc
-
-        worker = threading.Thread(target=call)
-        worker.start()
-        time.sleep(0.5)  # the request is executing now
-        b.send_signal(signal.SIGTERM)
-        time.sleep(0.2)
-        with b.channel() as fresh:  # new work is refused while draining
-            err = rpc_error(pb_grpc.GRPCInferenceServiceStub(fresh).ServerLive,
-                            pb.ServerLiveRequest(), timeout=5)
-            assert err.code() == grpc.StatusCode.UNAVAILABLE
-        worker.join(120)
-        assert "error" not in result, result.get("error")
-        got = codecs.decode_infer_response(result["response"])  # type: ignore[arg-type]
+        with gate.holding("slow"):
+            call = own.ModelInfer.future(request, timeout=300)
+            gate.wait_held("slow", 1, calls=[call])  # executing now, until the block ends
+            b.send_signal(signal.SIGTERM)
+            _wait_for_log(b, "draining")
+            with b.channel() as fresh:  # new work is refused while draining
+                err = rpc_error(pb_grpc.GRPCInferenceServiceStub(fresh).ServerLive,
+                                pb.ServerLiveRequest(), timeout=60)
+                assert err.code() == grpc.StatusCode.UNAVAILABLE
+            assert not call.done()  # still held: the drain waits for it
+        got = codecs.decode_infer_response(call.result(120))
         np.testing.assert_array_equal(got["output"], expected["output"])
-        assert b.wait(30) == 0
+        assert b.wait(120) == 0
         messages = [r["msg"] for r in b.log_records()]
         assert messages.index("draining") < messages.index("stopped")
+
+
+def _wait_for_log(bridge: BridgeProcess, msg: str, timeout: float = 120.0) -> None:
+    """Until the bridge has logged `msg` (a bounded wait on a condition, not a sleep)."""
+    end = time.monotonic() + timeout
+    while not any(r.get("msg") == msg for r in bridge.log_records()):
+        assert time.monotonic() < end, f"the bridge never logged {msg!r}"
+        time.sleep(0.02)
 
 
 def _serve(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
