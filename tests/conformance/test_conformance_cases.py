@@ -112,7 +112,8 @@ def test_a_hung_step_is_killed(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) 
     assert spec is not None and spec.loader is not None
     run = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(run)
-    monkeypatch.setattr(run, "STEP_TIMEOUT_S", 1.0)
+    # Long enough for `sh` to print on a loaded machine; the grandchild sleeps far longer.
+    monkeypatch.setattr(run, "STEP_TIMEOUT_S", 10.0)
     log: list[str] = []
     # Killed, not waited for, and the whole group: a grandchild (`sh -c ...` below, which run.py
     # also waits for, through the output pipe it holds) would leave `finished` behind once its
