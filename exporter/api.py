@@ -56,6 +56,7 @@ def export(
     batch_sizes: Sequence[int] | None = None,
     checks: Sequence[str] | str | None = None,
     check_goldens: Mapping[str, Any] | None = None,
+    golden_inputs: Mapping[str, Any] | None = None,
 ) -> manifest_pb2.Manifest:
     """Export `fn(params, *inputs)` as a jaxport artifact in `out_dir`; returns its manifest.
 
@@ -85,12 +86,19 @@ def export(
     `checks` (e.g. ["user", "index", "nan", "div"]) exports checkify checks as extra results
     and an error table; `check_goldens` ({case: inputs}) adds golden cases, e.g. ones that
     trip each check (see jaxport.exporter.checks).
+
+    `golden_inputs` ({case: {input: array}} or {case: [arrays in input order]}) adds golden
+    cases with the caller's own inputs (real data) next to the `goldens` sampled ones; each
+    case goes to the program whose input shapes it has.
     """
     out_dir = Path(out_dir)
     if out_dir.exists() and not force:
         raise ExportError(write.exists_message(out_dir))
     if goldens < 0:
         raise ExportError(f"goldens must be >= 0, got {goldens}")
+    if golden_inputs and checks:
+        raise ExportError("golden_inputs (--golden-inputs) with checks: give the cases as "
+                          "check_goldens (--check-goldens), which records their check outputs")
     plats = trace.check_platforms(platforms)
     fn_name = source_function or getattr(fn, "__name__", "function")
     progress = Progress(quiet=quiet)
@@ -131,17 +139,28 @@ def export(
             weights_synced = pool.submit(write.fsync_tree, tmp / weights_mod.WEIGHTS_DIR)
             # Goldens run the function: params go to the device once, for every case.
             device_params = goldens_mod.params_on_device(host_params) \
-                if goldens or check_goldens else host_params
+                if goldens or check_goldens or golden_inputs else host_params
+            used: set[str] = set()
             for low in lowered:
                 write.write_program_files(tmp, low)
                 manifest.programs.append(program_mod.build_program(low, weights))
                 if goldens:
                     _step(progress, low.batch_size, f"computing {goldens} golden case(s)")
                     goldens_mod.write_goldens(tmp, manifest, low, device_params, goldens, seed)
+                if golden_inputs:
+                    used |= goldens_mod.write_given_goldens(tmp, manifest, low, device_params,
+                                                            golden_inputs)
                 checks_mod.write_check_goldens(tmp, manifest, low.export_fn, fn, device_params,
                                                low.inputs, check_goldens,
                                                batch_size=low.batch_size)
             del device_params
+            unused = [c for c in (golden_inputs or {}) if c not in used]
+            if unused:
+                shapes = "; ".join(
+                    ", ".join(f"{n}{list(v.shape)}" for n, v in low.inputs.items())
+                    for low in lowered)
+                raise ExportError(f"golden input case {unused[0]!r} fits no program: its input "
+                                  f"shapes must be exactly those of one ({shapes})")
             checks_mod.check_golden_coverage(manifest)
             manifest.files.extend(write.file_entries(tmp, pool))
             manifest_mod.write(manifest, tmp)

@@ -209,6 +209,9 @@ def _export_parser() -> _Parser:
                    help="largest dense constant the program may embed (default "
                         f"{DEFAULT_MAX_CONSTANT_BYTES}); larger ones are refused as baked-in "
                         "weights. Raising it copies those bytes into every program file")
+    p.add_argument("--golden-inputs", metavar="MODULE:FUNCTION",
+                   help="FUNCTION() returns {case name: inputs in --input order (or by name)}: "
+                        "golden cases with your own inputs, besides the --goldens samples")
     p.add_argument("--check-goldens", metavar="MODULE:FUNCTION",
                    help="FUNCTION() returns {case name: inputs in --input order}: extra goldens, "
                         "one passing and one tripping each check kind")
@@ -303,8 +306,16 @@ def export_main(argv: Sequence[str]) -> int:
             if not isinstance(check_goldens, dict):
                 raise ExportError(f"--check-goldens {ns.check_goldens} returned a "
                                   f"{type(check_goldens).__name__}, not a dict of case -> inputs")
+        golden_inputs = None
+        if ns.golden_inputs:
+            golden_inputs = _import_attr(ns.golden_inputs, "--golden-inputs")()
+            if not isinstance(golden_inputs, dict):
+                raise ExportError(
+                    f"--golden-inputs {ns.golden_inputs} returned a "
+                    f"{type(golden_inputs).__name__}, not a dict of case -> inputs")
         manifest = api.export(
-            fn, params, inputs, out, output_names=_parse_outputs(ns.output), goldens=ns.goldens,
+            fn, params, inputs, out, golden_inputs=golden_inputs,
+            output_names=_parse_outputs(ns.output), goldens=ns.goldens,
             platforms=ns.platforms.split(","), force=ns.force, name=ns.name, quiet=ns.quiet,
             source_function=ns.function, checks=check_kinds, check_goldens=check_goldens,
             **({"batch_sizes": batch_sizes} if batch_sizes is not None else {}),

@@ -8,6 +8,7 @@ Check outputs and the caller's own cases for a checked program are added by
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -15,11 +16,12 @@ from typing import Any
 import jax
 import numpy as np
 from jaxport.artifact import goldens as goldens_io
+from jaxport.exporter.errors import ExportError
 from jaxport.exporter.program import Lowered
 from jaxport.protocol import dtypes
 from jaxport.protocol.gen.jaxport.v1 import manifest_pb2
 
-__all__ = ["params_on_device", "sample_inputs", "write_goldens"]
+__all__ = ["params_on_device", "sample_inputs", "write_given_goldens", "write_goldens"]
 
 
 def sample_inputs(
@@ -95,3 +97,68 @@ def write_goldens(
             inputs=goldens_io.write_arrays(root, name, "inputs", inputs),
             outputs=goldens_io.write_arrays(root, name, "outputs", outputs),
         )
+
+
+_CASE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}")
+
+
+def _case_arrays(case: str, value: Any, names: list[str]) -> dict[str, np.ndarray]:
+    if isinstance(value, Mapping):
+        if sorted(value) != sorted(names):
+            raise ExportError(f"golden input case {case!r} has inputs {sorted(value)}; the "
+                              f"model takes {names}")
+        return {n: np.asarray(value[n]) for n in names}
+    if isinstance(value, (list, tuple)) and len(value) == len(names):
+        return {n: np.asarray(v) for n, v in zip(names, value, strict=True)}
+    raise ExportError(f"golden input case {case!r}: expected a dict of input name -> array or "
+                      f"a sequence of {len(names)} arrays in input order ({', '.join(names)})")
+
+
+def write_given_goldens(
+    root: Path,
+    manifest: manifest_pb2.Manifest,
+    lowered: Lowered,
+    params: Any,
+    cases: Mapping[str, Any],
+) -> set[str]:
+    """Add the caller's golden inputs (`golden_inputs` / `--golden-inputs`) whose shapes fit
+    this program, with the outputs the jitted function gives; returns the cases used.
+
+    Each value is cast to the input's dtype only when that keeps it (same kind of number);
+    a case fits a program when every input has that program's shape.
+    """
+    export_fn = lowered.export_fn
+    jitted = jax.jit(export_fn.fn)
+    n_out = len(export_fn.output_names)
+    names = list(lowered.inputs)
+    used: set[str] = set()
+    for case, value in cases.items():
+        if not isinstance(case, str) or not _CASE_NAME.fullmatch(case):
+            raise ExportError(f"golden input case name {case!r}: use letters, digits, _ . - "
+                              "(it names a directory under goldens/)")
+        arrays = _case_arrays(case, value, names)
+        if any(arrays[n].shape != tuple(lowered.inputs[n].shape) for n in names):
+            continue
+        inputs = {}
+        for n in names:
+            want = np.dtype(lowered.inputs[n].dtype)
+            got = arrays[n]
+            if got.dtype != want and not (got.dtype.kind == want.kind or (
+                    got.dtype.kind in "iu" and want.kind in "iuf")):
+                raise ExportError(f"golden input case {case!r}: input {n!r} is {got.dtype}, "
+                                  f"the model takes {want}")
+            inputs[n] = got.astype(want)
+        name = f"{lowered.golden_prefix}{case}"
+        if any(g.name == name for g in manifest.goldens):
+            raise ExportError(f"golden input case {case!r}: a golden case {name!r} exists "
+                              "already (sampled cases are case0, case1, ...); rename it")
+        results = jitted(params, *inputs.values())
+        outputs = {k: np.asarray(r)
+                   for k, r in zip(export_fn.output_names, results[:n_out], strict=True)}
+        manifest.goldens.add(
+            name=name, batch_size=lowered.batch_size,
+            inputs=goldens_io.write_arrays(root, name, "inputs", inputs),
+            outputs=goldens_io.write_arrays(root, name, "outputs", outputs),
+        )
+        used.add(case)
+    return used

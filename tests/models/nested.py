@@ -26,3 +26,12 @@ def predict(params: dict, x: jax.Array, scale: jax.Array, ids: jax.Array) -> dic
         h = jnp.tanh(h @ layer["w"]) * layer["norm"]["g"]
     out = h @ params["a_head"][0]["w"] * scale
     return {"head": out, "aux": {"norm": jnp.sqrt((h * h).sum(-1)), "argmax": out.argmax(-1)}}
+
+
+def real_inputs() -> dict:
+    """Golden inputs from "real data" for --golden-inputs: by name, and in input order."""
+    import numpy as np
+
+    x = np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4)
+    return {"real_a": {"x": x, "scale": np.float32(2.0), "ids": np.array([9, 0, 3], np.int32)},
+            "real_b": [x * 2, np.float32(0.5), np.array([1, 1, 1])]}  # int64 ids: cast
