@@ -17,10 +17,10 @@ from pathlib import Path
 import grpc
 import numpy as np
 import pytest
-from conftest import CONFORMANCE, REPO, ServeCluster
 from jaxport.bridge.ray import NODE_KEY, REPLICA_KEY
 from jaxport.protocol.gen.inference import grpc_service_pb2 as pb
 from jaxport.protocol.gen.inference import grpc_service_pb2_grpc as pb_grpc
+from scale_helpers import CONFORMANCE, REPO, ServeCluster
 
 #: What Serve can claim: everything but Triton's system shared memory (replicas are on other
 #: hosts than the caller; the RPCs answer UNIMPLEMENTED, see docs/scale-out.md).

@@ -26,9 +26,6 @@ CRDS = REPO.parent / "shared" / "reference" / "kserve"
 MANIFESTS = sorted(KSERVE.glob("*.yaml"))
 RUNTIMES = (KSERVE / "servingruntime.yaml", KSERVE / "clusterservingruntime.yaml")
 
-for _p in (str(REPO / "tests"), str(REPO / "tests" / "conformance")):
-    if _p not in sys.path:
-        sys.path.insert(0, _p)
 
 
 def _load(path: Path) -> dict[str, Any]:
@@ -123,17 +120,15 @@ def test_container_command_serves_mnt_models(tmp_path: Path) -> None:
     the goldens come back, /metrics answers on the annotated path."""
     import urllib.request
 
-    import models
     from grpc_health.v1 import health_pb2, health_pb2_grpc
     from jaxport.client import InferenceClient
-    from jaxport.exporter.api import export
+    from scale_helpers import export_suite_model, suite_models
     from support.bridge import BridgeProcess
 
     mnt_models = tmp_path / "mnt" / "models"
-    model = next(m for m in models.suite_models() if m.name == "cf_fp32")
+    model = next(m for m in suite_models().suite_models() if m.name == "cf_fp32")
     artifact = mnt_models / model.name / "1"
-    export(model.fn, model.params, model.inputs, artifact, output_names=model.output_names or None,
-           goldens=2, quiet=True)
+    export_suite_model(model, artifact)
 
     command = _containerfile_command()
     args = [SUBSTITUTED.get(a, a) for a in command[2:]]
