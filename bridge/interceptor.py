@@ -82,6 +82,16 @@ def _gone_code(context: grpc.ServicerContext) -> str:
     return "DEADLINE_EXCEEDED" if remaining is not None and remaining <= 0 else "CANCELLED"
 
 
+def _peer_cancelled(context: grpc.ServicerContext) -> bool:
+    """True once grpc has seen the peer cancel the call (RST_STREAM, a closed connection, an
+    expired deadline). Read from grpcio's call state: after the call ends, `is_active()` is
+    False for every call, and a stream whose peer vanished first sees its request iterator
+    simply end (the failed read arrives before the cancellation), so nothing public tells
+    the two apart. Only meaningful once the call has terminated (termination callbacks)."""
+    state = getattr(context, "_state", None)
+    return getattr(state, "client", None) == "cancelled"
+
+
 class _Undecodable:
     """What the request deserializer gives for a message that does not parse; the wrapped
     handler (unary request) or request iterator (streams) raises `UndecodableRequest`."""
@@ -185,17 +195,38 @@ class ErrorInterceptor(grpc.ServerInterceptor):
         self._throttled.log(logging.INFO, f"gone:{method}", "call ended by cancellation",
                             {"method": method, "code": code})
 
-    def _fail(self, exc: Exception, context: grpc.ServicerContext, method: str) -> bool:
+    def _stream_ended(self, context: grpc.ServicerContext, method: str) -> None:
+        """A stream's call terminated (grpc's callback, or its handler if it ended first):
+        count its status, or CANCELLED/DEADLINE_EXCEEDED when the peer ended it, then leave.
+
+        Streams are counted here, not when the handler returns: a peer that goes away without
+        closing (every `perf_analyzer --streaming` run at exit) ends the request iterator as
+        if the stream had been closed, and a response that can no longer be sent leaves the
+        handler suspended, never resumed; only the call's termination says what happened."""
+        try:
+            if _peer_cancelled(context):
+                self._gone(context, method)
+            else:
+                self._observe(method, _code_name(context))
+        finally:
+            self._leave()
+
+    def _fail(self, exc: Exception, context: grpc.ServicerContext, method: str,
+              observe: bool = True) -> bool:
         """Abort the call with `exc`'s status (raises), unless the caller is gone: then count
-        that and return True (the exception is grpc's own news of it; nobody is listening)."""
+        that and return True (the exception is grpc's own news of it; nobody is listening).
+        `observe=False`: leave the counting to `_stream_ended`."""
         if isinstance(exc, grpc.RpcError) and not context.is_active():
-            self._gone(context, method)
+            if observe:
+                self._gone(context, method)
             return True
         if _aborted(context):
-            self._observe(method, _code_name(context))
+            if observe:
+                self._observe(method, _code_name(context))
             raise exc
         code, details = status_of(exc, method)
-        self._observe(method, code.name)
+        if observe:
+            self._observe(method, code.name)
         context.abort(code, details)
         return False  # unreachable: abort raises
 
@@ -260,17 +291,19 @@ class ErrorInterceptor(grpc.ServerInterceptor):
 
             def streaming(request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
                 self._enter()
+                # Counted (and left) when the call terminates; if it already has, at the end.
+                registered = context.add_callback(lambda: self._stream_ended(context, method))
                 try:
                     if request is _UNDECODABLE:
                         raise UndecodableRequest()
                     yield from inner_stream(_requests(request) if kind[0] else request, context)
                 except Exception as exc:
-                    if self._fail(exc, context, method):
+                    if self._fail(exc, context, method, observe=False):
                         return
                     raise
                 finally:
-                    self._leave()
-                self._finish(context, method)
+                    if not registered:
+                        self._stream_ended(context, method)
 
             factory = (grpc.stream_stream_rpc_method_handler if kind[0]
                        else grpc.unary_stream_rpc_method_handler)

@@ -84,9 +84,9 @@ def test_undecodable_stream_message_ends_the_stream_once_and_the_server_stops(se
             assert got == [b"a", b"b"]
             assert (info.value.code(), info.value.details()) == (
                 grpc.StatusCode.INTERNAL, DESERIALIZE_FAILED)
+    assert interceptor.wait_idle(30)  # a stream is counted when its call terminates
     assert seen.count((STREAM, "INTERNAL")) == 3
     assert not [r for r in caplog.records if r.levelno > logging.WARNING or r.exc_info]
-    assert interceptor.wait_idle(30)
     # The hang of issue 18: with grpc's own handling this event is never set.
     assert server.stop(5).wait(30)
 

@@ -53,8 +53,8 @@ def _stream(requests: Iterator[bytes], context: grpc.ServicerContext) -> Iterato
 @pytest.fixture(scope="module")
 def server_and_calls():
     seen: list[tuple[str, str]] = []
-    server = grpc.server(futures.ThreadPoolExecutor(4),
-                         interceptors=[ErrorInterceptor(lambda m, c: seen.append((m, c)))])
+    interceptor = ErrorInterceptor(lambda m, c: seen.append((m, c)))
+    server = grpc.server(futures.ThreadPoolExecutor(4), interceptors=[interceptor])
     handlers = {
         "Unary": grpc.unary_unary_rpc_method_handler(_unary),
         "Stream": grpc.stream_stream_rpc_method_handler(_stream),
@@ -64,6 +64,7 @@ def server_and_calls():
     server.start()
     channel = grpc.insecure_channel(f"127.0.0.1:{port}")
     yield channel.unary_unary("/t.T/Unary"), channel.stream_stream("/t.T/Stream"), seen
+    assert interceptor.wait_idle(30)
     channel.close()
     server.stop(0)
 
@@ -107,7 +108,19 @@ def test_stream_mapping(server_and_calls):
     with pytest.raises(grpc.RpcError) as info:
         list(call)
     assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    # A stream is counted when its call terminates (after the caller got its status).
+    _wait_until(lambda: ("/t.T/Stream", "INVALID_ARGUMENT") in seen)
     assert seen[-1] == ("/t.T/Stream", "INVALID_ARGUMENT")
+    assert seen.count(("/t.T/Stream", "INTERNAL")) == 1
+
+
+def _wait_until(condition, timeout: float = 30.0) -> None:
+    """Poll `condition` (bounded): a stream's count lands when grpc finishes the call."""
+    import time
+
+    end = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < end, "condition never held"
 
 
 def test_the_one_table_maps_every_error_code_to_its_namesake():
