@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import functools
 import os
 import sys
 import types
@@ -105,7 +104,7 @@ _SHM_WHY = (
     "tensors in the request")
 
 
-def _replica_servicer(*args: Any) -> Any:
+def _replica_servicer_class() -> type:
     """The bridge's servicer with what cannot hold across replicas refused (see module doc).
     Built in the replica: the servicer module brings the model core (JAX) with it."""
     from jaxport.bridge.servicer import InferenceServicer
@@ -116,7 +115,7 @@ def _replica_servicer(*args: Any) -> Any:
             # No model_repository: load/unload are refused (RepositoryIndex still answers).
             self._extensions = [e for e in self._extensions if e not in REFUSED_EXTENSIONS]
 
-    return ReplicaServicer(*args)
+    return ReplicaServicer
 
 
 class _Refusals:
@@ -212,26 +211,14 @@ class OIPDeployment:
     def __init__(self, repository: str, settings: Mapping[str, Any] | None = None) -> None:
         # Imported here: the model core (JAX) lives in the replicas, not in the process that
         # builds the application.
-        from jaxport.bridge import logs
-        from jaxport.bridge.engines import configure_jax
-        from jaxport.bridge.inference import InferenceCore
-        from jaxport.bridge.limits import AdmissionController
-        from jaxport.bridge.repository import Repository
-        from jaxport.bridge.server import _load
-        from jaxport.bridge.servicer import ServerState
+        from jaxport.bridge.server import build_core, load_all, prepare_process
         from jaxport.bridge.settings import Settings
 
         config = Settings(repository=Path(repository), **dict(settings or {}))
-        logs.configure(config.log_level)
-        configure_jax()
-        self._repository = Repository(config.repository, functools.partial(_load, settings=config),
-                                      version_policy=config.model_version_policy)
-        core = InferenceCore(AdmissionController(config.max_inflight_per_model,
-                                                 config.max_queue_per_model))
-        state = ServerState()
-        self._servicer = _replica_servicer(self._repository, core, state, None)
-        self._repository.load_all()
-        state.set_ready()
+        prepare_process(config)  # as `jaxport serve`: logs, JAX settings, heap settings
+        core = build_core(config, _replica_servicer_class())  # the core of `jaxport serve`
+        self._repository, self._servicer = core.repository, core.servicer
+        load_all(core.repository, core.state)
         try:
             import ray
 

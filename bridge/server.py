@@ -94,9 +94,12 @@ class Core:
     servicer: InferenceServicer
 
 
-def build_core(settings: Settings) -> Core:
+def build_core(settings: Settings,
+               servicer_class: type[InferenceServicer] = InferenceServicer) -> Core:
     """The core objects for `settings`: metrics (if enabled), repository with its loader,
-    admission control, the inference core and the servicer. Nothing is loaded or bound."""
+    admission control, the inference core and the servicer (`servicer_class`: a transport
+    that refuses some RPCs, as Ray replicas do, passes a subclass). Nothing is loaded or
+    bound."""
     metrics = Metrics() if settings.metrics_enabled else None
     state = ServerState()
     repository = Repository(
@@ -111,7 +114,7 @@ def build_core(settings: Settings) -> Core:
         on_outcome=metrics.record_admission if metrics else None,
     )
     inference = InferenceCore(admission, metrics)
-    servicer = InferenceServicer(
+    servicer = servicer_class(
         repository, inference, state,
         SharedMemoryRegistry() if settings.system_shared_memory else None)
     return Core(metrics, state, repository, admission, inference, servicer)
