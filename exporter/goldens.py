@@ -9,7 +9,7 @@ Check outputs and the caller's own cases for a checked program are added by
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -82,13 +82,21 @@ def write_goldens(
     Case i has `sample_inputs(seed + i)` and the outputs the jitted function gives for them;
     it is named `case<i>`, or `b<N>_case<i>` for batch size N (and marked for that program).
     """
+    add = _case_writer(root, manifest, lowered, params)
+    specs = {k: (tuple(v.shape), np.dtype(v.dtype)) for k, v in lowered.inputs.items()}
+    for i in range(count):
+        add(f"{lowered.golden_prefix}case{i}", sample_inputs(specs, seed + i))
+
+
+def _case_writer(root: Path, manifest: manifest_pb2.Manifest, lowered: Lowered, params: Any
+                 ) -> Callable[[str, dict[str, np.ndarray]], None]:
+    """`add(name, inputs)`: compute the outputs with the jitted function (compiled once for
+    every case), write both, and add the case to `manifest.goldens` for this program."""
     export_fn = lowered.export_fn
     jitted = jax.jit(export_fn.fn)
     n_out = len(export_fn.output_names)
-    specs = {k: (tuple(v.shape), np.dtype(v.dtype)) for k, v in lowered.inputs.items()}
-    for i in range(count):
-        name = f"{lowered.golden_prefix}case{i}"
-        inputs = sample_inputs(specs, seed + i)
+
+    def add(name: str, inputs: dict[str, np.ndarray]) -> None:
         results = jitted(params, *inputs.values())
         outputs = {k: np.asarray(r)
                    for k, r in zip(export_fn.output_names, results[:n_out], strict=True)}
@@ -97,6 +105,8 @@ def write_goldens(
             inputs=goldens_io.write_arrays(root, name, "inputs", inputs),
             outputs=goldens_io.write_arrays(root, name, "outputs", outputs),
         )
+
+    return add
 
 
 _CASE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}")
@@ -127,9 +137,7 @@ def write_given_goldens(
     Each value is cast to the input's dtype only when that keeps it (same kind of number);
     a case fits a program when every input has that program's shape.
     """
-    export_fn = lowered.export_fn
-    jitted = jax.jit(export_fn.fn)
-    n_out = len(export_fn.output_names)
+    add = _case_writer(root, manifest, lowered, params)
     names = list(lowered.inputs)
     used: set[str] = set()
     for case, value in cases.items():
@@ -152,13 +160,6 @@ def write_given_goldens(
         if any(g.name == name for g in manifest.goldens):
             raise ExportError(f"golden input case {case!r}: a golden case {name!r} exists "
                               "already (sampled cases are case0, case1, ...); rename it")
-        results = jitted(params, *inputs.values())
-        outputs = {k: np.asarray(r)
-                   for k, r in zip(export_fn.output_names, results[:n_out], strict=True)}
-        manifest.goldens.add(
-            name=name, batch_size=lowered.batch_size,
-            inputs=goldens_io.write_arrays(root, name, "inputs", inputs),
-            outputs=goldens_io.write_arrays(root, name, "outputs", outputs),
-        )
+        add(name, inputs)
         used.add(case)
     return used
