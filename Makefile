@@ -143,3 +143,18 @@ conformance-peers: setup $(PEERS)/kserve/.installed $(PEERS)/mlserver/.installed
 .PHONY: test-scale
 test-scale: setup
 	$(PY) -m pytest -q -p no:cacheprovider -o addopts='' --timeout=900 tests/scale/scale_ray.py
+
+# perf_analyzer (from the tritonclient 2.50.0 wheel) against a real bridge (issue 14,
+# tests/bridge/perf_analyzer_run.py): BOOL random data, -b 2/-b 3 without --batching, --streaming,
+# --shared-memory system. Needs the apt package libb64-0d. Not part of `make test` (~1 min).
+# --no-deps: the binary needs none of tritonclient's Python dependencies (with them pip builds
+# numpy<2 from source on Python 3.13).
+PERF_VENV := build/perf
+$(PERF_VENV)/.installed:
+	$(PY) -m venv $(PERF_VENV)
+	$(PERF_VENV)/bin/pip install -q --no-deps tritonclient==2.50.0 nvidia-cuda-runtime-cu12
+	touch $@
+
+.PHONY: test-perf-analyzer
+test-perf-analyzer: setup $(PERF_VENV)/.installed
+	$(PY) -m pytest -q -p no:cacheprovider -o addopts='' tests/bridge/perf_analyzer_run.py
