@@ -13,7 +13,12 @@ from jaxport.protocol.gen.jaxport.v1 import manifest_pb2
 DOC = REPO / "docs" / "artifact-format.md"
 # Message fields that a plain (unchecked, unbatched) export leaves out, as the doc says.
 OPTIONAL_MESSAGES = {"Checks", "CheckLeaf", "ErrorCode", "Batching"}
-OPTIONAL_FIELDS = {("Manifest", "checks"), ("Manifest", "batching"), ("Result", "check")}
+OPTIONAL_FIELDS = {
+    ("Manifest", "checks"),
+    ("Manifest", "batching"),
+    ("Result", "check"),
+    ("TensorSpec", "labelsFile"),
+}
 
 
 def _documented() -> dict[str, list[str]]:

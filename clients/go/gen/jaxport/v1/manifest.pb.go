@@ -588,8 +588,12 @@ type TensorSpec struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// -1 marks the batch dimension in Manifest.inputs/outputs of a batched model.
-	Shape         []int64 `protobuf:"varint,2,rep,packed,name=shape,proto3" json:"shape,omitempty"`
-	Dtype         *DType  `protobuf:"bytes,3,opt,name=dtype,proto3" json:"dtype,omitempty"`
+	Shape []int64 `protobuf:"varint,2,rep,packed,name=shape,proto3" json:"shape,omitempty"`
+	Dtype *DType  `protobuf:"bytes,3,opt,name=dtype,proto3" json:"dtype,omitempty"`
+	// Outputs only, optional: path (relative, listed in Manifest.files) of a UTF-8 text file with
+	// one class label per line; line i names class index i along the output's last dimension.
+	// Used by the classification extension ("value:index:label"); Triton's `label_filename`.
+	LabelsFile    string `protobuf:"bytes,4,opt,name=labels_file,json=labelsFile,proto3" json:"labels_file,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -643,6 +647,13 @@ func (x *TensorSpec) GetDtype() *DType {
 		return x.Dtype
 	}
 	return nil
+}
+
+func (x *TensorSpec) GetLabelsFile() string {
+	if x != nil {
+		return x.LabelsFile
+	}
+	return ""
 }
 
 // One argument of `@main`.
@@ -1102,7 +1113,11 @@ type Checks struct {
 	// Enabled check sets: "user", "index", "nan", "div".
 	Enabled []string `protobuf:"bytes,1,rep,name=enabled,proto3" json:"enabled,omitempty"`
 	// Error table: every code the program can report.
-	Codes         []*ErrorCode `protobuf:"bytes,2,rep,name=codes,proto3" json:"codes,omitempty"`
+	Codes []*ErrorCode `protobuf:"bytes,2,rep,name=codes,proto3" json:"codes,omitempty"`
+	// Enabled kinds that at least one golden case trips (GoldenCase.expected_check), so a
+	// consumer can test that its check handling works; enabled kinds missing here were not
+	// reached by the exporter's bounded input search nor by the caller's check goldens.
+	GoldenKinds   []string `protobuf:"bytes,3,rep,name=golden_kinds,json=goldenKinds,proto3" json:"golden_kinds,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1147,6 +1162,13 @@ func (x *Checks) GetEnabled() []string {
 func (x *Checks) GetCodes() []*ErrorCode {
 	if x != nil {
 		return x.Codes
+	}
+	return nil
+}
+
+func (x *Checks) GetGoldenKinds() []string {
+	if x != nil {
+		return x.GoldenKinds
 	}
 	return nil
 }
@@ -1412,12 +1434,14 @@ const file_jaxport_v1_manifest_proto_rawDesc = "" +
 	"\x05numpy\x18\x01 \x01(\tR\x05numpy\x12\x12\n" +
 	"\x04mlir\x18\x02 \x01(\tR\x04mlir\x12\x1a\n" +
 	"\bdatatype\x18\x03 \x01(\tR\bdatatype\x12\x1a\n" +
-	"\bitemsize\x18\x04 \x01(\rR\bitemsize\"_\n" +
+	"\bitemsize\x18\x04 \x01(\rR\bitemsize\"\x80\x01\n" +
 	"\n" +
 	"TensorSpec\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05shape\x18\x02 \x03(\x03R\x05shape\x12'\n" +
-	"\x05dtype\x18\x03 \x01(\v2\x11.jaxport.v1.DTypeR\x05dtype\"\xc4\x02\n" +
+	"\x05dtype\x18\x03 \x01(\v2\x11.jaxport.v1.DTypeR\x05dtype\x12\x1f\n" +
+	"\vlabels_file\x18\x04 \x01(\tR\n" +
+	"labelsFile\"\xc4\x02\n" +
 	"\bArgument\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\rR\x05index\x12,\n" +
 	"\x04role\x18\x02 \x01(\x0e2\x18.jaxport.v1.ArgumentRoleR\x04role\x12\x12\n" +
@@ -1468,10 +1492,11 @@ const file_jaxport_v1_manifest_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a?\n" +
 	"\x11CheckOutputsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"O\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"r\n" +
 	"\x06Checks\x12\x18\n" +
 	"\aenabled\x18\x01 \x03(\tR\aenabled\x12+\n" +
-	"\x05codes\x18\x02 \x03(\v2\x15.jaxport.v1.ErrorCodeR\x05codes\"7\n" +
+	"\x05codes\x18\x02 \x03(\v2\x15.jaxport.v1.ErrorCodeR\x05codes\x12!\n" +
+	"\fgolden_kinds\x18\x03 \x03(\tR\vgoldenKinds\"7\n" +
 	"\tCheckLeaf\x12\x12\n" +
 	"\x04part\x18\x01 \x01(\tR\x04part\x12\x16\n" +
 	"\x06effect\x18\x02 \x01(\rR\x06effect\"\xb5\x01\n" +

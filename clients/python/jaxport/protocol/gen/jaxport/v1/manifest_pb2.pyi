@@ -110,14 +110,16 @@ class DType(_message.Message):
     def __init__(self, numpy: _Optional[str] = ..., mlir: _Optional[str] = ..., datatype: _Optional[str] = ..., itemsize: _Optional[int] = ...) -> None: ...
 
 class TensorSpec(_message.Message):
-    __slots__ = ("name", "shape", "dtype")
+    __slots__ = ("name", "shape", "dtype", "labels_file")
     NAME_FIELD_NUMBER: _ClassVar[int]
     SHAPE_FIELD_NUMBER: _ClassVar[int]
     DTYPE_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FILE_FIELD_NUMBER: _ClassVar[int]
     name: str
     shape: _containers.RepeatedScalarFieldContainer[int]
     dtype: DType
-    def __init__(self, name: _Optional[str] = ..., shape: _Optional[_Iterable[int]] = ..., dtype: _Optional[_Union[DType, _Mapping]] = ...) -> None: ...
+    labels_file: str
+    def __init__(self, name: _Optional[str] = ..., shape: _Optional[_Iterable[int]] = ..., dtype: _Optional[_Union[DType, _Mapping]] = ..., labels_file: _Optional[str] = ...) -> None: ...
 
 class Argument(_message.Message):
     __slots__ = ("index", "role", "name", "key_path", "leaf_index", "shape", "dtype", "byte_size", "tensorstore_spec_json", "sha256")
@@ -223,12 +225,14 @@ class GoldenCase(_message.Message):
     def __init__(self, name: _Optional[str] = ..., inputs: _Optional[_Mapping[str, str]] = ..., outputs: _Optional[_Mapping[str, str]] = ..., check_outputs: _Optional[_Mapping[str, str]] = ..., expected_error: _Optional[str] = ..., expected_check: _Optional[str] = ..., batch_size: _Optional[int] = ...) -> None: ...
 
 class Checks(_message.Message):
-    __slots__ = ("enabled", "codes")
+    __slots__ = ("enabled", "codes", "golden_kinds")
     ENABLED_FIELD_NUMBER: _ClassVar[int]
     CODES_FIELD_NUMBER: _ClassVar[int]
+    GOLDEN_KINDS_FIELD_NUMBER: _ClassVar[int]
     enabled: _containers.RepeatedScalarFieldContainer[str]
     codes: _containers.RepeatedCompositeFieldContainer[ErrorCode]
-    def __init__(self, enabled: _Optional[_Iterable[str]] = ..., codes: _Optional[_Iterable[_Union[ErrorCode, _Mapping]]] = ...) -> None: ...
+    golden_kinds: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, enabled: _Optional[_Iterable[str]] = ..., codes: _Optional[_Iterable[_Union[ErrorCode, _Mapping]]] = ..., golden_kinds: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class CheckLeaf(_message.Message):
     __slots__ = ("part", "effect")
