@@ -253,6 +253,13 @@ def check_paths(artifact_dir: str | os.PathLike[str], manifest: manifest_pb2.Man
         for arg in p.arguments:
             if arg.role == _ROLE.ARGUMENT_ROLE_PARAMETER:
                 _check_tensorstore_spec(artifact_dir, arg)
+    for out in manifest.outputs:
+        if out.labels_file:
+            what = f"outputs[{out.name!r}].labels_file"
+            resolve_inside(artifact_dir, out.labels_file, what)
+            if out.labels_file not in listed:
+                raise ArtifactError(
+                    f"{what} {out.labels_file!r} has no checksum in manifest.files; refused")
 
 
 def _check_tensorstore_spec(artifact_dir: str | os.PathLike[str],

@@ -7,6 +7,7 @@
     art.parameter_tree()                            # the params pytree the model was exported with
     art.exported()                                  # the jax.export.Exported
     art.goldens()                                   # [Golden(name, inputs, outputs, ...)]
+    art.labels("probs")                             # class labels of an output, or None
 
 Importing this module does not import jax; `exported`, `parameter_tree`, `call_arguments` and
 `call` do, on first use. Everything else (manifest, parameters, goldens) is numpy + TensorStore
@@ -32,6 +33,7 @@ from jaxport.artifact import goldens as goldens_mod
 from jaxport.artifact import manifest as manifest_mod
 from jaxport.artifact import weights as weights_mod
 from jaxport.artifact.errors import ArtifactError
+from jaxport.artifact.paths import resolve_inside
 from jaxport.protocol.gen.jaxport.v1 import manifest_pb2
 
 if TYPE_CHECKING:
@@ -269,6 +271,24 @@ class Artifact:
                 if r.role == _RES.RESULT_ROLE_OUTPUT}
 
     # -- goldens ------------------------------------------------------------------------------
+
+    def labels(self, output: str) -> list[str] | None:
+        """The class labels of output `output` (line i of its `labels_file` names class index
+        i), or None when it has none. ArtifactError for an unknown output or a file that is
+        not UTF-8 text."""
+        spec = next((o for o in self.manifest.outputs if o.name == output), None)
+        if spec is None:
+            known = ", ".join(o.name for o in self.manifest.outputs)
+            raise ArtifactError(f"no output {output!r} in {self.path} (outputs: {known})")
+        if not spec.labels_file:
+            return None
+        path = resolve_inside(self.path, spec.labels_file, f"outputs[{output!r}].labels_file")
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            raise ArtifactError(f"labels file {spec.labels_file!r} of output {output!r} is "
+                                f"not UTF-8 text: {exc}") from None
+        return text.splitlines()
 
     def goldens(self) -> list[Golden]:
         """Every golden case, arrays loaded (bf16 reinterpreted from its raw `.npy` storage)."""
