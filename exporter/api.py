@@ -27,6 +27,7 @@ from jaxport.artifact import manifest as manifest_mod
 from jaxport.artifact import weights as weights_mod
 from jaxport.exporter import checks as checks_mod
 from jaxport.exporter import goldens as goldens_mod
+from jaxport.exporter import labels as labels_mod
 from jaxport.exporter import module as module_mod
 from jaxport.exporter import params as params_mod
 from jaxport.exporter import program as program_mod
@@ -57,6 +58,7 @@ def export(
     checks: Sequence[str] | str | None = None,
     check_goldens: Mapping[str, Any] | None = None,
     golden_inputs: Mapping[str, Any] | None = None,
+    labels: Mapping[str, str | os.PathLike[str]] | None = None,
 ) -> manifest_pb2.Manifest:
     """Export `fn(params, *inputs)` as a jaxport artifact in `out_dir`; returns its manifest.
 
@@ -90,6 +92,10 @@ def export(
     `golden_inputs` ({case: {input: array}} or {case: [arrays in input order]}) adds golden
     cases with the caller's own inputs (real data) next to the `goldens` sampled ones; each
     case goes to the program whose input shapes it has.
+
+    `labels` ({output: path of a UTF-8 text file, one class label per line}) copies each file
+    into the artifact (`labels/<output>.txt`, checksummed) as that output's `labels_file`; the
+    line count must equal the output's last dimension (see jaxport.exporter.labels).
     """
     out_dir = Path(out_dir)
     if out_dir.exists() and not force:
@@ -100,6 +106,7 @@ def export(
         raise ExportError("golden_inputs (--golden-inputs) with checks: give the cases as "
                           "check_goldens (--check-goldens), which records their check outputs")
     plats = trace.check_platforms(platforms)
+    label_files = labels_mod.read_labels(labels)
     fn_name = source_function or getattr(fn, "__name__", "function")
     progress = Progress(quiet=quiet)
     input_specs = trace.check_inputs(inputs)
@@ -125,6 +132,7 @@ def export(
             lowered, input_specs, fn_name=fn_name, source_function=source_function,
             name=name or (out_dir.parent.name if out_dir.name.isdigit() else out_dir.name),
         )
+        labels_mod.check_labels(manifest, label_files)
         kept = set(lowered[0].exported.module_kept_var_idx)  # the same in every program
         param_idx = [i.leaf_index for i in infos if i.kind == "parameter"]
         if param_idx and not kept.intersection(param_idx):
@@ -162,6 +170,7 @@ def export(
                 raise ExportError(f"golden input case {unused[0]!r} fits no program: its input "
                                   f"shapes must be exactly those of one ({shapes})")
             checks_mod.check_golden_coverage(manifest)
+            labels_mod.write_labels(tmp, manifest, label_files)
             manifest.files.extend(write.file_entries(tmp, pool))
             manifest_mod.write(manifest, tmp)
             weights_synced.result()

@@ -190,6 +190,9 @@ def _export_parser() -> _Parser:
     p.add_argument("--output", action="append", metavar="KEY=NAME|NAME",
                    help="rename an output: KEY=NAME, repeated (outputs are named by their dict "
                         "keys / fields by default); or one NAME per output in flatten order")
+    p.add_argument("--labels", action="append", metavar="OUTPUT=FILE",
+                   help="class labels of an output: a UTF-8 text file, line i naming class i "
+                        "of its last dimension; copied into the artifact (repeat per output)")
     p.add_argument("--out", required=True, metavar="DIR", help="artifact directory to create")
     p.add_argument("--goldens", type=int, default=2, metavar="N",
                    help="golden cases (default 2; verify needs >= 1)")
@@ -239,6 +242,22 @@ def _parse_outputs(values: list[str] | None) -> list[str] | dict[str, str] | Non
     return mapping
 
 
+def _parse_labels(values: list[str] | None) -> dict[str, str] | None:
+    """`--labels OUTPUT=FILE`, repeated -> {output: file}."""
+    if not values:
+        return None
+    out: dict[str, str] = {}
+    for v in values:
+        name, _, path = v.partition("=")
+        if not name or not path:
+            raise UsageError(f"--labels {v!r}: expected OUTPUT=FILE, e.g. --labels "
+                             "probs=labels.txt")
+        if name in out:
+            raise UsageError(f"--labels: output {name!r} given twice ({out[name]}, {path})")
+        out[name] = path
+    return out
+
+
 def _parse_batch_sizes(text: str) -> list[int]:
     """`1,8,32` -> [1, 8, 32]; anything else is a usage error naming the flag."""
     parts = [t.strip() for t in text.split(",")]
@@ -284,6 +303,7 @@ def export_main(argv: Sequence[str]) -> int:
             raise ExportError(f"output directory {out} already exists; pass --force to replace it")
         if ns.goldens < 0:
             raise UsageError(f"--goldens must be >= 0, got {ns.goldens}")
+        labels = _parse_labels(ns.labels)
         if ns.max_constant_bytes is not None and ns.max_constant_bytes < 0:
             raise UsageError(f"--max-constant-bytes must be >= 0, got {ns.max_constant_bytes}")
         from jaxport.exporter import checks as checks_mod
@@ -318,6 +338,7 @@ def export_main(argv: Sequence[str]) -> int:
             output_names=_parse_outputs(ns.output), goldens=ns.goldens,
             platforms=ns.platforms.split(","), force=ns.force, name=ns.name, quiet=ns.quiet,
             source_function=ns.function, checks=check_kinds, check_goldens=check_goldens,
+            labels=labels,
             **({"batch_sizes": batch_sizes} if batch_sizes is not None else {}),
             **({"max_constant_bytes": ns.max_constant_bytes}
                if ns.max_constant_bytes is not None else {}),
