@@ -31,6 +31,9 @@ PLATFORM = "jax"
 # Only what this server really implements (Triton extension names); "system_shared_memory"
 # is added when the server runs with --system-shared-memory.
 EXTENSIONS = ("model_repository", "model_configuration", "statistics")
+# CUDA shared memory: this server has no CUDA devices, so (as a Triton built without GPU
+# support) no region can be registered; status lists none and unregistering is a no-op.
+NO_CUDA = "this server has no CUDA devices"
 # Triton's classification extension (`classification` on a requested output): listed by this
 # servicer; kept out of EXTENSIONS, which other front ends filter to their own set.
 CLASSIFICATION_EXTENSION = "classification"
@@ -257,6 +260,29 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
                                      ) -> pb.SystemSharedMemoryUnregisterResponse:
         self._registry("SystemSharedMemoryUnregister").unregister(request.name)
         return pb.SystemSharedMemoryUnregisterResponse()
+
+    # -- CUDA shared memory: answered as a Triton built without GPU support ---------------------
+
+    def CudaSharedMemoryStatus(self, request: pb.CudaSharedMemoryStatusRequest,
+                               context: grpc.ServicerContext
+                               ) -> pb.CudaSharedMemoryStatusResponse:
+        if request.name:  # Triton's shared-memory manager: a named region it does not hold
+            raise NotFoundError(
+                f"Unable to find cuda shared memory region: '{clip(request.name)}' "
+                f"({NO_CUDA})")
+        return pb.CudaSharedMemoryStatusResponse()
+
+    def CudaSharedMemoryRegister(self, request: pb.CudaSharedMemoryRegisterRequest,
+                                 context: grpc.ServicerContext
+                                 ) -> pb.CudaSharedMemoryRegisterResponse:
+        raise InvalidArgumentError(
+            f"failed to register CUDA shared memory region: '{clip(request.name)}', GPUs not "
+            f"supported ({NO_CUDA}; use system shared memory: --system-shared-memory)")
+
+    def CudaSharedMemoryUnregister(self, request: pb.CudaSharedMemoryUnregisterRequest,
+                                   context: grpc.ServicerContext
+                                   ) -> pb.CudaSharedMemoryUnregisterResponse:
+        return pb.CudaSharedMemoryUnregisterResponse()  # nothing can be registered
 
     # -- inference -------------------------------------------------------------------------
 

@@ -130,6 +130,14 @@ def test_core_messages_are_complete(ours, triton) -> None:
         ".inference.SystemSharedMemoryRegisterResponse",
         ".inference.SystemSharedMemoryUnregisterRequest",
         ".inference.SystemSharedMemoryUnregisterResponse",
+        ".inference.CudaSharedMemoryStatusRequest",
+        ".inference.CudaSharedMemoryStatusResponse",
+        ".inference.CudaSharedMemoryStatusResponse.RegionStatus",
+        ".inference.CudaSharedMemoryStatusResponse.RegionsEntry",
+        ".inference.CudaSharedMemoryRegisterRequest",
+        ".inference.CudaSharedMemoryRegisterResponse",
+        ".inference.CudaSharedMemoryUnregisterRequest",
+        ".inference.CudaSharedMemoryUnregisterResponse",
     ]
     for msg in complete:
         assert ours[0][msg] == triton[0][msg], msg
@@ -148,6 +156,7 @@ def test_rpcs_match_triton(ours, triton) -> None:
         "ModelInfer", "ModelStreamInfer", "ModelConfig", "ModelStatistics", "RepositoryIndex",
         "RepositoryModelLoad", "RepositoryModelUnload",
         "SystemSharedMemoryStatus", "SystemSharedMemoryRegister", "SystemSharedMemoryUnregister",
+        "CudaSharedMemoryStatus", "CudaSharedMemoryRegister", "CudaSharedMemoryUnregister",
     }
     assert {k.split(".", 1)[1] for k in ours[2]} == required
     for rpc, spec in ours[2].items():

@@ -5,9 +5,9 @@
 // existing clients (tritonclient, perf_analyzer, KServe-v2 clients) talk to a jaxport bridge
 // unchanged. KServe's and MLServer's same-named messages differ from Triton's in places; we
 // follow Triton. Triton's system-shared-memory RPCs are declared (the bridge implements them
-// when started with --system-shared-memory); its CUDA-shared-memory, trace and log-settings
-// RPCs are not: the bridge does not implement them, and an undeclared method already answers
-// UNIMPLEMENTED.
+// when started with --system-shared-memory), and its CUDA-shared-memory RPCs (answered as a
+// Triton built without GPU support answers them); its trace and log-settings RPCs are not: the
+// bridge does not implement them, and an undeclared method already answers UNIMPLEMENTED.
 //
 // Never renumber or reuse a number: `buf breaking` against proto/baseline.binpb guards this,
 // and tests/protocol/test_proto_wire_compat.py compares every field with tritonclient's descriptors.
@@ -2257,6 +2257,285 @@ func (*SystemSharedMemoryUnregisterResponse) Descriptor() ([]byte, []int) {
 	return file_inference_grpc_service_proto_rawDescGZIP(), []int{36}
 }
 
+type CudaSharedMemoryStatusRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Empty: every registered region.
+	Name          string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CudaSharedMemoryStatusRequest) Reset() {
+	*x = CudaSharedMemoryStatusRequest{}
+	mi := &file_inference_grpc_service_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CudaSharedMemoryStatusRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CudaSharedMemoryStatusRequest) ProtoMessage() {}
+
+func (x *CudaSharedMemoryStatusRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_inference_grpc_service_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CudaSharedMemoryStatusRequest.ProtoReflect.Descriptor instead.
+func (*CudaSharedMemoryStatusRequest) Descriptor() ([]byte, []int) {
+	return file_inference_grpc_service_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *CudaSharedMemoryStatusRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type CudaSharedMemoryStatusResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// By region name.
+	Regions       map[string]*CudaSharedMemoryStatusResponse_RegionStatus `protobuf:"bytes,1,rep,name=regions,proto3" json:"regions,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CudaSharedMemoryStatusResponse) Reset() {
+	*x = CudaSharedMemoryStatusResponse{}
+	mi := &file_inference_grpc_service_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CudaSharedMemoryStatusResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CudaSharedMemoryStatusResponse) ProtoMessage() {}
+
+func (x *CudaSharedMemoryStatusResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_inference_grpc_service_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CudaSharedMemoryStatusResponse.ProtoReflect.Descriptor instead.
+func (*CudaSharedMemoryStatusResponse) Descriptor() ([]byte, []int) {
+	return file_inference_grpc_service_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *CudaSharedMemoryStatusResponse) GetRegions() map[string]*CudaSharedMemoryStatusResponse_RegionStatus {
+	if x != nil {
+		return x.Regions
+	}
+	return nil
+}
+
+type CudaSharedMemoryRegisterRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Name the region is referred to by in tensor parameters.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The serialized cudaIPC memory handle.
+	RawHandle []byte `protobuf:"bytes,2,opt,name=raw_handle,json=rawHandle,proto3" json:"raw_handle,omitempty"`
+	// The GPU the handle was created on.
+	DeviceId int64 `protobuf:"varint,3,opt,name=device_id,json=deviceId,proto3" json:"device_id,omitempty"`
+	// Size of the region, bytes.
+	ByteSize      uint64 `protobuf:"varint,4,opt,name=byte_size,json=byteSize,proto3" json:"byte_size,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CudaSharedMemoryRegisterRequest) Reset() {
+	*x = CudaSharedMemoryRegisterRequest{}
+	mi := &file_inference_grpc_service_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CudaSharedMemoryRegisterRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CudaSharedMemoryRegisterRequest) ProtoMessage() {}
+
+func (x *CudaSharedMemoryRegisterRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_inference_grpc_service_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CudaSharedMemoryRegisterRequest.ProtoReflect.Descriptor instead.
+func (*CudaSharedMemoryRegisterRequest) Descriptor() ([]byte, []int) {
+	return file_inference_grpc_service_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *CudaSharedMemoryRegisterRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *CudaSharedMemoryRegisterRequest) GetRawHandle() []byte {
+	if x != nil {
+		return x.RawHandle
+	}
+	return nil
+}
+
+func (x *CudaSharedMemoryRegisterRequest) GetDeviceId() int64 {
+	if x != nil {
+		return x.DeviceId
+	}
+	return 0
+}
+
+func (x *CudaSharedMemoryRegisterRequest) GetByteSize() uint64 {
+	if x != nil {
+		return x.ByteSize
+	}
+	return 0
+}
+
+type CudaSharedMemoryRegisterResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CudaSharedMemoryRegisterResponse) Reset() {
+	*x = CudaSharedMemoryRegisterResponse{}
+	mi := &file_inference_grpc_service_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CudaSharedMemoryRegisterResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CudaSharedMemoryRegisterResponse) ProtoMessage() {}
+
+func (x *CudaSharedMemoryRegisterResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_inference_grpc_service_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CudaSharedMemoryRegisterResponse.ProtoReflect.Descriptor instead.
+func (*CudaSharedMemoryRegisterResponse) Descriptor() ([]byte, []int) {
+	return file_inference_grpc_service_proto_rawDescGZIP(), []int{40}
+}
+
+type CudaSharedMemoryUnregisterRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Empty: every registered region.
+	Name          string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CudaSharedMemoryUnregisterRequest) Reset() {
+	*x = CudaSharedMemoryUnregisterRequest{}
+	mi := &file_inference_grpc_service_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CudaSharedMemoryUnregisterRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CudaSharedMemoryUnregisterRequest) ProtoMessage() {}
+
+func (x *CudaSharedMemoryUnregisterRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_inference_grpc_service_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CudaSharedMemoryUnregisterRequest.ProtoReflect.Descriptor instead.
+func (*CudaSharedMemoryUnregisterRequest) Descriptor() ([]byte, []int) {
+	return file_inference_grpc_service_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *CudaSharedMemoryUnregisterRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type CudaSharedMemoryUnregisterResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CudaSharedMemoryUnregisterResponse) Reset() {
+	*x = CudaSharedMemoryUnregisterResponse{}
+	mi := &file_inference_grpc_service_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CudaSharedMemoryUnregisterResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CudaSharedMemoryUnregisterResponse) ProtoMessage() {}
+
+func (x *CudaSharedMemoryUnregisterResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_inference_grpc_service_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CudaSharedMemoryUnregisterResponse.ProtoReflect.Descriptor instead.
+func (*CudaSharedMemoryUnregisterResponse) Descriptor() ([]byte, []int) {
+	return file_inference_grpc_service_proto_rawDescGZIP(), []int{42}
+}
+
 // Signature of one tensor.
 type ModelMetadataResponse_TensorMetadata struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2271,7 +2550,7 @@ type ModelMetadataResponse_TensorMetadata struct {
 
 func (x *ModelMetadataResponse_TensorMetadata) Reset() {
 	*x = ModelMetadataResponse_TensorMetadata{}
-	mi := &file_inference_grpc_service_proto_msgTypes[37]
+	mi := &file_inference_grpc_service_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2283,7 +2562,7 @@ func (x *ModelMetadataResponse_TensorMetadata) String() string {
 func (*ModelMetadataResponse_TensorMetadata) ProtoMessage() {}
 
 func (x *ModelMetadataResponse_TensorMetadata) ProtoReflect() protoreflect.Message {
-	mi := &file_inference_grpc_service_proto_msgTypes[37]
+	mi := &file_inference_grpc_service_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2335,7 +2614,7 @@ type ModelInferRequest_InferInputTensor struct {
 
 func (x *ModelInferRequest_InferInputTensor) Reset() {
 	*x = ModelInferRequest_InferInputTensor{}
-	mi := &file_inference_grpc_service_proto_msgTypes[38]
+	mi := &file_inference_grpc_service_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2347,7 +2626,7 @@ func (x *ModelInferRequest_InferInputTensor) String() string {
 func (*ModelInferRequest_InferInputTensor) ProtoMessage() {}
 
 func (x *ModelInferRequest_InferInputTensor) ProtoReflect() protoreflect.Message {
-	mi := &file_inference_grpc_service_proto_msgTypes[38]
+	mi := &file_inference_grpc_service_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2409,7 +2688,7 @@ type ModelInferRequest_InferRequestedOutputTensor struct {
 
 func (x *ModelInferRequest_InferRequestedOutputTensor) Reset() {
 	*x = ModelInferRequest_InferRequestedOutputTensor{}
-	mi := &file_inference_grpc_service_proto_msgTypes[39]
+	mi := &file_inference_grpc_service_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2421,7 +2700,7 @@ func (x *ModelInferRequest_InferRequestedOutputTensor) String() string {
 func (*ModelInferRequest_InferRequestedOutputTensor) ProtoMessage() {}
 
 func (x *ModelInferRequest_InferRequestedOutputTensor) ProtoReflect() protoreflect.Message {
-	mi := &file_inference_grpc_service_proto_msgTypes[39]
+	mi := &file_inference_grpc_service_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2466,7 +2745,7 @@ type ModelInferResponse_InferOutputTensor struct {
 
 func (x *ModelInferResponse_InferOutputTensor) Reset() {
 	*x = ModelInferResponse_InferOutputTensor{}
-	mi := &file_inference_grpc_service_proto_msgTypes[43]
+	mi := &file_inference_grpc_service_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2478,7 +2757,7 @@ func (x *ModelInferResponse_InferOutputTensor) String() string {
 func (*ModelInferResponse_InferOutputTensor) ProtoMessage() {}
 
 func (x *ModelInferResponse_InferOutputTensor) ProtoReflect() protoreflect.Message {
-	mi := &file_inference_grpc_service_proto_msgTypes[43]
+	mi := &file_inference_grpc_service_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2544,7 +2823,7 @@ type RepositoryIndexResponse_ModelIndex struct {
 
 func (x *RepositoryIndexResponse_ModelIndex) Reset() {
 	*x = RepositoryIndexResponse_ModelIndex{}
-	mi := &file_inference_grpc_service_proto_msgTypes[46]
+	mi := &file_inference_grpc_service_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2556,7 +2835,7 @@ func (x *RepositoryIndexResponse_ModelIndex) String() string {
 func (*RepositoryIndexResponse_ModelIndex) ProtoMessage() {}
 
 func (x *RepositoryIndexResponse_ModelIndex) ProtoReflect() protoreflect.Message {
-	mi := &file_inference_grpc_service_proto_msgTypes[46]
+	mi := &file_inference_grpc_service_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2616,7 +2895,7 @@ type SystemSharedMemoryStatusResponse_RegionStatus struct {
 
 func (x *SystemSharedMemoryStatusResponse_RegionStatus) Reset() {
 	*x = SystemSharedMemoryStatusResponse_RegionStatus{}
-	mi := &file_inference_grpc_service_proto_msgTypes[49]
+	mi := &file_inference_grpc_service_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2628,7 +2907,7 @@ func (x *SystemSharedMemoryStatusResponse_RegionStatus) String() string {
 func (*SystemSharedMemoryStatusResponse_RegionStatus) ProtoMessage() {}
 
 func (x *SystemSharedMemoryStatusResponse_RegionStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_inference_grpc_service_proto_msgTypes[49]
+	mi := &file_inference_grpc_service_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2666,6 +2945,69 @@ func (x *SystemSharedMemoryStatusResponse_RegionStatus) GetOffset() uint64 {
 }
 
 func (x *SystemSharedMemoryStatusResponse_RegionStatus) GetByteSize() uint64 {
+	if x != nil {
+		return x.ByteSize
+	}
+	return 0
+}
+
+// One registered region.
+type CudaSharedMemoryStatusResponse_RegionStatus struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The GPU the cudaIPC handle was created on.
+	DeviceId uint64 `protobuf:"varint,2,opt,name=device_id,json=deviceId,proto3" json:"device_id,omitempty"`
+	// Size of the region, bytes.
+	ByteSize      uint64 `protobuf:"varint,3,opt,name=byte_size,json=byteSize,proto3" json:"byte_size,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CudaSharedMemoryStatusResponse_RegionStatus) Reset() {
+	*x = CudaSharedMemoryStatusResponse_RegionStatus{}
+	mi := &file_inference_grpc_service_proto_msgTypes[57]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CudaSharedMemoryStatusResponse_RegionStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CudaSharedMemoryStatusResponse_RegionStatus) ProtoMessage() {}
+
+func (x *CudaSharedMemoryStatusResponse_RegionStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_inference_grpc_service_proto_msgTypes[57]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CudaSharedMemoryStatusResponse_RegionStatus.ProtoReflect.Descriptor instead.
+func (*CudaSharedMemoryStatusResponse_RegionStatus) Descriptor() ([]byte, []int) {
+	return file_inference_grpc_service_proto_rawDescGZIP(), []int{38, 0}
+}
+
+func (x *CudaSharedMemoryStatusResponse_RegionStatus) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *CudaSharedMemoryStatusResponse_RegionStatus) GetDeviceId() uint64 {
+	if x != nil {
+		return x.DeviceId
+	}
+	return 0
+}
+
+func (x *CudaSharedMemoryStatusResponse_RegionStatus) GetByteSize() uint64 {
 	if x != nil {
 		return x.ByteSize
 	}
@@ -2892,7 +3234,28 @@ const file_inference_grpc_service_proto_rawDesc = "" +
 	"\"SystemSharedMemoryRegisterResponse\"9\n" +
 	"#SystemSharedMemoryUnregisterRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"&\n" +
-	"$SystemSharedMemoryUnregisterResponse2\xaf\v\n" +
+	"$SystemSharedMemoryUnregisterResponse\"3\n" +
+	"\x1dCudaSharedMemoryStatusRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\xc4\x02\n" +
+	"\x1eCudaSharedMemoryStatusResponse\x12P\n" +
+	"\aregions\x18\x01 \x03(\v26.inference.CudaSharedMemoryStatusResponse.RegionsEntryR\aregions\x1a\\\n" +
+	"\fRegionStatus\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1b\n" +
+	"\tdevice_id\x18\x02 \x01(\x04R\bdeviceId\x12\x1b\n" +
+	"\tbyte_size\x18\x03 \x01(\x04R\bbyteSize\x1ar\n" +
+	"\fRegionsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12L\n" +
+	"\x05value\x18\x02 \x01(\v26.inference.CudaSharedMemoryStatusResponse.RegionStatusR\x05value:\x028\x01\"\x8e\x01\n" +
+	"\x1fCudaSharedMemoryRegisterRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1d\n" +
+	"\n" +
+	"raw_handle\x18\x02 \x01(\fR\trawHandle\x12\x1b\n" +
+	"\tdevice_id\x18\x03 \x01(\x03R\bdeviceId\x12\x1b\n" +
+	"\tbyte_size\x18\x04 \x01(\x04R\bbyteSize\"\"\n" +
+	" CudaSharedMemoryRegisterResponse\"7\n" +
+	"!CudaSharedMemoryUnregisterRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"$\n" +
+	"\"CudaSharedMemoryUnregisterResponse2\x94\x0e\n" +
 	"\x14GRPCInferenceService\x12K\n" +
 	"\n" +
 	"ServerLive\x12\x1c.inference.ServerLiveRequest\x1a\x1d.inference.ServerLiveResponse\"\x00\x12N\n" +
@@ -2911,7 +3274,10 @@ const file_inference_grpc_service_proto_rawDesc = "" +
 	"\x15RepositoryModelUnload\x12'.inference.RepositoryModelUnloadRequest\x1a(.inference.RepositoryModelUnloadResponse\"\x00\x12u\n" +
 	"\x18SystemSharedMemoryStatus\x12*.inference.SystemSharedMemoryStatusRequest\x1a+.inference.SystemSharedMemoryStatusResponse\"\x00\x12{\n" +
 	"\x1aSystemSharedMemoryRegister\x12,.inference.SystemSharedMemoryRegisterRequest\x1a-.inference.SystemSharedMemoryRegisterResponse\"\x00\x12\x81\x01\n" +
-	"\x1cSystemSharedMemoryUnregister\x12..inference.SystemSharedMemoryUnregisterRequest\x1a/.inference.SystemSharedMemoryUnregisterResponse\"\x00Bl\n" +
+	"\x1cSystemSharedMemoryUnregister\x12..inference.SystemSharedMemoryUnregisterRequest\x1a/.inference.SystemSharedMemoryUnregisterResponse\"\x00\x12o\n" +
+	"\x16CudaSharedMemoryStatus\x12(.inference.CudaSharedMemoryStatusRequest\x1a).inference.CudaSharedMemoryStatusResponse\"\x00\x12u\n" +
+	"\x18CudaSharedMemoryRegister\x12*.inference.CudaSharedMemoryRegisterRequest\x1a+.inference.CudaSharedMemoryRegisterResponse\"\x00\x12{\n" +
+	"\x1aCudaSharedMemoryUnregister\x12,.inference.CudaSharedMemoryUnregisterRequest\x1a-.inference.CudaSharedMemoryUnregisterResponse\"\x00Bl\n" +
 	"\x15dev.jaxport.inferenceB\x10GrpcServiceProtoP\x01Z?github.com/jaxport/jaxport/clients/go/gen/inference;inferencepbb\x06proto3"
 
 var (
@@ -2926,7 +3292,7 @@ func file_inference_grpc_service_proto_rawDescGZIP() []byte {
 	return file_inference_grpc_service_proto_rawDescData
 }
 
-var file_inference_grpc_service_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
+var file_inference_grpc_service_proto_msgTypes = make([]protoimpl.MessageInfo, 59)
 var file_inference_grpc_service_proto_goTypes = []any{
 	(*ServerLiveRequest)(nil),                            // 0: inference.ServerLiveRequest
 	(*ServerLiveResponse)(nil),                           // 1: inference.ServerLiveResponse
@@ -2965,32 +3331,40 @@ var file_inference_grpc_service_proto_goTypes = []any{
 	(*SystemSharedMemoryRegisterResponse)(nil),           // 34: inference.SystemSharedMemoryRegisterResponse
 	(*SystemSharedMemoryUnregisterRequest)(nil),          // 35: inference.SystemSharedMemoryUnregisterRequest
 	(*SystemSharedMemoryUnregisterResponse)(nil),         // 36: inference.SystemSharedMemoryUnregisterResponse
-	(*ModelMetadataResponse_TensorMetadata)(nil),         // 37: inference.ModelMetadataResponse.TensorMetadata
-	(*ModelInferRequest_InferInputTensor)(nil),           // 38: inference.ModelInferRequest.InferInputTensor
-	(*ModelInferRequest_InferRequestedOutputTensor)(nil), // 39: inference.ModelInferRequest.InferRequestedOutputTensor
-	nil, // 40: inference.ModelInferRequest.ParametersEntry
-	nil, // 41: inference.ModelInferRequest.InferInputTensor.ParametersEntry
-	nil, // 42: inference.ModelInferRequest.InferRequestedOutputTensor.ParametersEntry
-	(*ModelInferResponse_InferOutputTensor)(nil), // 43: inference.ModelInferResponse.InferOutputTensor
-	nil, // 44: inference.ModelInferResponse.ParametersEntry
-	nil, // 45: inference.ModelInferResponse.InferOutputTensor.ParametersEntry
-	(*RepositoryIndexResponse_ModelIndex)(nil), // 46: inference.RepositoryIndexResponse.ModelIndex
-	nil, // 47: inference.RepositoryModelLoadRequest.ParametersEntry
-	nil, // 48: inference.RepositoryModelUnloadRequest.ParametersEntry
-	(*SystemSharedMemoryStatusResponse_RegionStatus)(nil), // 49: inference.SystemSharedMemoryStatusResponse.RegionStatus
-	nil,                 // 50: inference.SystemSharedMemoryStatusResponse.RegionsEntry
-	(*ModelConfig)(nil), // 51: inference.ModelConfig
+	(*CudaSharedMemoryStatusRequest)(nil),                // 37: inference.CudaSharedMemoryStatusRequest
+	(*CudaSharedMemoryStatusResponse)(nil),               // 38: inference.CudaSharedMemoryStatusResponse
+	(*CudaSharedMemoryRegisterRequest)(nil),              // 39: inference.CudaSharedMemoryRegisterRequest
+	(*CudaSharedMemoryRegisterResponse)(nil),             // 40: inference.CudaSharedMemoryRegisterResponse
+	(*CudaSharedMemoryUnregisterRequest)(nil),            // 41: inference.CudaSharedMemoryUnregisterRequest
+	(*CudaSharedMemoryUnregisterResponse)(nil),           // 42: inference.CudaSharedMemoryUnregisterResponse
+	(*ModelMetadataResponse_TensorMetadata)(nil),         // 43: inference.ModelMetadataResponse.TensorMetadata
+	(*ModelInferRequest_InferInputTensor)(nil),           // 44: inference.ModelInferRequest.InferInputTensor
+	(*ModelInferRequest_InferRequestedOutputTensor)(nil), // 45: inference.ModelInferRequest.InferRequestedOutputTensor
+	nil, // 46: inference.ModelInferRequest.ParametersEntry
+	nil, // 47: inference.ModelInferRequest.InferInputTensor.ParametersEntry
+	nil, // 48: inference.ModelInferRequest.InferRequestedOutputTensor.ParametersEntry
+	(*ModelInferResponse_InferOutputTensor)(nil), // 49: inference.ModelInferResponse.InferOutputTensor
+	nil, // 50: inference.ModelInferResponse.ParametersEntry
+	nil, // 51: inference.ModelInferResponse.InferOutputTensor.ParametersEntry
+	(*RepositoryIndexResponse_ModelIndex)(nil), // 52: inference.RepositoryIndexResponse.ModelIndex
+	nil, // 53: inference.RepositoryModelLoadRequest.ParametersEntry
+	nil, // 54: inference.RepositoryModelUnloadRequest.ParametersEntry
+	(*SystemSharedMemoryStatusResponse_RegionStatus)(nil), // 55: inference.SystemSharedMemoryStatusResponse.RegionStatus
+	nil, // 56: inference.SystemSharedMemoryStatusResponse.RegionsEntry
+	(*CudaSharedMemoryStatusResponse_RegionStatus)(nil), // 57: inference.CudaSharedMemoryStatusResponse.RegionStatus
+	nil,                 // 58: inference.CudaSharedMemoryStatusResponse.RegionsEntry
+	(*ModelConfig)(nil), // 59: inference.ModelConfig
 }
 var file_inference_grpc_service_proto_depIdxs = []int32{
-	37, // 0: inference.ModelMetadataResponse.inputs:type_name -> inference.ModelMetadataResponse.TensorMetadata
-	37, // 1: inference.ModelMetadataResponse.outputs:type_name -> inference.ModelMetadataResponse.TensorMetadata
-	40, // 2: inference.ModelInferRequest.parameters:type_name -> inference.ModelInferRequest.ParametersEntry
-	38, // 3: inference.ModelInferRequest.inputs:type_name -> inference.ModelInferRequest.InferInputTensor
-	39, // 4: inference.ModelInferRequest.outputs:type_name -> inference.ModelInferRequest.InferRequestedOutputTensor
-	44, // 5: inference.ModelInferResponse.parameters:type_name -> inference.ModelInferResponse.ParametersEntry
-	43, // 6: inference.ModelInferResponse.outputs:type_name -> inference.ModelInferResponse.InferOutputTensor
+	43, // 0: inference.ModelMetadataResponse.inputs:type_name -> inference.ModelMetadataResponse.TensorMetadata
+	43, // 1: inference.ModelMetadataResponse.outputs:type_name -> inference.ModelMetadataResponse.TensorMetadata
+	46, // 2: inference.ModelInferRequest.parameters:type_name -> inference.ModelInferRequest.ParametersEntry
+	44, // 3: inference.ModelInferRequest.inputs:type_name -> inference.ModelInferRequest.InferInputTensor
+	45, // 4: inference.ModelInferRequest.outputs:type_name -> inference.ModelInferRequest.InferRequestedOutputTensor
+	50, // 5: inference.ModelInferResponse.parameters:type_name -> inference.ModelInferResponse.ParametersEntry
+	49, // 6: inference.ModelInferResponse.outputs:type_name -> inference.ModelInferResponse.InferOutputTensor
 	13, // 7: inference.ModelStreamInferResponse.infer_response:type_name -> inference.ModelInferResponse
-	51, // 8: inference.ModelConfigResponse.config:type_name -> inference.ModelConfig
+	59, // 8: inference.ModelConfigResponse.config:type_name -> inference.ModelConfig
 	18, // 9: inference.InferStatistics.success:type_name -> inference.StatisticDuration
 	18, // 10: inference.InferStatistics.fail:type_name -> inference.StatisticDuration
 	18, // 11: inference.InferStatistics.queue:type_name -> inference.StatisticDuration
@@ -3006,58 +3380,66 @@ var file_inference_grpc_service_proto_depIdxs = []int32{
 	20, // 21: inference.ModelStatistics.batch_stats:type_name -> inference.InferBatchStatistics
 	21, // 22: inference.ModelStatistics.memory_usage:type_name -> inference.MemoryUsage
 	22, // 23: inference.ModelStatisticsResponse.model_stats:type_name -> inference.ModelStatistics
-	46, // 24: inference.RepositoryIndexResponse.models:type_name -> inference.RepositoryIndexResponse.ModelIndex
-	47, // 25: inference.RepositoryModelLoadRequest.parameters:type_name -> inference.RepositoryModelLoadRequest.ParametersEntry
-	48, // 26: inference.RepositoryModelUnloadRequest.parameters:type_name -> inference.RepositoryModelUnloadRequest.ParametersEntry
-	50, // 27: inference.SystemSharedMemoryStatusResponse.regions:type_name -> inference.SystemSharedMemoryStatusResponse.RegionsEntry
-	41, // 28: inference.ModelInferRequest.InferInputTensor.parameters:type_name -> inference.ModelInferRequest.InferInputTensor.ParametersEntry
-	11, // 29: inference.ModelInferRequest.InferInputTensor.contents:type_name -> inference.InferTensorContents
-	42, // 30: inference.ModelInferRequest.InferRequestedOutputTensor.parameters:type_name -> inference.ModelInferRequest.InferRequestedOutputTensor.ParametersEntry
-	10, // 31: inference.ModelInferRequest.ParametersEntry.value:type_name -> inference.InferParameter
-	10, // 32: inference.ModelInferRequest.InferInputTensor.ParametersEntry.value:type_name -> inference.InferParameter
-	10, // 33: inference.ModelInferRequest.InferRequestedOutputTensor.ParametersEntry.value:type_name -> inference.InferParameter
-	45, // 34: inference.ModelInferResponse.InferOutputTensor.parameters:type_name -> inference.ModelInferResponse.InferOutputTensor.ParametersEntry
-	11, // 35: inference.ModelInferResponse.InferOutputTensor.contents:type_name -> inference.InferTensorContents
-	10, // 36: inference.ModelInferResponse.ParametersEntry.value:type_name -> inference.InferParameter
-	10, // 37: inference.ModelInferResponse.InferOutputTensor.ParametersEntry.value:type_name -> inference.InferParameter
-	24, // 38: inference.RepositoryModelLoadRequest.ParametersEntry.value:type_name -> inference.ModelRepositoryParameter
-	24, // 39: inference.RepositoryModelUnloadRequest.ParametersEntry.value:type_name -> inference.ModelRepositoryParameter
-	49, // 40: inference.SystemSharedMemoryStatusResponse.RegionsEntry.value:type_name -> inference.SystemSharedMemoryStatusResponse.RegionStatus
-	0,  // 41: inference.GRPCInferenceService.ServerLive:input_type -> inference.ServerLiveRequest
-	2,  // 42: inference.GRPCInferenceService.ServerReady:input_type -> inference.ServerReadyRequest
-	4,  // 43: inference.GRPCInferenceService.ModelReady:input_type -> inference.ModelReadyRequest
-	6,  // 44: inference.GRPCInferenceService.ServerMetadata:input_type -> inference.ServerMetadataRequest
-	8,  // 45: inference.GRPCInferenceService.ModelMetadata:input_type -> inference.ModelMetadataRequest
-	12, // 46: inference.GRPCInferenceService.ModelInfer:input_type -> inference.ModelInferRequest
-	12, // 47: inference.GRPCInferenceService.ModelStreamInfer:input_type -> inference.ModelInferRequest
-	15, // 48: inference.GRPCInferenceService.ModelConfig:input_type -> inference.ModelConfigRequest
-	17, // 49: inference.GRPCInferenceService.ModelStatistics:input_type -> inference.ModelStatisticsRequest
-	25, // 50: inference.GRPCInferenceService.RepositoryIndex:input_type -> inference.RepositoryIndexRequest
-	27, // 51: inference.GRPCInferenceService.RepositoryModelLoad:input_type -> inference.RepositoryModelLoadRequest
-	29, // 52: inference.GRPCInferenceService.RepositoryModelUnload:input_type -> inference.RepositoryModelUnloadRequest
-	31, // 53: inference.GRPCInferenceService.SystemSharedMemoryStatus:input_type -> inference.SystemSharedMemoryStatusRequest
-	33, // 54: inference.GRPCInferenceService.SystemSharedMemoryRegister:input_type -> inference.SystemSharedMemoryRegisterRequest
-	35, // 55: inference.GRPCInferenceService.SystemSharedMemoryUnregister:input_type -> inference.SystemSharedMemoryUnregisterRequest
-	1,  // 56: inference.GRPCInferenceService.ServerLive:output_type -> inference.ServerLiveResponse
-	3,  // 57: inference.GRPCInferenceService.ServerReady:output_type -> inference.ServerReadyResponse
-	5,  // 58: inference.GRPCInferenceService.ModelReady:output_type -> inference.ModelReadyResponse
-	7,  // 59: inference.GRPCInferenceService.ServerMetadata:output_type -> inference.ServerMetadataResponse
-	9,  // 60: inference.GRPCInferenceService.ModelMetadata:output_type -> inference.ModelMetadataResponse
-	13, // 61: inference.GRPCInferenceService.ModelInfer:output_type -> inference.ModelInferResponse
-	14, // 62: inference.GRPCInferenceService.ModelStreamInfer:output_type -> inference.ModelStreamInferResponse
-	16, // 63: inference.GRPCInferenceService.ModelConfig:output_type -> inference.ModelConfigResponse
-	23, // 64: inference.GRPCInferenceService.ModelStatistics:output_type -> inference.ModelStatisticsResponse
-	26, // 65: inference.GRPCInferenceService.RepositoryIndex:output_type -> inference.RepositoryIndexResponse
-	28, // 66: inference.GRPCInferenceService.RepositoryModelLoad:output_type -> inference.RepositoryModelLoadResponse
-	30, // 67: inference.GRPCInferenceService.RepositoryModelUnload:output_type -> inference.RepositoryModelUnloadResponse
-	32, // 68: inference.GRPCInferenceService.SystemSharedMemoryStatus:output_type -> inference.SystemSharedMemoryStatusResponse
-	34, // 69: inference.GRPCInferenceService.SystemSharedMemoryRegister:output_type -> inference.SystemSharedMemoryRegisterResponse
-	36, // 70: inference.GRPCInferenceService.SystemSharedMemoryUnregister:output_type -> inference.SystemSharedMemoryUnregisterResponse
-	56, // [56:71] is the sub-list for method output_type
-	41, // [41:56] is the sub-list for method input_type
-	41, // [41:41] is the sub-list for extension type_name
-	41, // [41:41] is the sub-list for extension extendee
-	0,  // [0:41] is the sub-list for field type_name
+	52, // 24: inference.RepositoryIndexResponse.models:type_name -> inference.RepositoryIndexResponse.ModelIndex
+	53, // 25: inference.RepositoryModelLoadRequest.parameters:type_name -> inference.RepositoryModelLoadRequest.ParametersEntry
+	54, // 26: inference.RepositoryModelUnloadRequest.parameters:type_name -> inference.RepositoryModelUnloadRequest.ParametersEntry
+	56, // 27: inference.SystemSharedMemoryStatusResponse.regions:type_name -> inference.SystemSharedMemoryStatusResponse.RegionsEntry
+	58, // 28: inference.CudaSharedMemoryStatusResponse.regions:type_name -> inference.CudaSharedMemoryStatusResponse.RegionsEntry
+	47, // 29: inference.ModelInferRequest.InferInputTensor.parameters:type_name -> inference.ModelInferRequest.InferInputTensor.ParametersEntry
+	11, // 30: inference.ModelInferRequest.InferInputTensor.contents:type_name -> inference.InferTensorContents
+	48, // 31: inference.ModelInferRequest.InferRequestedOutputTensor.parameters:type_name -> inference.ModelInferRequest.InferRequestedOutputTensor.ParametersEntry
+	10, // 32: inference.ModelInferRequest.ParametersEntry.value:type_name -> inference.InferParameter
+	10, // 33: inference.ModelInferRequest.InferInputTensor.ParametersEntry.value:type_name -> inference.InferParameter
+	10, // 34: inference.ModelInferRequest.InferRequestedOutputTensor.ParametersEntry.value:type_name -> inference.InferParameter
+	51, // 35: inference.ModelInferResponse.InferOutputTensor.parameters:type_name -> inference.ModelInferResponse.InferOutputTensor.ParametersEntry
+	11, // 36: inference.ModelInferResponse.InferOutputTensor.contents:type_name -> inference.InferTensorContents
+	10, // 37: inference.ModelInferResponse.ParametersEntry.value:type_name -> inference.InferParameter
+	10, // 38: inference.ModelInferResponse.InferOutputTensor.ParametersEntry.value:type_name -> inference.InferParameter
+	24, // 39: inference.RepositoryModelLoadRequest.ParametersEntry.value:type_name -> inference.ModelRepositoryParameter
+	24, // 40: inference.RepositoryModelUnloadRequest.ParametersEntry.value:type_name -> inference.ModelRepositoryParameter
+	55, // 41: inference.SystemSharedMemoryStatusResponse.RegionsEntry.value:type_name -> inference.SystemSharedMemoryStatusResponse.RegionStatus
+	57, // 42: inference.CudaSharedMemoryStatusResponse.RegionsEntry.value:type_name -> inference.CudaSharedMemoryStatusResponse.RegionStatus
+	0,  // 43: inference.GRPCInferenceService.ServerLive:input_type -> inference.ServerLiveRequest
+	2,  // 44: inference.GRPCInferenceService.ServerReady:input_type -> inference.ServerReadyRequest
+	4,  // 45: inference.GRPCInferenceService.ModelReady:input_type -> inference.ModelReadyRequest
+	6,  // 46: inference.GRPCInferenceService.ServerMetadata:input_type -> inference.ServerMetadataRequest
+	8,  // 47: inference.GRPCInferenceService.ModelMetadata:input_type -> inference.ModelMetadataRequest
+	12, // 48: inference.GRPCInferenceService.ModelInfer:input_type -> inference.ModelInferRequest
+	12, // 49: inference.GRPCInferenceService.ModelStreamInfer:input_type -> inference.ModelInferRequest
+	15, // 50: inference.GRPCInferenceService.ModelConfig:input_type -> inference.ModelConfigRequest
+	17, // 51: inference.GRPCInferenceService.ModelStatistics:input_type -> inference.ModelStatisticsRequest
+	25, // 52: inference.GRPCInferenceService.RepositoryIndex:input_type -> inference.RepositoryIndexRequest
+	27, // 53: inference.GRPCInferenceService.RepositoryModelLoad:input_type -> inference.RepositoryModelLoadRequest
+	29, // 54: inference.GRPCInferenceService.RepositoryModelUnload:input_type -> inference.RepositoryModelUnloadRequest
+	31, // 55: inference.GRPCInferenceService.SystemSharedMemoryStatus:input_type -> inference.SystemSharedMemoryStatusRequest
+	33, // 56: inference.GRPCInferenceService.SystemSharedMemoryRegister:input_type -> inference.SystemSharedMemoryRegisterRequest
+	35, // 57: inference.GRPCInferenceService.SystemSharedMemoryUnregister:input_type -> inference.SystemSharedMemoryUnregisterRequest
+	37, // 58: inference.GRPCInferenceService.CudaSharedMemoryStatus:input_type -> inference.CudaSharedMemoryStatusRequest
+	39, // 59: inference.GRPCInferenceService.CudaSharedMemoryRegister:input_type -> inference.CudaSharedMemoryRegisterRequest
+	41, // 60: inference.GRPCInferenceService.CudaSharedMemoryUnregister:input_type -> inference.CudaSharedMemoryUnregisterRequest
+	1,  // 61: inference.GRPCInferenceService.ServerLive:output_type -> inference.ServerLiveResponse
+	3,  // 62: inference.GRPCInferenceService.ServerReady:output_type -> inference.ServerReadyResponse
+	5,  // 63: inference.GRPCInferenceService.ModelReady:output_type -> inference.ModelReadyResponse
+	7,  // 64: inference.GRPCInferenceService.ServerMetadata:output_type -> inference.ServerMetadataResponse
+	9,  // 65: inference.GRPCInferenceService.ModelMetadata:output_type -> inference.ModelMetadataResponse
+	13, // 66: inference.GRPCInferenceService.ModelInfer:output_type -> inference.ModelInferResponse
+	14, // 67: inference.GRPCInferenceService.ModelStreamInfer:output_type -> inference.ModelStreamInferResponse
+	16, // 68: inference.GRPCInferenceService.ModelConfig:output_type -> inference.ModelConfigResponse
+	23, // 69: inference.GRPCInferenceService.ModelStatistics:output_type -> inference.ModelStatisticsResponse
+	26, // 70: inference.GRPCInferenceService.RepositoryIndex:output_type -> inference.RepositoryIndexResponse
+	28, // 71: inference.GRPCInferenceService.RepositoryModelLoad:output_type -> inference.RepositoryModelLoadResponse
+	30, // 72: inference.GRPCInferenceService.RepositoryModelUnload:output_type -> inference.RepositoryModelUnloadResponse
+	32, // 73: inference.GRPCInferenceService.SystemSharedMemoryStatus:output_type -> inference.SystemSharedMemoryStatusResponse
+	34, // 74: inference.GRPCInferenceService.SystemSharedMemoryRegister:output_type -> inference.SystemSharedMemoryRegisterResponse
+	36, // 75: inference.GRPCInferenceService.SystemSharedMemoryUnregister:output_type -> inference.SystemSharedMemoryUnregisterResponse
+	38, // 76: inference.GRPCInferenceService.CudaSharedMemoryStatus:output_type -> inference.CudaSharedMemoryStatusResponse
+	40, // 77: inference.GRPCInferenceService.CudaSharedMemoryRegister:output_type -> inference.CudaSharedMemoryRegisterResponse
+	42, // 78: inference.GRPCInferenceService.CudaSharedMemoryUnregister:output_type -> inference.CudaSharedMemoryUnregisterResponse
+	61, // [61:79] is the sub-list for method output_type
+	43, // [43:61] is the sub-list for method input_type
+	43, // [43:43] is the sub-list for extension type_name
+	43, // [43:43] is the sub-list for extension extendee
+	0,  // [0:43] is the sub-list for field type_name
 }
 
 func init() { file_inference_grpc_service_proto_init() }
@@ -3085,7 +3467,7 @@ func file_inference_grpc_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_inference_grpc_service_proto_rawDesc), len(file_inference_grpc_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   51,
+			NumMessages:   59,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -5,9 +5,9 @@
 // existing clients (tritonclient, perf_analyzer, KServe-v2 clients) talk to a jaxport bridge
 // unchanged. KServe's and MLServer's same-named messages differ from Triton's in places; we
 // follow Triton. Triton's system-shared-memory RPCs are declared (the bridge implements them
-// when started with --system-shared-memory); its CUDA-shared-memory, trace and log-settings
-// RPCs are not: the bridge does not implement them, and an undeclared method already answers
-// UNIMPLEMENTED.
+// when started with --system-shared-memory), and its CUDA-shared-memory RPCs (answered as a
+// Triton built without GPU support answers them); its trace and log-settings RPCs are not: the
+// bridge does not implement them, and an undeclared method already answers UNIMPLEMENTED.
 //
 // Never renumber or reuse a number: `buf breaking` against proto/baseline.binpb guards this,
 // and tests/protocol/test_proto_wire_compat.py compares every field with tritonclient's descriptors.
@@ -53,6 +53,9 @@ const (
 	GRPCInferenceService_SystemSharedMemoryStatus_FullMethodName     = "/inference.GRPCInferenceService/SystemSharedMemoryStatus"
 	GRPCInferenceService_SystemSharedMemoryRegister_FullMethodName   = "/inference.GRPCInferenceService/SystemSharedMemoryRegister"
 	GRPCInferenceService_SystemSharedMemoryUnregister_FullMethodName = "/inference.GRPCInferenceService/SystemSharedMemoryUnregister"
+	GRPCInferenceService_CudaSharedMemoryStatus_FullMethodName       = "/inference.GRPCInferenceService/CudaSharedMemoryStatus"
+	GRPCInferenceService_CudaSharedMemoryRegister_FullMethodName     = "/inference.GRPCInferenceService/CudaSharedMemoryRegister"
+	GRPCInferenceService_CudaSharedMemoryUnregister_FullMethodName   = "/inference.GRPCInferenceService/CudaSharedMemoryUnregister"
 )
 
 // GRPCInferenceServiceClient is the client API for GRPCInferenceService service.
@@ -92,6 +95,15 @@ type GRPCInferenceServiceClient interface {
 	SystemSharedMemoryRegister(ctx context.Context, in *SystemSharedMemoryRegisterRequest, opts ...grpc.CallOption) (*SystemSharedMemoryRegisterResponse, error)
 	// Unregister one region by name, or all of them (empty name).
 	SystemSharedMemoryUnregister(ctx context.Context, in *SystemSharedMemoryUnregisterRequest, opts ...grpc.CallOption) (*SystemSharedMemoryUnregisterResponse, error)
+	// Appended after every other RPC (the native front and its workers number RPCs by
+	// declaration order). A CPU-only server answers as a Triton built without GPU support:
+	// registered CUDA shared-memory regions: always none (empty; a named one is NOT_FOUND).
+	CudaSharedMemoryStatus(ctx context.Context, in *CudaSharedMemoryStatusRequest, opts ...grpc.CallOption) (*CudaSharedMemoryStatusResponse, error)
+	// Register a region of CUDA memory (a cudaIPC handle): INVALID_ARGUMENT on a server
+	// without CUDA devices.
+	CudaSharedMemoryRegister(ctx context.Context, in *CudaSharedMemoryRegisterRequest, opts ...grpc.CallOption) (*CudaSharedMemoryRegisterResponse, error)
+	// Unregister one CUDA region by name, or all of them (empty name); an unknown name is OK.
+	CudaSharedMemoryUnregister(ctx context.Context, in *CudaSharedMemoryUnregisterRequest, opts ...grpc.CallOption) (*CudaSharedMemoryUnregisterResponse, error)
 }
 
 type gRPCInferenceServiceClient struct {
@@ -255,6 +267,36 @@ func (c *gRPCInferenceServiceClient) SystemSharedMemoryUnregister(ctx context.Co
 	return out, nil
 }
 
+func (c *gRPCInferenceServiceClient) CudaSharedMemoryStatus(ctx context.Context, in *CudaSharedMemoryStatusRequest, opts ...grpc.CallOption) (*CudaSharedMemoryStatusResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CudaSharedMemoryStatusResponse)
+	err := c.cc.Invoke(ctx, GRPCInferenceService_CudaSharedMemoryStatus_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *gRPCInferenceServiceClient) CudaSharedMemoryRegister(ctx context.Context, in *CudaSharedMemoryRegisterRequest, opts ...grpc.CallOption) (*CudaSharedMemoryRegisterResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CudaSharedMemoryRegisterResponse)
+	err := c.cc.Invoke(ctx, GRPCInferenceService_CudaSharedMemoryRegister_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *gRPCInferenceServiceClient) CudaSharedMemoryUnregister(ctx context.Context, in *CudaSharedMemoryUnregisterRequest, opts ...grpc.CallOption) (*CudaSharedMemoryUnregisterResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CudaSharedMemoryUnregisterResponse)
+	err := c.cc.Invoke(ctx, GRPCInferenceService_CudaSharedMemoryUnregister_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // GRPCInferenceServiceServer is the server API for GRPCInferenceService service.
 // All implementations must embed UnimplementedGRPCInferenceServiceServer
 // for forward compatibility.
@@ -292,6 +334,15 @@ type GRPCInferenceServiceServer interface {
 	SystemSharedMemoryRegister(context.Context, *SystemSharedMemoryRegisterRequest) (*SystemSharedMemoryRegisterResponse, error)
 	// Unregister one region by name, or all of them (empty name).
 	SystemSharedMemoryUnregister(context.Context, *SystemSharedMemoryUnregisterRequest) (*SystemSharedMemoryUnregisterResponse, error)
+	// Appended after every other RPC (the native front and its workers number RPCs by
+	// declaration order). A CPU-only server answers as a Triton built without GPU support:
+	// registered CUDA shared-memory regions: always none (empty; a named one is NOT_FOUND).
+	CudaSharedMemoryStatus(context.Context, *CudaSharedMemoryStatusRequest) (*CudaSharedMemoryStatusResponse, error)
+	// Register a region of CUDA memory (a cudaIPC handle): INVALID_ARGUMENT on a server
+	// without CUDA devices.
+	CudaSharedMemoryRegister(context.Context, *CudaSharedMemoryRegisterRequest) (*CudaSharedMemoryRegisterResponse, error)
+	// Unregister one CUDA region by name, or all of them (empty name); an unknown name is OK.
+	CudaSharedMemoryUnregister(context.Context, *CudaSharedMemoryUnregisterRequest) (*CudaSharedMemoryUnregisterResponse, error)
 	mustEmbedUnimplementedGRPCInferenceServiceServer()
 }
 
@@ -346,6 +397,15 @@ func (UnimplementedGRPCInferenceServiceServer) SystemSharedMemoryRegister(contex
 }
 func (UnimplementedGRPCInferenceServiceServer) SystemSharedMemoryUnregister(context.Context, *SystemSharedMemoryUnregisterRequest) (*SystemSharedMemoryUnregisterResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method SystemSharedMemoryUnregister not implemented")
+}
+func (UnimplementedGRPCInferenceServiceServer) CudaSharedMemoryStatus(context.Context, *CudaSharedMemoryStatusRequest) (*CudaSharedMemoryStatusResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CudaSharedMemoryStatus not implemented")
+}
+func (UnimplementedGRPCInferenceServiceServer) CudaSharedMemoryRegister(context.Context, *CudaSharedMemoryRegisterRequest) (*CudaSharedMemoryRegisterResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CudaSharedMemoryRegister not implemented")
+}
+func (UnimplementedGRPCInferenceServiceServer) CudaSharedMemoryUnregister(context.Context, *CudaSharedMemoryUnregisterRequest) (*CudaSharedMemoryUnregisterResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CudaSharedMemoryUnregister not implemented")
 }
 func (UnimplementedGRPCInferenceServiceServer) mustEmbedUnimplementedGRPCInferenceServiceServer() {}
 func (UnimplementedGRPCInferenceServiceServer) testEmbeddedByValue()                              {}
@@ -627,6 +687,60 @@ func _GRPCInferenceService_SystemSharedMemoryUnregister_Handler(srv interface{},
 	return interceptor(ctx, in, info, handler)
 }
 
+func _GRPCInferenceService_CudaSharedMemoryStatus_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CudaSharedMemoryStatusRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GRPCInferenceServiceServer).CudaSharedMemoryStatus(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GRPCInferenceService_CudaSharedMemoryStatus_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GRPCInferenceServiceServer).CudaSharedMemoryStatus(ctx, req.(*CudaSharedMemoryStatusRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _GRPCInferenceService_CudaSharedMemoryRegister_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CudaSharedMemoryRegisterRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GRPCInferenceServiceServer).CudaSharedMemoryRegister(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GRPCInferenceService_CudaSharedMemoryRegister_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GRPCInferenceServiceServer).CudaSharedMemoryRegister(ctx, req.(*CudaSharedMemoryRegisterRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _GRPCInferenceService_CudaSharedMemoryUnregister_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CudaSharedMemoryUnregisterRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GRPCInferenceServiceServer).CudaSharedMemoryUnregister(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GRPCInferenceService_CudaSharedMemoryUnregister_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GRPCInferenceServiceServer).CudaSharedMemoryUnregister(ctx, req.(*CudaSharedMemoryUnregisterRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // GRPCInferenceService_ServiceDesc is the grpc.ServiceDesc for GRPCInferenceService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -689,6 +803,18 @@ var GRPCInferenceService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SystemSharedMemoryUnregister",
 			Handler:    _GRPCInferenceService_SystemSharedMemoryUnregister_Handler,
+		},
+		{
+			MethodName: "CudaSharedMemoryStatus",
+			Handler:    _GRPCInferenceService_CudaSharedMemoryStatus_Handler,
+		},
+		{
+			MethodName: "CudaSharedMemoryRegister",
+			Handler:    _GRPCInferenceService_CudaSharedMemoryRegister_Handler,
+		},
+		{
+			MethodName: "CudaSharedMemoryUnregister",
+			Handler:    _GRPCInferenceService_CudaSharedMemoryUnregister_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -110,6 +110,21 @@ class GRPCInferenceServiceStub:
                 request_serializer=inference_dot_grpc__service__pb2.SystemSharedMemoryUnregisterRequest.SerializeToString,
                 response_deserializer=inference_dot_grpc__service__pb2.SystemSharedMemoryUnregisterResponse.FromString,
                 _registered_method=True)
+        self.CudaSharedMemoryStatus = channel.unary_unary(
+                '/inference.GRPCInferenceService/CudaSharedMemoryStatus',
+                request_serializer=inference_dot_grpc__service__pb2.CudaSharedMemoryStatusRequest.SerializeToString,
+                response_deserializer=inference_dot_grpc__service__pb2.CudaSharedMemoryStatusResponse.FromString,
+                _registered_method=True)
+        self.CudaSharedMemoryRegister = channel.unary_unary(
+                '/inference.GRPCInferenceService/CudaSharedMemoryRegister',
+                request_serializer=inference_dot_grpc__service__pb2.CudaSharedMemoryRegisterRequest.SerializeToString,
+                response_deserializer=inference_dot_grpc__service__pb2.CudaSharedMemoryRegisterResponse.FromString,
+                _registered_method=True)
+        self.CudaSharedMemoryUnregister = channel.unary_unary(
+                '/inference.GRPCInferenceService/CudaSharedMemoryUnregister',
+                request_serializer=inference_dot_grpc__service__pb2.CudaSharedMemoryUnregisterRequest.SerializeToString,
+                response_deserializer=inference_dot_grpc__service__pb2.CudaSharedMemoryUnregisterResponse.FromString,
+                _registered_method=True)
 
 
 class GRPCInferenceServiceServicer:
@@ -222,6 +237,30 @@ class GRPCInferenceServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CudaSharedMemoryStatus(self, request, context):
+        """Appended after every other RPC (the native front and its workers number RPCs by
+        declaration order). A CPU-only server answers as a Triton built without GPU support:
+        registered CUDA shared-memory regions: always none (empty; a named one is NOT_FOUND).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CudaSharedMemoryRegister(self, request, context):
+        """Register a region of CUDA memory (a cudaIPC handle): INVALID_ARGUMENT on a server
+        without CUDA devices.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CudaSharedMemoryUnregister(self, request, context):
+        """Unregister one CUDA region by name, or all of them (empty name); an unknown name is OK.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_GRPCInferenceServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -299,6 +338,21 @@ def add_GRPCInferenceServiceServicer_to_server(servicer, server):
                     servicer.SystemSharedMemoryUnregister,
                     request_deserializer=inference_dot_grpc__service__pb2.SystemSharedMemoryUnregisterRequest.FromString,
                     response_serializer=inference_dot_grpc__service__pb2.SystemSharedMemoryUnregisterResponse.SerializeToString,
+            ),
+            'CudaSharedMemoryStatus': grpc.unary_unary_rpc_method_handler(
+                    servicer.CudaSharedMemoryStatus,
+                    request_deserializer=inference_dot_grpc__service__pb2.CudaSharedMemoryStatusRequest.FromString,
+                    response_serializer=inference_dot_grpc__service__pb2.CudaSharedMemoryStatusResponse.SerializeToString,
+            ),
+            'CudaSharedMemoryRegister': grpc.unary_unary_rpc_method_handler(
+                    servicer.CudaSharedMemoryRegister,
+                    request_deserializer=inference_dot_grpc__service__pb2.CudaSharedMemoryRegisterRequest.FromString,
+                    response_serializer=inference_dot_grpc__service__pb2.CudaSharedMemoryRegisterResponse.SerializeToString,
+            ),
+            'CudaSharedMemoryUnregister': grpc.unary_unary_rpc_method_handler(
+                    servicer.CudaSharedMemoryUnregister,
+                    request_deserializer=inference_dot_grpc__service__pb2.CudaSharedMemoryUnregisterRequest.FromString,
+                    response_serializer=inference_dot_grpc__service__pb2.CudaSharedMemoryUnregisterResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -707,6 +761,87 @@ class GRPCInferenceService:
             '/inference.GRPCInferenceService/SystemSharedMemoryUnregister',
             inference_dot_grpc__service__pb2.SystemSharedMemoryUnregisterRequest.SerializeToString,
             inference_dot_grpc__service__pb2.SystemSharedMemoryUnregisterResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CudaSharedMemoryStatus(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/inference.GRPCInferenceService/CudaSharedMemoryStatus',
+            inference_dot_grpc__service__pb2.CudaSharedMemoryStatusRequest.SerializeToString,
+            inference_dot_grpc__service__pb2.CudaSharedMemoryStatusResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CudaSharedMemoryRegister(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/inference.GRPCInferenceService/CudaSharedMemoryRegister',
+            inference_dot_grpc__service__pb2.CudaSharedMemoryRegisterRequest.SerializeToString,
+            inference_dot_grpc__service__pb2.CudaSharedMemoryRegisterResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CudaSharedMemoryUnregister(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/inference.GRPCInferenceService/CudaSharedMemoryUnregister',
+            inference_dot_grpc__service__pb2.CudaSharedMemoryUnregisterRequest.SerializeToString,
+            inference_dot_grpc__service__pb2.CudaSharedMemoryUnregisterResponse.FromString,
             options,
             channel_credentials,
             insecure,
