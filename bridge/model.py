@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import dataclasses
 import time
+import types
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import jax
+import jaxport.artifact
 import numpy as np
 from jaxport.artifact import checks as checks_io
 from jaxport.artifact.errors import CheckFailedError
@@ -102,6 +104,7 @@ class Model:
         programs: Mapping[int, Program],
         engine_name: str,
         load_seconds: Mapping[str, float],
+        artifact: jaxport.artifact.Artifact | None = None,
     ) -> None:
         self.name = name
         self.version = version
@@ -123,6 +126,20 @@ class Model:
         )
         # Set by `enable_batching`: requests of any batch size 1..max go through it.
         self.batcher: DynamicBatcher | None = None
+        # Computed once here, never per request: the exported sizes ascending, and which check
+        # outputs are predicates (a request pays for formatting a failure only when one fired).
+        self._batch_sizes = tuple(sorted(self._programs)) if self._batched else ()
+        self._check_predicates = tuple(
+            i for i, (part, _) in enumerate(checks_io.check_layout(manifest.checks))
+            if part == "predicate") if manifest.HasField("checks") else ()
+        # Classification labels by output (Triton's label file): line i names class i. Read
+        # once, from the artifact's `labels_file` of each output that has one.
+        self.labels: dict[str, tuple[str, ...]] = {}
+        if artifact is not None:
+            for spec in manifest.outputs:
+                found = artifact.labels(spec.name) if spec.labels_file else None
+                if found is not None:
+                    self.labels[spec.name] = tuple(found)
 
     def enable_batching(self, config: BatchingConfig) -> None:
         """Route requests through a dynamic batcher over this model's fixed-size programs.
@@ -147,9 +164,14 @@ class Model:
         return f"model '{self.name}' (version {self.version})"
 
     @property
+    def programs(self) -> Mapping[int, Program]:
+        """The compiled programs by batch size (read-only)."""
+        return types.MappingProxyType(self._programs)
+
+    @property
     def batch_sizes(self) -> tuple[int, ...]:
         """Exported batch sizes, ascending (empty for an unbatched model)."""
-        return tuple(sorted(self._programs)) if self._batched else ()
+        return self._batch_sizes
 
     # -- validation: once per request ----------------------------------------------------------
 
@@ -257,7 +279,8 @@ class Model:
         outputs, timings = self._execute(prepared, deadline)
         for name, k in prepared.classes.items():
             batched = name in self._batched_outputs
-            outputs[name] = codecs.topk_classification(outputs[name], k, batched)
+            outputs[name] = codecs.topk_classification(outputs[name], k, batched,
+                                                       self.labels.get(name))
         return outputs, timings
 
     def _execute(
@@ -322,6 +345,8 @@ class Model:
         }
 
     def _raise_if_check_fired(self, values: Sequence[np.ndarray]) -> None:
+        if not any(bool(values[i]) for i in self._check_predicates):
+            return  # the common case: no check fired, nothing to format
         try:
             checks_io.raise_if_fired(self.manifest.checks, values)
         except CheckFailedError as exc:

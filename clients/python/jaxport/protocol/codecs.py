@@ -307,8 +307,16 @@ def _class_value(value: Any, floating: bool) -> str:
     return f"{float(value):f}" if floating else str(int(value))
 
 
-def topk_classification(array: np.ndarray, class_count: int, batched: bool) -> np.ndarray:
-    """Triton's classification result for one output: BYTES entries `"<value>:<index>"`.
+def _class_entry(value: str, index: int, labels: Sequence[str]) -> bytes:
+    label = labels[index] if index < len(labels) else ""
+    return (f"{value}:{index}:{label}" if label else f"{value}:{index}").encode()
+
+
+def topk_classification(array: np.ndarray, class_count: int, batched: bool,
+                        labels: Sequence[str] | None = None) -> np.ndarray:
+    """Triton's classification result for one output: BYTES entries `"<value>:<index>"`, or
+    `"<value>:<index>:<label>"` when `labels[index]` exists and is not empty (Triton's label
+    provider: line `index` of the output's label file).
 
     Per batch row when `batched` (the output's dimension 0 is the batch), else over the whole
     tensor: the `class_count` largest values in descending order (ties: lower index first),
@@ -316,6 +324,7 @@ def topk_classification(array: np.ndarray, class_count: int, batched: bool) -> n
     the integer for integer types), index into the row flattened in C order. Shape
     `[rows, min(k, row elements)]` when batched, else `[min(k, elements)]`.
     """
+    labels = labels or ()
     array = np.asarray(array)
     floating = array.dtype.kind == "f" or array.dtype.name == "bfloat16"
     rows = array.reshape(array.shape[0], -1) if batched and array.ndim else array.reshape(1, -1)
@@ -327,7 +336,7 @@ def topk_classification(array: np.ndarray, class_count: int, batched: bool) -> n
     for r, row in enumerate(rows):
         # Descending, stable: sort the reversed row ascending, reverse, map back the index.
         order = (width - 1 - np.argsort(row[::-1], kind="stable"))[::-1][:k]
-        out[r] = [f"{_class_value(row[i], floating)}:{int(i)}".encode() for i in order]
+        out[r] = [_class_entry(_class_value(row[i], floating), int(i), labels) for i in order]
     return out if batched and array.ndim else out.reshape(k)
 
 
