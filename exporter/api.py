@@ -57,6 +57,7 @@ def export(
     batch_sizes: Sequence[int] | None = None,
     checks: Sequence[str] | str | None = None,
     check_goldens: Mapping[str, Any] | None = None,
+    require_check_goldens: bool = False,
     golden_inputs: Mapping[str, Any] | None = None,
     labels: Mapping[str, str | os.PathLike[str]] | None = None,
 ) -> manifest_pb2.Manifest:
@@ -87,7 +88,10 @@ def export(
 
     `checks` (e.g. ["user", "index", "nan", "div"]) exports checkify checks as extra results
     and an error table; `check_goldens` ({case: inputs}) adds golden cases, e.g. ones that
-    trip each check (see jaxport.exporter.checks).
+    trip each check (see jaxport.exporter.checks). Kinds no golden trips are searched for
+    within a bounded budget (`checks.search_inputs`); `manifest.checks.golden_kinds` lists the
+    kinds some golden trips, and each kind none trips is a warning, or with
+    `require_check_goldens` an error. `goldens=0` without `check_goldens` writes no goldens.
 
     `golden_inputs` ({case: {input: array}} or {case: [arrays in input order]}) adds golden
     cases with the caller's own inputs (real data) next to the `goldens` sampled ones; each
@@ -105,6 +109,9 @@ def export(
     if golden_inputs and checks:
         raise ExportError("golden_inputs (--golden-inputs) with checks: give the cases as "
                           "check_goldens (--check-goldens), which records their check outputs")
+    if require_check_goldens and not checks:
+        raise ExportError("require_check_goldens (--require-check-goldens) without checks: it "
+                          "only applies with checks (--checks)")
     plats = trace.check_platforms(platforms)
     label_files = labels_mod.read_labels(labels)
     fn_name = source_function or getattr(fn, "__name__", "function")
@@ -158,9 +165,10 @@ def export(
                 if golden_inputs:
                     used |= goldens_mod.write_given_goldens(tmp, manifest, low, device_params,
                                                             golden_inputs)
-                checks_mod.write_check_goldens(tmp, manifest, low.export_fn, fn, device_params,
-                                               low.inputs, check_goldens,
-                                               batch_size=low.batch_size)
+                checks_mod.write_check_goldens(
+                    tmp, manifest, low.export_fn, fn, device_params, low.inputs, check_goldens,
+                    batch_size=low.batch_size,
+                    search_seed=seed if goldens or check_goldens else None)
             del device_params
             unused = [c for c in (golden_inputs or {}) if c not in used]
             if unused:
@@ -169,7 +177,8 @@ def export(
                     for low in lowered)
                 raise ExportError(f"golden input case {unused[0]!r} fits no program: its input "
                                   f"shapes must be exactly those of one ({shapes})")
-            checks_mod.check_golden_coverage(manifest)
+            checks_mod.check_golden_coverage(manifest, progress.warn,
+                                             require=require_check_goldens)
             labels_mod.write_labels(tmp, manifest, label_files)
             manifest.files.extend(write.file_entries(tmp, pool))
             manifest_mod.write(manifest, tmp)

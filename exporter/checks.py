@@ -52,6 +52,7 @@ from jaxport.protocol.gen.jaxport.v1 import manifest_pb2
 
 __all__ = [
     "KINDS",
+    "SEARCH_BUDGET",
     "CheckResult",
     "ChecksError",
     "Instrumented",
@@ -63,6 +64,7 @@ __all__ = [
     "parse_checks",
     "require_checks_enabled",
     "require_same_table",
+    "search_inputs",
     "write_check_goldens",
 ]
 
@@ -500,6 +502,10 @@ def apply_checks(
     )
 
 
+#: Most program runs the search for tripping inputs makes per program (see `search_inputs`).
+SEARCH_BUDGET = 64
+
+
 def write_check_goldens(
     root: Any,
     manifest: manifest_pb2.Manifest,
@@ -509,6 +515,7 @@ def write_check_goldens(
     inputs: Any,
     cases: Any = None,
     batch_size: int = 0,
+    search_seed: int | None = None,
 ) -> None:
     """Complete the goldens of one checked program (no-op without checks).
 
@@ -516,8 +523,12 @@ def write_check_goldens(
     check gets `expected_check` / `expected_error` (JAX's own `err.get()`) and no `outputs`.
     `cases` (name -> inputs in input order, or name -> {input name: array}) adds the caller's
     cases, typically ones that trip each check; with batch sizes each goes to the program of
-    its leading dimension. The export calls `check_golden_coverage` once, after its last
-    program.
+    its leading dimension.
+
+    With `search_seed`, kinds of the table that no golden case trips yet (nor a passing case,
+    when none passes) are searched for (`search_inputs`) and each one found is written as a
+    case `search_<kind>` (`search_pass`). The export calls `check_golden_coverage` once, after
+    its last program.
     """
     from pathlib import Path
 
@@ -556,6 +567,15 @@ def write_check_goldens(
             case.outputs.clear()
         return results[:n_out]
 
+    def add(stem: str, values: list[np.ndarray]) -> None:
+        case = manifest.goldens.add(name=stem, batch_size=batch_size)
+        case.inputs.update(goldens_mod.write_arrays(
+            root, stem, "inputs", dict(zip(inputs, values, strict=True))))
+        outs = run(case, values)
+        if not case.expected_check:
+            case.outputs.update(goldens_mod.write_arrays(
+                root, stem, "outputs", dict(zip(export_fn.output_names, outs, strict=True))))
+
     dtypes_by_name = {k: np.dtype(v.dtype) for k, v in inputs.items()}
     for case in manifest.goldens:
         if case.batch_size == batch_size:
@@ -567,14 +587,129 @@ def write_check_goldens(
     names = [n for n in (cases or {}) if _case_batch(n, cases[n], manifest) == batch_size]
     prefix = f"b{batch_size}_check_" if batch_size else "check_"
     for stem, name in zip(unique_safe_names([prefix + n for n in names]), names, strict=True):
-        values = _case_inputs(name, cases[name], inputs)
-        case = manifest.goldens.add(name=stem, batch_size=batch_size)
-        case.inputs.update(goldens_mod.write_arrays(
-            root, stem, "inputs", dict(zip(inputs, values, strict=True))))
-        outs = run(case, values)
-        if not case.expected_check:
-            case.outputs.update(goldens_mod.write_arrays(
-                root, stem, "outputs", dict(zip(export_fn.output_names, outs, strict=True))))
+        add(stem, _case_inputs(name, cases[name], inputs))
+
+    if search_seed is None:
+        return
+    tripped = {g.expected_check for g in manifest.goldens}
+    wanted = [k for k in _table_kinds(table) if k not in tripped]
+    if "" not in tripped:
+        wanted.insert(0, "")
+    if not wanted:
+        return
+
+    def kind_of(values: list[np.ndarray]) -> str:
+        failure = format_failure(table, [np.asarray(r) for r in
+                                         jitted(params, *values)[n_out:]])
+        return failure[0] if failure else ""
+
+    found = search_inputs(kind_of, {k: (tuple(v.shape), np.dtype(v.dtype))
+                                    for k, v in inputs.items()}, wanted, search_seed)
+    taken = {g.name for g in manifest.goldens}
+    prefix = f"b{batch_size}_search_" if batch_size else "search_"
+    for kind, values in found.items():
+        stem = prefix + (kind or "pass")
+        if stem not in taken:
+            add(stem, values)
+
+
+def search_inputs(
+    kind_of: Callable[[list[np.ndarray]], str],
+    specs: dict[str, tuple[tuple[int, ...], np.dtype]],
+    wanted: Sequence[str],
+    seed: int,
+    budget: int = SEARCH_BUDGET,
+) -> dict[str, list[np.ndarray]]:
+    """Inputs (in input order) that make the program report each kind in `wanted` ("" = a
+    case that passes every check), found with at most `budget` runs (`kind_of(values)` runs
+    the program once and names the check that fired first, "" for none).
+
+    Deterministic. First a passing base: the golden sampler's inputs for `seed`, then the same
+    with floats made positive (|x| + 0.5), then also integers 0, then floats 1 as well. Then,
+    from that base, one input at a time, first a single element (the first) and then the
+    whole input is set to each probe value: for signed integers -1, the dtype's max and min
+    (negative, and out-of-range indices wherever they index); unsigned, the max; floats NaN,
+    -1, 0, +inf, -inf (NaN propagation, log/sqrt of a negative, division by zero, inf - inf);
+    booleans are flipped. Checks are reported first-fired-wins, so each probe changes one
+    input of a passing case. A kind no probe reaches within the budget is not returned.
+    """
+    from jaxport.exporter.goldens import sample_inputs
+
+    todo = list(dict.fromkeys(wanted))
+    found: dict[str, list[np.ndarray]] = {}
+    runs = 0
+
+    def probe(values: list[np.ndarray]) -> str | None:
+        nonlocal runs
+        if runs >= budget:
+            return None
+        runs += 1
+        kind = kind_of(values)
+        if kind in todo:
+            todo.remove(kind)
+            found[kind] = values
+        return kind
+
+    names = list(specs)
+    sample = sample_inputs(specs, seed)
+
+    def variant(floats: str, ints: str) -> list[np.ndarray]:
+        out = []
+        for n in names:
+            a = sample[n]
+            if a.dtype.kind == "f" or a.dtype.name == "bfloat16":
+                a = {"sample": a, "positive": (np.abs(a.astype(np.float32)) + 0.5),
+                     "one": np.ones(a.shape, np.float32)}[floats].astype(a.dtype)
+            elif a.dtype.kind in "iu" and ints == "zero":
+                a = np.zeros_like(a)
+            out.append(np.asarray(a))
+        return out
+
+    base = None
+    for floats, ints in (("sample", "sample"), ("positive", "sample"), ("positive", "zero"),
+                         ("one", "zero")):
+        values = variant(floats, ints)
+        kind = probe(values)
+        if kind is None or not todo:
+            return found
+        if kind == "":
+            base = values
+            break
+    if base is None:
+        base = variant("sample", "sample")
+
+    def probes(dtype: np.dtype) -> list[Any]:
+        if dtype == np.bool_:
+            return ["flip"]
+        if dtype.kind == "i":
+            info = np.iinfo(dtype)
+            return [-1, info.max, info.min]
+        if dtype.kind == "u":
+            return [np.iinfo(dtype).max]
+        return [np.nan, -1.0, 0.0, np.inf, -np.inf]
+
+    for whole in (False, True):
+        for i in range(len(names)):
+            a = base[i]
+            if whole and a.size <= 1:
+                continue  # the single-element probe was the whole input
+            for value in probes(a.dtype):
+                changed = np.array(a, copy=True)
+                target = changed if whole or changed.ndim == 0 else changed.reshape(-1)[:1]
+                if isinstance(value, str):  # "flip"
+                    target[...] = ~target
+                else:
+                    target[...] = np.asarray(value).astype(a.dtype)
+                if probe([*base[:i], changed.reshape(a.shape), *base[i + 1:]]) is None:
+                    return found
+                if not todo:
+                    return found
+    return found
+
+
+def _table_kinds(table: manifest_pb2.Checks) -> list[str]:
+    """Kinds the program can report (enabled and with at least one check in the program)."""
+    return [k for k in KINDS if any(c.kind == k for c in table.codes)]
 
 
 def require_same_table(tables: Sequence[Any], sizes: Sequence[int]) -> None:
@@ -592,26 +727,36 @@ def require_same_table(tables: Sequence[Any], sizes: Sequence[int]) -> None:
             )
 
 
-def check_golden_coverage(manifest: manifest_pb2.Manifest) -> None:
-    """A checked artifact's goldens: one passes and each kind in the table trips one.
+def check_golden_coverage(manifest: manifest_pb2.Manifest, warn: Callable[[str], None],
+                          require: bool = False) -> None:
+    """Record in `checks.golden_kinds` the kinds some golden case trips; each kind of the table
+    none trips (and a missing passing case) is a one-line warning, or with `require`
+    (`--require-check-goldens`) an error.
 
     No goldens at all (`--goldens 0` and no check goldens) is an explicit opt-out.
     """
     table = manifest.checks
     if not manifest.goldens or not table.enabled:
         return
-    kinds = [k for k in KINDS if any(c.kind == k for c in table.codes)]
     tripped = {g.expected_check for g in manifest.goldens}
-    missing = [k for k in kinds if k not in tripped]
+    del table.golden_kinds[:]
+    table.golden_kinds.extend(k for k in KINDS if k in tripped)
+    missing = [k for k in _table_kinds(table) if k not in tripped]
     problems = ([] if "" in tripped else ["passes every check"]) + [
         f"trips the {k!r} check" for k in missing
     ]
-    if problems:
+    how = ("pass --check-goldens MODULE:FUNCTION (API: check_goldens=) returning {case name: "
+           "inputs} with such inputs")
+    if require and problems:
         raise ChecksError(
-            f"no golden case {' and none '.join(problems)}; pass --check-goldens "
-            "MODULE:FUNCTION (API: check_goldens=) returning {case name: inputs} with such "
-            "inputs, or --goldens 0 to write no goldens"
+            f"no golden case {' and none '.join(problems)} (--require-check-goldens; the "
+            f"search of up to {SEARCH_BUDGET} inputs found none); {how}, or --goldens 0 to "
+            "write no goldens"
         )
+    for problem in problems:
+        warn(f"no golden case {problem}: the search of up to {SEARCH_BUDGET} inputs found "
+             f"none, so consumers cannot test it; {how} (--require-check-goldens makes this "
+             "an error)")
 
 
 def _case_batch(name: str, case: Any, manifest: manifest_pb2.Manifest) -> int:

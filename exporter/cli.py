@@ -218,6 +218,9 @@ def _export_parser() -> _Parser:
     p.add_argument("--check-goldens", metavar="MODULE:FUNCTION",
                    help="FUNCTION() returns {case name: inputs in --input order}: extra goldens, "
                         "one passing and one tripping each check kind")
+    p.add_argument("--require-check-goldens", action="store_true",
+                   help="with --checks: fail when no golden case trips an enabled kind (after "
+                        "the exporter's bounded search for tripping inputs); default: a warning")
     return p
 
 
@@ -338,6 +341,7 @@ def export_main(argv: Sequence[str]) -> int:
             output_names=_parse_outputs(ns.output), goldens=ns.goldens,
             platforms=ns.platforms.split(","), force=ns.force, name=ns.name, quiet=ns.quiet,
             source_function=ns.function, checks=check_kinds, check_goldens=check_goldens,
+            require_check_goldens=ns.require_check_goldens,
             labels=labels,
             **({"batch_sizes": batch_sizes} if batch_sizes is not None else {}),
             **({"max_constant_bytes": ns.max_constant_bytes}
