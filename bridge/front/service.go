@@ -94,8 +94,18 @@ func (f *front) serviceDesc() *grpc.ServiceDesc {
 			})
 			continue
 		}
-		all := broadcast[name]
-		readiness := name == "ServerReady"
+		mode := forwardOne
+		switch {
+		case broadcast[name]:
+			mode = forwardAll
+		case gathered[name] != nil:
+			mode = forwardGather
+		case name == "ServerReady":
+			mode = forwardReadiness
+		case name == "ModelInfer":
+			mode = forwardRouted
+		}
+		merge := gathered[name]
 		desc.Methods = append(desc.Methods, grpc.MethodDesc{
 			MethodName: name,
 			Handler: func(_ any, ctx context.Context, dec func(any) error, interceptor grpc.UnaryServerInterceptor) (any, error) {
@@ -105,7 +115,7 @@ func (f *front) serviceDesc() *grpc.ServiceDesc {
 				}
 				handler := func(ctx context.Context, req any) (any, error) {
 					defer req.(*rawMsg).free()
-					return f.unary(ctx, index, req.(*rawMsg).in, all, readiness)
+					return f.unary(ctx, index, req.(*rawMsg).in, mode, merge)
 				}
 				if interceptor == nil {
 					return handler(ctx, in)
@@ -149,31 +159,62 @@ func (f *front) pickNotReady() *conn {
 	return nil
 }
 
-// unary forwards one call: to every worker (`all`), or to one; ServerReady (`readiness`) goes
-// to a worker still loading when there is one, so the server is ready only when all are.
-func (f *front) unary(ctx context.Context, method uint8, payload mem.BufferSlice, all, readiness bool) (any, error) {
-	if !all {
-		var k *conn
-		if readiness {
-			k = f.pickNotReady()
-		}
-		if k == nil {
-			k = f.pick()
-		}
-		if k == nil {
-			return nil, noWorker()
-		}
-		r, err := k.call(ctx, method, payload)
-		if err != nil {
-			return nil, err
-		}
-		if err := r.err(); err != nil {
-			r.free()
-			return nil, err
-		}
-		return &rawMsg{out: r.bodySlice()}, nil
+// How a unary RPC reaches the workers.
+type forwardMode int
+
+const (
+	forwardOne       forwardMode = iota // the worker with the fewest calls in flight
+	forwardRouted                       // ModelInfer: a batching model's owner, else as forwardOne
+	forwardReadiness                    // ServerReady: a worker still loading, if any
+	forwardAll                          // state changes: every worker, one answer
+	forwardGather                       // every worker, answers merged (stats.go)
+)
+
+// unary forwards one call as `mode` says; forwardGather merges the answers with `merge`.
+func (f *front) unary(ctx context.Context, method uint8, payload mem.BufferSlice, mode forwardMode,
+	merge func([][]byte) ([]byte, error)) (any, error) {
+	switch mode {
+	case forwardAll:
+		defer f.router().forget() // a load/unload may change which models batch
+		return f.everyWorker(ctx, method, payload, nil)
+	case forwardGather:
+		return f.everyWorker(ctx, method, payload, merge)
 	}
-	var first *reply
+	var k *conn
+	switch mode {
+	case forwardReadiness:
+		k = f.pickNotReady()
+	case forwardRouted:
+		k = f.route(ctx, payload)
+	}
+	if k == nil {
+		k = f.pick()
+	}
+	if k == nil {
+		return nil, noWorker()
+	}
+	r, err := k.call(ctx, method, payload)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.err(); err != nil {
+		r.free()
+		return nil, err
+	}
+	return &rawMsg{out: r.bodySlice()}, nil
+}
+
+// everyWorker sends the call to every connected worker, one after the other. The first
+// failure is the answer; else, without `merge`, the first worker's answer, with it, the
+// answers merged.
+func (f *front) everyWorker(ctx context.Context, method uint8, payload mem.BufferSlice,
+	merge func([][]byte) ([]byte, error)) (any, error) {
+	var replies []*reply
+	defer func() {
+		for _, r := range replies {
+			r.free()
+		}
+	}()
 	for _, w := range f.workers {
 		k, _ := w.current()
 		if k == nil {
@@ -183,35 +224,48 @@ func (f *front) unary(ctx context.Context, method uint8, payload mem.BufferSlice
 		if err != nil {
 			return nil, err
 		}
+		replies = append(replies, r)
 		if r.code != 0 {
-			r.free()
-			if first != nil {
-				first.free()
-			}
 			return nil, r.err()
 		}
-		if first == nil {
-			first = r
-		} else {
-			r.free()
-		}
 	}
-	if first == nil {
+	if len(replies) == 0 {
 		return nil, noWorker()
 	}
-	return &rawMsg{out: first.bodySlice()}, nil
+	if merge == nil {
+		first := replies[0]
+		replies = replies[1:] // the first one's buffer passes to gRPC
+		return &rawMsg{out: first.bodySlice()}, nil
+	}
+	bodies := make([][]byte, len(replies))
+	for i, r := range replies {
+		bodies[i] = r.bodySlice().Materialize()
+	}
+	out, err := merge(bodies)
+	if err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	return &rawMsg{out: mem.BufferSlice{mem.SliceBuffer(out)}}, nil
 }
 
 // stream forwards one ModelStreamInfer call to one worker: client messages as STREAM_MSG,
 // the client's half-close as STREAM_HALF_CLOSE, the worker's responses back in order.
 func (f *front) stream(ss grpc.ServerStream, method uint8) error {
 	ctx := ss.Context()
-	k := f.pick()
+	// The stream's worker is chosen by its first request (a batching model's owner).
+	first := new(rawMsg)
+	firstErr := ss.RecvMsg(first)
+	if firstErr != nil && firstErr != io.EOF {
+		return firstErr
+	}
+	k := f.route(ctx, first.in)
 	if k == nil {
+		first.free()
 		return noWorker()
 	}
 	id, s, err := k.openStream(ctx, method)
 	if err != nil {
+		first.free()
 		return err
 	}
 	defer k.forgetStream(id)
@@ -219,8 +273,12 @@ func (f *front) stream(ss grpc.ServerStream, method uint8) error {
 	go func() {
 		defer close(recvDone)
 		for {
-			in := new(rawMsg)
-			err := ss.RecvMsg(in)
+			in, err := first, firstErr
+			first = nil
+			if in == nil {
+				in = new(rawMsg)
+				err = ss.RecvMsg(in)
+			}
 			if err == io.EOF {
 				_ = k.writeBytes(header{ftype: frameStreamHalfClose, method: method, id: id}, nil)
 				return
