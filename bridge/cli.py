@@ -1,17 +1,95 @@
-"""`jaxport serve`: argument handling; the server itself lives in `jaxport.bridge.server`."""
+"""`jaxport serve`: argument handling; the servers themselves are `jaxport.bridge.server`
+(`--frontend python`) and the native front `jaxport-front` (bridge/front, the default).
+
+With the native front, `jaxport serve` checks every flag here (the same Settings, the same
+one-line errors), then replaces itself (exec, same PID) with the front binary, handing it the
+flags as given minus `--frontend`/`--front-binary`, plus `--workers` and the worker command
+(this Python, `-m jaxport.bridge.worker`). The front forwards the flags it does not use to its
+workers, which read them with the same Settings.
+"""
 
 from __future__ import annotations
 
+import os
+import socket
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from jaxport.bridge.settings import Settings, SettingsError
+
+#: Flags of `jaxport serve` the front does not take (they choose the front).
+SERVE_ONLY = ("--frontend", "--front-binary")
+FRONT_NAME = "jaxport-front"
+
+
+def front_binary(settings: Settings) -> Path:
+    """`--front-binary`, else jaxport-front next to this Python (where `make front` and
+    `make setup` build it)."""
+    if settings.front_binary is not None:
+        return settings.front_binary
+    return Path(sys.executable).parent / FRONT_NAME
+
+
+def _is_serve_only(token: str) -> bool:
+    """Whether `token` (`--flag` or `--flag=value`) is one of SERVE_ONLY, abbreviations
+    included (argparse, which already accepted the arguments, takes unique prefixes)."""
+    name = token.split("=", 1)[0]
+    return len(name) > 2 and name.startswith("--") and any(f.startswith(name)
+                                                           for f in SERVE_ONLY)
+
+
+def front_argv(argv: Sequence[str], settings: Settings) -> list[str]:
+    """The front's arguments: `argv` without the serve-only flags, then --workers and the
+    worker command."""
+    out: list[str] = []
+    args = list(argv)
+    i = 0
+    while i < len(args):
+        token = args[i]
+        if _is_serve_only(token):
+            i += 1 if "=" in token else 2  # both take one value
+            continue
+        out.append(token)
+        i += 1
+    return [*out, "--workers", str(settings.workers),
+            "--worker-cmd", f"{sys.executable} -m jaxport.bridge.worker"]
+
+
+def preflight(settings: Settings) -> str | None:
+    """What `jaxport serve --frontend python` would refuse at start (exit 1), checked before
+    the front replaces this process, so both frontends give the same one line: TLS files and
+    token (bridge/security.py, the same texts), the --port-file directory, ports in use (the
+    front reports a port taken in between with its own line)."""
+    from jaxport.bridge import security
+
+    try:
+        security.server_credentials(settings.tls_cert, settings.tls_key, settings.tls_client_ca)
+        if settings.auth_token_file is not None:
+            security.read_token_file(settings.auth_token_file)
+    except security.SecurityConfigError as exc:
+        return str(exc)
+    for port, what in ((settings.port, "cannot listen on"),
+                       (settings.metrics_port, "cannot serve metrics on")):
+        if port > 0:
+            try:
+                with socket.create_server((settings.host, port)):
+                    pass
+            except OSError as exc:
+                return f"{what} {settings.host}:{port}: {exc.strerror or exc}"
+    if settings.port_file is not None:
+        try:
+            settings.port_file.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            return f"cannot write --port-file {settings.port_file}: {exc.strerror or exc}"
+    return None
 
 
 def serve_main(argv: Sequence[str]) -> int:
     """Parse flags/env into Settings and serve until SIGTERM; returns the exit status.
 
-    A user mistake is one line `jaxport serve: error: ...` on stderr and status 2.
+    A user mistake is one line `jaxport serve: error: ...` on stderr and status 2; a native
+    front that is not built, one line naming `make front` and `--frontend python`, status 1.
     """
     try:
         settings = Settings.from_argv(argv)
@@ -22,6 +100,20 @@ def serve_main(argv: Sequence[str]) -> int:
         print(f"jaxport serve: error: --repository {settings.repository} is not a directory",
               file=sys.stderr)
         return 2
+    if settings.frontend == "native":
+        binary = front_binary(settings)
+        if not os.access(binary, os.X_OK):
+            print(f"jaxport serve: error: the native front {binary} is not built: run "
+                  "`make front` (needs Go), or serve with `--frontend python`",
+                  file=sys.stderr)
+            return 1
+        problem = preflight(settings)
+        if problem is not None:
+            print(f"jaxport serve: error: {problem}", file=sys.stderr)
+            return 1
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.execv(binary, [str(binary), *front_argv(argv, settings)])
     from jaxport.bridge import server  # heavy (jax, grpc): only once the flags are valid
 
     return server.run(settings)

@@ -10,6 +10,14 @@ SIGKILL after a grace period.
         stub = GRPCInferenceServiceStub(bridge.channel())
 
 Stdout and stderr (JSON-line logs) go to files in `workdir` for `stdout_text()`/`log_text()`.
+
+Frontend: `jaxport serve` runs the native front (Go, `jaxport-front` + Python workers) by
+default. A BridgeProcess pins `--frontend python` unless told otherwise (`frontend=`), because
+most suites test that server itself (its logs, grpcio's limits, the drain); suites that test
+what a client sees run `frontend="default"` (the native front). `JAXPORT_TEST_FRONTEND=native|
+python|default` changes the default for a whole run (e.g. a suite against the front). The
+front binary is the one `jaxport serve` finds (`.venv/bin/jaxport-front`, or
+`JAXPORT_FRONT_BINARY`).
 """
 
 from __future__ import annotations
@@ -31,6 +39,9 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 __all__ = ["BridgeProcess", "BridgeStartError", "serve_command"]
 
 START_TIMEOUT_S = 120.0
+FRONTENDS = ("python", "native", "default")
+#: The frontend of a BridgeProcess not told otherwise (see the module doc).
+DEFAULT_FRONTEND = os.environ.get("JAXPORT_TEST_FRONTEND", "python")
 MAX_MESSAGE_BYTES = 256 * 1024 * 1024
 
 
@@ -57,12 +68,21 @@ class BridgeProcess:
         workdir: str | os.PathLike[str] | None = None,
         command: Sequence[str] | None = None,
         start_timeout: float = START_TIMEOUT_S,
+        frontend: str | None = None,
     ) -> None:
+        frontend = frontend or DEFAULT_FRONTEND
+        if frontend not in FRONTENDS:
+            raise ValueError(f"frontend must be one of {FRONTENDS}, got {frontend!r}")
+        #: "python"/"native" are passed as --frontend to `jaxport serve`; "default" is not.
+        #: Ignored with `command` (a server command line of its own, e.g. the front binary).
+        self.frontend = frontend
         self.repository = Path(repository)
         self.args = tuple(args)
         self.env = dict(env or {})
         self.workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="bridge-"))
         self.command = list(command) if command else serve_command()
+        if not command and frontend != "default":
+            self.command += ["--frontend", frontend]
         self.start_timeout = start_timeout
         self.port_file = self.workdir / "ports.json"
         self.stdout_path = self.workdir / "stdout.txt"
