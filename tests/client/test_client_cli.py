@@ -258,7 +258,7 @@ def test_help_lists_every_subcommand() -> None:
     for flag in ("--help", "-h"):
         done = jaxport(flag)
         assert done.returncode == 0
-        for command in ("export", "verify", "serve", "infer"):
+        for command in ("export", "verify", "serve", "infer", "model"):
             assert f"  {command} " in done.stdout
 
 
@@ -279,7 +279,7 @@ def test_unknown_command() -> None:
     assert done.returncode == 2
     assert one_error_line(done) == (
         "jaxport: error: unknown command 'frobnicate'; expected one of export, verify, serve, "
-        "infer (see `jaxport --help`)"
+        "infer, model (see `jaxport --help`)"
     )
 
 

@@ -1,8 +1,8 @@
-"""The `jaxport` command: dispatches to export/verify/serve/infer, importing each lazily.
+"""The `jaxport` command: dispatches to export/verify/serve/infer/model, importing each lazily.
 
-It ships with the JAX-free `jaxport-client` distribution so `jaxport infer` works alone;
-`export`, `verify` and `serve` live in the full `jaxport` distribution and are only imported
-when asked for, so `jaxport infer` never loads JAX.
+It ships with the JAX-free `jaxport-client` distribution so `jaxport infer` and `jaxport model`
+work alone; `export`, `verify` and `serve` live in the full `jaxport` distribution and are only
+imported when asked for, so `jaxport infer` and `jaxport model` never load JAX.
 """
 
 from __future__ import annotations
@@ -36,6 +36,12 @@ SUBCOMMANDS: dict[str, tuple[str, str, str, bool]] = {
         "jaxport.client.cli",
         "infer_main",
         "call a model on an Open Inference Protocol server",
+        False,
+    ),
+    "model": (
+        "jaxport.client.cli",
+        "model_main",
+        "list, load or unload the models of a running server (--url HOST:PORT)",
         False,
     ),
 }

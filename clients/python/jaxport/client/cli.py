@@ -1,4 +1,5 @@
-"""`jaxport infer`: call a model on an Open Inference Protocol server from the shell.
+"""`jaxport infer` (call a model) and `jaxport model list|load|unload` (manage a running
+server's repository) on an Open Inference Protocol server, from the shell.
 
     jaxport infer --url HOST:PORT --model NAME --input x=@x.npy [--input y=@y.npy]
                   [--model-version V] [--output NAME ...] [--json] [--timeout S]
@@ -11,6 +12,15 @@ shaped like the protocol's REST response ({"model_name", "model_version", "id", 
 [{"name", "datatype", "shape", "data"}]}, data flattened row-major, non-finite floats as the
 strings "NaN"/"Infinity"/"-Infinity"). Errors are one line on stderr: a failed call prints
 `jaxport infer: error: <CODE>: <server message>` and exits 1; a usage mistake exits 2.
+
+    jaxport model list --url HOST:PORT [--ready] [--json]
+    jaxport model load MODEL --url HOST:PORT
+    jaxport model unload MODEL --url HOST:PORT
+
+`list` prints one row per model version (model, version, state, reason); `load` (re)loads a
+model directory of the server's repository (a new model, a new version, a repaired artifact)
+and prints the versions then ready; `unload` stops serving it. Errors as for `infer`:
+`jaxport model: error: <CODE>: <server message>`, exit 1.
 """
 
 from __future__ import annotations
@@ -78,12 +88,38 @@ def build_parser() -> argparse.ArgumentParser:
         help="convert each input to the datatype the model declares (e.g. numpy's default "
         "float64/int64 .npy to FP32/INT32); refused when values would not survive",
     )
+    add_connection_args(parser)
+    return parser
+
+
+def add_connection_args(parser: argparse.ArgumentParser) -> None:
+    """Security options shared by `jaxport infer` and `jaxport model`."""
     parser.add_argument("--token-file", type=Path, help="file holding a bearer token")
     parser.add_argument("--tls", action="store_true", help="use TLS with the system roots")
     parser.add_argument("--ca", type=Path, help="PEM root certificates (implies TLS)")
     parser.add_argument("--cert", type=Path, help="PEM client certificate (mutual TLS)")
     parser.add_argument("--key", type=Path, help="PEM client private key (mutual TLS)")
-    return parser
+
+
+def connect(args: argparse.Namespace) -> InferenceClient:
+    """A client for `--url` with the options of `add_connection_args` (and `--timeout`)."""
+    if (args.cert is None) != (args.key is None):
+        raise UsageError("--cert and --key must be given together")
+    token = None
+    if args.token_file is not None:
+        try:
+            token = args.token_file.read_text().strip()
+        except OSError as exc:
+            raise ProtocolError(f"cannot read --token-file {args.token_file}: {exc}") from None
+    return InferenceClient(
+        args.url,
+        timeout=args.timeout,
+        tls=args.tls,
+        root_certificates=args.ca,
+        client_certificate=args.cert,
+        client_key=args.key,
+        token=token,
+    )
 
 
 def parse_input(spec: str) -> tuple[str, Path]:
@@ -235,21 +271,7 @@ def run(args: argparse.Namespace) -> int:
     if (args.cert is None) != (args.key is None):
         raise UsageError("--cert and --key must be given together")
     inputs = load_inputs(args.input)
-    token = None
-    if args.token_file is not None:
-        try:
-            token = args.token_file.read_text().strip()
-        except OSError as exc:
-            raise ProtocolError(f"cannot read --token-file {args.token_file}: {exc}") from None
-    with InferenceClient(
-        args.url,
-        timeout=args.timeout,
-        tls=args.tls,
-        root_certificates=args.ca,
-        client_certificate=args.cert,
-        client_key=args.key,
-        token=token,
-    ) as client:
+    with connect(args) as client:
         if any(a.dtype.kind == "V" for a in inputs.values()):
             inputs = reinterpret_raw_inputs(client, args.model, args.model_version, inputs)
         if args.cast:
@@ -274,26 +296,102 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _fail(message: str, status: int) -> int:
+def _fail(message: str, status: int, prog: str = PROG) -> int:
     one_line = message.replace("\r\n", "\n").replace("\n", " ")
-    print(f"{PROG}: error: {one_line}", file=sys.stderr)
+    print(f"{prog}: error: {one_line}", file=sys.stderr)
     return status
+
+
+def _main(prog: str, body: Any, argv: Sequence[str] | None) -> int:
+    """Run a command's body; every failure is one stderr line (usage: exit 2, else 1)."""
+    try:
+        return body(argv)
+    except SystemExit as exc:  # --help
+        return exc.code if isinstance(exc.code, int) else 0
+    except UsageError as exc:
+        return _fail(str(exc), 2, prog)
+    except InferenceServerError as exc:
+        return _fail(f"{exc.code}: {exc.message}", 1, prog)
+    except ProtocolError as exc:
+        return _fail(exc.message, 1, prog)
+    except OSError as exc:  # e.g. unreadable TLS files
+        return _fail(str(exc), 1, prog)
 
 
 def infer_main(argv: Sequence[str] | None = None) -> int:
     """Entry point of `jaxport infer`; returns the exit status."""
-    try:
-        return run(build_parser().parse_args(argv))
-    except SystemExit as exc:  # --help
-        return exc.code if isinstance(exc.code, int) else 0
-    except UsageError as exc:
-        return _fail(str(exc), 2)
-    except InferenceServerError as exc:
-        return _fail(f"{exc.code}: {exc.message}", 1)
-    except ProtocolError as exc:
-        return _fail(exc.message, 1)
-    except OSError as exc:  # e.g. unreadable TLS files
-        return _fail(str(exc), 1)
+    return _main(PROG, lambda a: run(build_parser().parse_args(a)), argv)
+
+
+# --- jaxport model -----------------------------------------------------------------------------
+
+MODEL_PROG = "jaxport model"
+
+
+def build_model_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog=MODEL_PROG,
+        description="List, load and unload the models of a running server's repository "
+        "(the protocol's RepositoryIndex / RepositoryModelLoad / RepositoryModelUnload).",
+    )
+    actions = parser.add_subparsers(dest="action", metavar="{list,load,unload}",
+                                    parser_class=_Parser)
+    actions.required = True
+    specs = {
+        "list": "every model version the server's repository knows, with its state",
+        "load": "load (or reload) MODEL from the server's repository directory",
+        "unload": "stop serving MODEL (requests in flight finish)",
+    }
+    for action, help_text in specs.items():
+        sub = actions.add_parser(action, help=help_text, description=help_text)
+        if action == "list":
+            sub.add_argument("--ready", action="store_true", help="only versions ready to serve")
+            sub.add_argument("--json", action="store_true", help="one JSON object per line")
+        else:
+            sub.add_argument("model", metavar="MODEL", help="model (directory) name")
+        sub.add_argument("--url", required=True, help="server address HOST:PORT")
+        sub.add_argument("--timeout", type=float, default=None, help="deadline in seconds")
+        add_connection_args(sub)
+    return parser
+
+
+def index_text(entries: Sequence[Any]) -> str:
+    """`jaxport model list`'s table: model, version, state, reason."""
+    if not entries:
+        return "no models"
+    rows = [("MODEL", "VERSION", "STATE", "REASON")] + [
+        (e.name, e.version or "-", e.state or "-", e.reason) for e in entries]
+    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+    return "\n".join(
+        "  ".join([*(c.ljust(w) for c, w in zip(r[:3], widths, strict=True)), r[3]]).rstrip()
+        for r in rows)
+
+
+def run_model(args: argparse.Namespace) -> int:
+    with connect(args) as client:
+        if args.action == "list":
+            entries = client.repository_index(ready=args.ready)
+            if args.json:
+                for e in entries:
+                    print(json.dumps({"name": e.name, "version": e.version, "state": e.state,
+                                      "reason": e.reason}))
+            else:
+                print(index_text(entries))
+            return 0
+        if args.action == "load":
+            client.load_model(args.model)
+            ready = [e.version for e in client.repository_index(ready=True)
+                     if e.name == args.model]
+            print(f"loaded {args.model}: version(s) {', '.join(ready) or 'none'} ready")
+            return 0
+        client.unload_model(args.model)
+        print(f"unloaded {args.model}")
+        return 0
+
+
+def model_main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of `jaxport model list|load|unload --url HOST:PORT`."""
+    return _main(MODEL_PROG, lambda a: run_model(build_model_parser().parse_args(a)), argv)
 
 
 if __name__ == "__main__":
