@@ -44,9 +44,12 @@ Framing (every integer little-endian). A frame is a 24-byte header then `length`
                                                worker's Prometheus registry in text format
                                                (empty with --metrics-port -1)
 
-Several calls are in flight per connection: frames of different ids interleave freely; each
-call runs on a thread pool of `--worker-threads` threads (as the Python server), and a call
-beyond that many at once is answered RESOURCE_EXHAUSTED (as grpcio's `maximum_concurrent_rpcs`).
+Several calls are in flight per connection: frames of different ids interleave freely. At
+most `--worker-threads` calls run at once (as the Python server); a call beyond that many is
+answered RESOURCE_EXHAUSTED (as grpcio's `maximum_concurrent_rpcs`). Threads take turns reading
+the socket (leader/followers): a call runs on the thread that read its frame while the next
+idle thread reads on, and one thread more than the calls running is kept idle, so a frame is
+always read at once.
 A request that does not parse is INTERNAL "Exception deserializing request!" (grpcio's words);
 a response larger than `--max-message-bytes` is RESOURCE_EXHAUSTED for that call. A call's
 slot is free again before its answer is sent.
@@ -70,7 +73,6 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent import futures
 from dataclasses import dataclass
 from typing import Any
 
@@ -88,6 +90,8 @@ STREAM_OPEN, STREAM_MSG, STREAM_HALF_CLOSE, STREAM_REPLY, STREAM_END = 5, 6, 7, 
 METRICS = 10
 CODE_NAMES = {c.value[0]: c.name for c in grpc.StatusCode}
 NO_DEADLINE = -1
+#: Bytes read from the socket at once (one recv serves every small frame that arrived).
+READ_BUFFER = 256 * 1024
 #: Room for the header fields of a request around its largest allowed message.
 FRAME_SLACK = 64 * 1024
 DESERIALIZE_FAILED = "Exception deserializing request!"  # grpcio's details for the same case
@@ -226,7 +230,7 @@ class _Slots:
 
 
 class Connection:
-    """One socket from the front: reads frames, runs calls on the pool, writes replies."""
+    """One socket from the front: reads frames, runs calls, writes replies."""
 
     def __init__(self, worker: Worker, sock: socket.socket) -> None:
         self.worker = worker
@@ -236,6 +240,13 @@ class Connection:
         self._streams: dict[int, _Stream] = {}
         self._lock = threading.Lock()
         self.closed = threading.Event()
+        self._rbuf = bytearray(READ_BUFFER)
+        self._rview = memoryview(self._rbuf)
+        self._lo = self._hi = 0  # unread bytes are _rbuf[_lo:_hi]
+        self._lead = threading.Lock()  # held by the one thread reading the socket
+        self._done = False  # the connection is closed: threads leave
+        self._threads_lock = threading.Lock()
+        self._threads = self._idle = 0  # this connection's threads; those not in a call
 
     # -- writing -----------------------------------------------------------------------------
 
@@ -261,12 +272,36 @@ class Connection:
 
     # -- reading -----------------------------------------------------------------------------
 
-    def _read_exact(self, n: int) -> bytearray | None:
-        """Exactly n bytes, read straight into one buffer (protobuf parses a bytearray, so a
-        large request is copied once, by the kernel)."""
+    def _fill(self, n: int) -> bool:
+        """At least `n` (<= READ_BUFFER) bytes buffered; False at end of stream."""
+        if self._lo + n > READ_BUFFER:  # no room after the unread bytes: move them to the front
+            rest = self._hi - self._lo
+            self._rbuf[:rest] = self._rbuf[self._lo:self._hi]
+            self._lo, self._hi = 0, rest
+        while self._hi - self._lo < n:
+            k = self.sock.recv_into(self._rview[self._hi:])
+            if k == 0:
+                return False
+            self._hi += k
+        return True
+
+    def _take(self, n: int) -> bytes | bytearray | None:
+        """The next `n` bytes (None at end of stream). Small ones come out of the read buffer
+        (one recv serves many frames); a large one is read straight into its own buffer
+        (protobuf parses a bytearray, so it is copied once, by the kernel)."""
+        if n <= READ_BUFFER:
+            if not self._fill(n):
+                return None
+            out = bytes(self._rview[self._lo:self._lo + n])
+            self._lo += n
+            if self._lo == self._hi:
+                self._lo = self._hi = 0
+            return out
         buf = bytearray(n)
         view = memoryview(buf)
-        got = 0
+        got = self._hi - self._lo
+        view[:got] = self._rview[self._lo:self._hi]
+        self._lo = self._hi = 0
         while got < n:
             k = self.sock.recv_into(view[got:])
             if k == 0:
@@ -274,41 +309,85 @@ class Connection:
             got += k
         return buf
 
+    def _read_frame(self) -> tuple[int, int, int, int, bytes | bytearray] | None:
+        """(type, method, id, aux, payload) of the next frame; None when the connection must
+        close (end of stream, or a frame over the limit)."""
+        if not self._fill(HEADER.size):
+            return None
+        length, ftype, method, _code, call_id, aux = HEADER.unpack_from(self._rbuf, self._lo)
+        self._lo += HEADER.size
+        if length > self.worker.max_frame_bytes:
+            log.error("frame too large, closing", extra={"fields": {"bytes": length}})
+            return None
+        payload = self._take(length) if length else b""
+        if payload is None:
+            return None
+        return ftype, method, call_id, aux, payload
+
     def serve(self) -> None:
-        """Read frames until the front closes the connection (or sends garbage)."""
-        try:
-            if self.worker.ready.is_set():
-                self.send(READY, 0, 0, 0, 0)
-            while True:
-                header = self._read_exact(HEADER.size)
-                if header is None:
+        """Serve the connection on this thread and as many more as calls need (below)."""
+        if self.worker.ready.is_set():
+            self.send(READY, 0, 0, 0, 0)
+        with self._threads_lock:
+            self._threads = self._idle = 1
+        self._follow()
+
+    def _follow(self) -> None:
+        """Leader/followers: the idle thread holding `_lead` reads the next frame; a call is
+        then executed by the thread that read it, while the next idle thread reads on. No
+        hand-off between a reader and an executing thread on a call's path, and since at most
+        `--worker-threads` calls hold a slot and one more thread is kept idle, a frame (a
+        CANCEL, a call to refuse) is always read at once."""
+        while True:
+            with self._lead:
+                if self._done:
                     return
-                length, ftype, method, _code, call_id, aux = HEADER.unpack(header)
-                if length > self.worker.max_frame_bytes:
-                    log.error("frame too large, closing", extra={"fields": {"bytes": length}})
+                job = None
+                try:
+                    frame = self._read_frame()
+                    if frame is not None:
+                        job = self._dispatch(*frame)
+                        if job is False:
+                            log.error("bad frame, closing", extra={"fields": {
+                                "type": frame[0], "method": frame[1]}})
+                except OSError as exc:
+                    log.info("connection error", extra={"fields": {"error": str(exc)}})
+                    frame = None
+                if frame is None or job is False:
+                    self._done = True
+                    self._close()
                     return
-                payload = self._read_exact(length) if length else bytearray()
-                if payload is None:
-                    return
-                if not self._dispatch(ftype, method, call_id, aux, payload):
-                    log.error("bad frame, closing", extra={"fields": {
-                        "type": ftype, "method": method}})
-                    return
-        except OSError as exc:
-            log.info("connection error", extra={"fields": {"error": str(exc)}})
-        finally:
-            self.closed.set()
-            with self._lock:
-                for ctx in self._calls.values():
-                    ctx.cancel()
-                for stream in self._streams.values():
-                    stream.context.cancel()
-                    stream.close()
-            self.sock.close()
-            self.worker.connection_closed(self)
+            if job is None or job is True:
+                continue
+            with self._threads_lock:
+                self._idle -= 1
+                spawn = self._idle == 0
+                if spawn:
+                    self._threads += 1
+                    self._idle += 1
+            if spawn:
+                threading.Thread(target=self._follow, name="worker-call", daemon=True).start()
+            try:
+                job()
+            finally:
+                with self._threads_lock:
+                    self._idle += 1
+
+    def _close(self) -> None:
+        self.closed.set()
+        with self._lock:
+            for ctx in self._calls.values():
+                ctx.cancel()
+            for stream in self._streams.values():
+                stream.context.cancel()
+                stream.close()
+        self.sock.close()
+        self.worker.connection_closed(self)
 
     def _dispatch(self, ftype: int, method_index: int, call_id: int, aux: int,
-                  payload: bytes | bytearray) -> bool:
+                  payload: bytes | bytearray) -> bool | Callable[[], None]:
+        """Handle one frame: True when done, False for a malformed frame, or the call to run
+        (on the reading thread, once it has handed the lead on)."""
         methods = self.worker.methods
         if ftype == CANCEL:
             with self._lock:
@@ -342,8 +421,13 @@ class Connection:
         if method.streaming != (ftype == STREAM_OPEN):
             return False
         context = CallContext(aux)
+        end = REPLY if ftype == CALL else STREAM_END
+        if self.worker.stop.is_set():  # SIGTERM: refuse like a draining server
+            self.send_status(end, method_index, call_id, grpc.StatusCode.UNAVAILABLE.value[0],
+                             "worker is shutting down")
+            return True
         if not self.worker.slots.acquire(blocking=False):
-            self.send_status(REPLY if ftype == CALL else STREAM_END, method_index, call_id,
+            self.send_status(end, method_index, call_id,
                              grpc.StatusCode.RESOURCE_EXHAUSTED.value[0], CONCURRENCY_EXCEEDED)
             return True
         with self._lock:
@@ -351,17 +435,9 @@ class Connection:
                 self._calls[call_id] = context
             else:
                 self._streams[call_id] = _Stream(context)
-        try:
-            if ftype == CALL:
-                self.worker.pool.submit(self._unary, method, call_id, context, payload)
-            else:
-                self.worker.pool.submit(self._stream, method, call_id)
-        except RuntimeError:  # pool shut down (SIGTERM): refuse like a draining server
-            self._forget(call_id)
-            self.worker.slots.release()
-            self.send_status(REPLY if ftype == CALL else STREAM_END, method_index, call_id,
-                             grpc.StatusCode.UNAVAILABLE.value[0], "worker is shutting down")
-        return True
+        if ftype == CALL:
+            return lambda: self._unary(method, call_id, context, payload)
+        return lambda: self._stream(method, call_id)
 
     def _forget(self, call_id: int) -> None:
         with self._lock:
@@ -427,8 +503,6 @@ class Worker:
         self.core = build_core(settings)
         self.servicer = self.core.servicer
         self.methods = service_methods(self.servicer)
-        self.pool = futures.ThreadPoolExecutor(settings.worker_threads,
-                                               thread_name_prefix="worker")
         self.slots = _Slots(settings.worker_threads)
         self.max_frame_bytes = settings.max_message_bytes + FRAME_SLACK
         self.listener = listener
@@ -520,7 +594,6 @@ class Worker:
             self.listener.close()
         except OSError:
             pass
-        self.pool.shutdown(wait=False)
         drained = self.slots.wait_idle(self.settings.grace_period_s)
         log.info("stopped", extra={"fields": {"drained": drained}})
         return drained
