@@ -80,6 +80,10 @@ def markdown(results: dict[str, Any]) -> str:
                 f"| {row['pct_memcpy']:.1f}% | {'-' if shm_pct is None else f'{shm_pct:.1f}%'} "
                 f"| {row['errors']} |"
             )
+    if results.get("front"):
+        from tests.bench.front import markdown as front_markdown
+
+        lines += front_markdown(results["front"], results.get("front_targets") or [])
     if results.get("cold_start"):
         lines += ["", "## Cold start (process start to model ready)", "",
                   "| phase | seconds |", "|---|---:|"]

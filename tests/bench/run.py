@@ -5,6 +5,7 @@ Configurations (closed loop, concurrency levels 1/4/16/64, every response checke
 2. transport floor: the bridge's own server stack answering ModelInfer with a precomputed
    response (`tests/bench/floor_server.py`);
 3. bridge `--engine exported`;  4. bridge `--engine pjrt`;  5. bridge with dynamic batching.
+Plus issue 12's native front against `--frontend python` under ghz (`tests/bench/front.py`).
 Plus large tensors (1/16/64 MiB) against memcpy, cold start phases, and the exporter's weight
 write throughput against np.save and its peak RSS for 1 GiB of parameters.
 
@@ -34,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from tests.bench import front as front_mod
 from tests.bench import load as load_mod
 from tests.bench import models, report, shm_client, sysinfo
 
@@ -584,7 +586,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     help="closed-loop rounds; each cell keeps its best round (interference from "
                          "other processes only ever slows a round down)")
     ap.add_argument("--only", default="", help="comma list of sections to run (default all): "
-                    "compute,transport,exported,pjrt,batching,large,exporter")
+                    "compute,transport,exported,pjrt,batching,large,front,exporter")
     args = ap.parse_args(argv)
     if args.quick:
         args.duration, args.warmup, args.rounds = 1.0, 0.3, 1
@@ -695,6 +697,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                                            args.warmup, MLP_TOL)
                     collect("bridge batching", rows)
 
+            if want("front"):
+                log("native front vs --frontend python (issue 12; ghz load, batch-8 MLP)")
+                results["front"] = front_mod.front_vs_python(
+                    server, pool, work, work / "front-repo", args.rounds, args.duration,
+                    args.warmup, front_mod.WORKER_COUNTS, memcpy[16], log)
+
         results["configs"] = best_of_rounds(by_config)
 
         if want("exporter"):
@@ -709,6 +717,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     results["wall_s"] = time.monotonic() - t_start
     results["loadavg_end"] = os.getloadavg()
     results["targets"] = evaluate_targets(results)
+    if results.get("front"):
+        results["front_targets"] = front_mod.targets(results["front"],
+                                                     front_mod.DEFAULT_WORKERS)
 
     args.out.mkdir(parents=True, exist_ok=True)
     base = args.out / ts
