@@ -32,11 +32,17 @@ from jaxport.protocol import dtypes  # noqa: E402
 
 CASES = HERE / "cases"
 JAXPORT = ["jaxport-models"]
-#: Feature tags (runner.FEATURES): what a case needs beyond the core protocol.
+#: Feature tags (features.json): what a case needs beyond the core protocol.
 VERSIONS = [*JAXPORT, "versions"]
 BF16 = [*JAXPORT, "bf16"]
 STREAM = [*JAXPORT, "triton-stream"]
 CHECKIFY = [*JAXPORT, "checkify"]
+BATCHES = [*JAXPORT, "batch-sizes"]
+BOOL_NONZERO = [*JAXPORT, "bool-nonzero"]
+CLASSIFY = [*JAXPORT, "classification"]
+LABELS = [*BATCHES, "classification", "classification-labels"]
+FINAL = [*STREAM, "triton-final-response"]
+CUDA = ["cuda-shm-cpu"]
 
 #: Per-datatype tolerances for comparing float outputs: |got - want| <= atol + rtol * |want|.
 #: The bridge runs the same XLA program as in-process JAX on the same CPU, so results are
@@ -163,6 +169,28 @@ def infer_case(
         expect["model_version"] = version
     w.case(name, {"description": description, "requires": requires, "rpc": "ModelInfer",
                   **(extra or {}), "request": request, "expect": expect})
+
+
+def classified(values: np.ndarray, k: int, batched: bool,
+               labels: tuple[str, ...] = ()) -> list[str]:
+    """Triton's classification entries, computed here independently of the bridge: per row
+    (batched) or over the whole tensor, the k largest values descending (ties: lower index
+    first), "value:index[:label]" with the value as C++ std::to_string prints it (%f for floating
+    point, the integer otherwise); flattened row-major."""
+    rows = values.reshape(values.shape[0], -1) if batched else values.reshape(1, -1)
+    floating = values.dtype.kind == "f"
+    out = []
+    for row in rows:
+        for i in sorted(range(row.size), key=lambda j: (-row[j], j))[:k]:
+            value = format(float(row[i]), "f") if floating else str(int(row[i]))  # C's %f
+            label = labels[i] if i < len(labels) else ""
+            out.append(f"{value}:{i}:{label}" if label else f"{value}:{i}")
+    return out
+
+
+def bytes_expected(name: str, shape: list[int], strings: list[str]) -> dict[str, Any]:
+    """An expected BYTES output: its elements inline (UTF-8 text), flattened row-major."""
+    return {"name": name, "datatype": "BYTES", "shape": shape, "strings": strings}
 
 
 def error_case(
@@ -403,8 +431,142 @@ def write_all(root: Path) -> None:
                "the message JAX's err.get() gives in-process",
                req(tensor(w, "check_tripped", "index", bad), tensor(w, "check_tripped", "row", row),
                    model="cf_check"), "INVALID_ARGUMENT", [message], requires=CHECKIFY)
+    write_issue14(w, fam)
     infer_case(w, "sanity_after_errors", "after every error case the server still answers",
                fam["cf_fp32"], [x])
+
+
+def write_issue14(w: Writer, fam: dict[str, models.SuiteModel]) -> None:
+    """What Triton's own tools rely on (issue 14): partial batches without batching, nonzero
+    BOOL bytes, classification with and without labels, triton_final_response, and the CUDA
+    shared-memory answers of a server without GPUs."""
+    # --- a model exported with batch sizes 1,4: any batch up to 4, only the request's rows ---
+    m = fam["cf_batched"]
+    cols = models.DTYPE_SHAPE[1]
+    w.case("metadata_model_batched", {
+        "description": "ModelMetadata of cf_batched (exported with batch sizes 1,4): the batch "
+                       "dimension is -1", "requires": BATCHES, "rpc": "ModelMetadata",
+        "request": {"model": "cf_batched", "version": ""},
+        "expect": {"code": "OK", "name": "cf_batched",
+                   "inputs": [{"name": "data_in", "datatype": "FP32", "shape": [-1, cols]}],
+                   "outputs": [{"name": "data_out", "datatype": "FP32", "shape": [-1, cols]}]},
+    })
+    for rows in (1, 2, 3, 4):
+        x = family_input("fp32", np.dtype("float32"), seed=600 + rows)
+        x = np.resize(x, (rows, cols)) + np.arange(rows, dtype=np.float32)[:, None]
+        infer_case(w, f"infer_batch_{rows}_of_4",
+                   f"{rows} row(s) to cf_batched (exported sizes 1,4; no dynamic batching "
+                   "needed): runs on the smallest program that holds them, padded, and returns "
+                   f"exactly {rows} row(s)", m, [x], requires=BATCHES)
+    over = tensor(w, "error_batch_beyond_max", "data_in", np.zeros((5, cols), np.float32))
+    error_case(w, "error_batch_beyond_max", "5 rows to cf_batched, whose max_batch_size is 4",
+               {"model": "cf_batched", "id": "", "encoding": "raw", "inputs": [over]},
+               "INVALID_ARGUMENT", ["cf_batched"], requires=BATCHES)
+
+    # --- BOOL: any nonzero raw byte is true (Triton's C++ bool; perf_analyzer's random data) --
+    raw = np.array([[0, 1, 2], [255, 7, 0]], np.uint8)
+    as_bool = raw.view(np.bool_)  # the bytes as they go on the wire, unnormalised
+    (y,) = models.run_in_process(fam["cf_bool"], raw != 0)
+    w.case("infer_bool_nonzero_bytes", {
+        "description": "cf_bool with raw BOOL bytes 2, 255 and 7: each reads as true (the "
+                       "program sees 0/1), so the answer equals the one for 0/1 bytes",
+        "requires": BOOL_NONZERO, "rpc": "ModelInfer",
+        "request": {"model": "cf_bool", "id": "", "encoding": "raw",
+                    "inputs": [tensor(w, "infer_bool_nonzero_bytes", "data_in", as_bool)]},
+        "expect": {"code": "OK",
+                   "outputs": [expected(w, "infer_bool_nonzero_bytes", "data_out", y)]},
+    })
+
+    # --- classification: BYTES "value:index" entries instead of the tensor ---
+    for suffix, k in (("fp32", 4), ("int64", 3)):
+        m = fam[f"cf_{suffix}"]
+        x = family_input(suffix, m.inputs["data_in"].dtype, seed=700 + k)
+        (y,) = models.run_in_process(m, x)
+        w.case(f"classify_{suffix}", {
+            "description": f"classification of cf_{suffix}'s {suffix.upper()} output "
+                           f"(class_count {k}; no batch dimension, so over the whole tensor): "
+                           "BYTES value:index, descending",
+            "requires": CLASSIFY, "rpc": "ModelInfer",
+            "request": {"model": m.name, "id": "", "encoding": "raw",
+                        "inputs": [tensor(w, f"classify_{suffix}", "data_in", x)],
+                        "outputs": ["data_out"], "classification": {"data_out": k}},
+            "expect": {"code": "OK", "outputs": [
+                bytes_expected("data_out", [k], classified(y, k, batched=False))]},
+        })
+    m = fam["cf_classes"]
+    x = np.array([[0.5, 2.25, -1.0, 3.0, 0.125], [7.0, 6.0, 5.0, 4.0, 3.0],
+                  [-1.0, -2.0, 1.5, 4.5, 0.25]], np.float32)
+    scores, votes = (dict(zip(models.output_names(m), models.run_in_process(m, x), strict=True))[n]
+                     for n in ("scores", "votes"))
+    w.case("classify_labels", {
+        "description": "classification of cf_classes (3 rows): scores carries labels from the "
+                       "artifact (value:index:label), votes (INT64) has none (value:index); one "
+                       "row of entries per batch row",
+        "requires": LABELS, "rpc": "ModelInfer",
+        "request": {"model": "cf_classes", "id": "", "encoding": "raw",
+                    "inputs": [tensor(w, "classify_labels", "x", x)],
+                    "outputs": ["scores", "votes"], "classification": {"scores": 3, "votes": 2}},
+        "expect": {"code": "OK", "outputs": [
+            bytes_expected("scores", [3, 3],
+                           classified(scores, 3, batched=True, labels=m.labels["scores"])),
+            bytes_expected("votes", [3, 2], classified(votes, 2, batched=True))]},
+    })
+    xb = family_input("bool", np.dtype("bool"), seed=710)
+    error_case(w, "classify_bool_refused", "classification of a BOOL output: INVALID_ARGUMENT "
+               "naming the type (as Triton)",
+               {"model": "cf_bool", "id": "", "encoding": "raw",
+                "inputs": [tensor(w, "classify_bool_refused", "data_in", xb)],
+                "outputs": ["data_out"], "classification": {"data_out": 1}},
+               "INVALID_ARGUMENT", ["BOOL"], requires=CLASSIFY)
+
+    # --- triton_final_response when the stream request asks for it, and only then ---
+    reqs, exps = [], []
+    for k in range(3):
+        xk = family_input("fp32", np.dtype("float32"), seed=800 + k)
+        (yk,) = models.run_in_process(fam["cf_fp32"], xk)
+        rid = f"final-{k}"
+        spec = tensor(w, "stream_final_response", f"data_in_{k}", xk)
+        spec["name"] = "data_in"
+        req: dict[str, Any] = {"model": "cf_fp32", "id": rid, "encoding": "raw", "inputs": [spec]}
+        out = expected(w, "stream_final_response", f"data_out_{k}", yk)
+        out["name"] = "data_out"
+        exp: dict[str, Any] = {"id": rid, "outputs": [out]}
+        if k != 1:
+            req["parameters"] = {"triton_enable_empty_final_response": True}
+            exp["parameters"] = {"triton_final_response": True}
+        else:
+            exp["parameters_absent"] = ["triton_final_response"]
+        reqs.append(req)
+        exps.append(exp)
+    w.case("stream_final_response", {
+        "description": "ModelStreamInfer: requests 0 and 2 set triton_enable_empty_final_response "
+                       "and their (only, final) responses carry triton_final_response=true; "
+                       "request 1 does not, and its response has no such parameter",
+        "requires": FINAL, "rpc": "ModelStreamInfer", "request": {"requests": reqs},
+        "expect": {"code": "OK", "responses": exps}})
+
+    # --- CUDA shared memory on a server without GPUs (Triton built without GPU support) ---
+    w.case("cuda_shm_status_empty", {
+        "description": "CudaSharedMemoryStatus of every region: none", "requires": CUDA,
+        "rpc": "CudaSharedMemoryStatus", "request": {"name": ""},
+        "expect": {"code": "OK", "regions": []}})
+    for name, region in (("cuda_shm_unregister_all", ""),
+                         ("cuda_shm_unregister_unknown", "conformance_never_registered")):
+        w.case(name, {
+            "description": "CudaSharedMemoryUnregister " + (
+                f"of '{region}', never registered" if region else "of every region") +
+                ": OK (perf_analyzer's clean-up calls it)", "requires": CUDA,
+            "rpc": "CudaSharedMemoryUnregister", "request": {"name": region},
+            "expect": {"code": "OK"}})
+    error_case(w, "cuda_shm_register_refused", "CudaSharedMemoryRegister: INVALID_ARGUMENT "
+               "naming the region, GPUs not supported",
+               {"name": "conformance_gpu_region", "device_id": 0, "byte_size": 64},
+               "INVALID_ARGUMENT", ["conformance_gpu_region", "GPUs not supported"],
+               requires=CUDA, rpc="CudaSharedMemoryRegister")
+    error_case(w, "cuda_shm_status_unknown", "CudaSharedMemoryStatus of a region never "
+               "registered: NOT_FOUND naming it", {"name": "conformance_gpu_region"},
+               "NOT_FOUND", ["conformance_gpu_region"], requires=CUDA,
+               rpc="CudaSharedMemoryStatus")
 
 
 def _check_big_ramp() -> None:

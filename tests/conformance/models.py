@@ -8,8 +8,11 @@ distinctive (`data_in`, `alpha`...) so an error message that names one can be as
 
 from __future__ import annotations
 
+import contextlib
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import jax
@@ -35,6 +38,11 @@ DTYPE_FAMILY: tuple[tuple[str, np.dtype], ...] = (
 DTYPE_SHAPE = (2, 3)
 #: Elements of the 16 MiB FP32 tensor of `cf_big`.
 BIG_ELEMENTS = 4 * 1024 * 1024
+#: Batch sizes `cf_batched` and `cf_classes` are exported with: max_batch_size 4, so a batch of
+#: 2 or 3 runs on the 4-row program, padded.
+BATCH_SIZES = (1, 4)
+#: Class labels of `cf_classes`'s `scores` output (one per class along its last dimension).
+CLASS_LABELS = ("ant", "bee", "cat", "dog", "eel")
 
 
 @dataclass(frozen=True)
@@ -49,6 +57,14 @@ class SuiteModel:
     goldens: int = 2
     #: checkify error sets exported as check outputs (`export(checks=...)`), e.g. ("user",).
     checks: tuple[str, ...] = ()
+    #: exported batch sizes (`export(batch_sizes=...)`): dimension 0 of every input is the
+    #: batch, `inputs` give one row; () for a fixed-shape model.
+    batch_sizes: tuple[int, ...] = ()
+    #: classification labels by output (`export(labels=...)`): line i names class i.
+    labels: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    #: exported under `jax.enable_x64` (a 64-bit output computed from 32-bit leaves, which the
+    #: exporter's own x64 rule, 64-bit leaves, does not see).
+    x64: bool = False
 
 
 def _affine(params: dict[str, jax.Array], data_in: jax.Array) -> dict[str, jax.Array]:
@@ -87,6 +103,12 @@ def _checked(
 def _shapes(params: dict[str, jax.Array], vec_in: jax.Array) -> dict[str, jax.Array]:
     """A rank-1 output and a rank-0 (scalar) one: their shapes must survive the wire as-is."""
     return {"vec_out": vec_in * params["two"], "sum_out": jnp.sum(vec_in)}
+
+
+def _classes(params: dict[str, jax.Array], x: jax.Array) -> dict[str, jax.Array]:
+    """Per-row class scores (FP32, labelled) and votes (INT64, no labels) of a batch."""
+    scores = x * params["gain"]
+    return {"scores": scores, "votes": (scores * 10).astype(jnp.int64)}
 
 
 def _family_params(dtype: np.dtype) -> dict[str, np.ndarray]:
@@ -161,7 +183,46 @@ def suite_models() -> list[SuiteModel]:
             inputs={"vec_in": jax.ShapeDtypeStruct((4,), np.float32)},
         )
     )
+    models.append(
+        SuiteModel(
+            name="cf_batched",
+            fn=_affine,
+            params=_family_params(np.dtype("float32")),
+            inputs={"data_in": jax.ShapeDtypeStruct((1, DTYPE_SHAPE[1]), np.float32)},
+            batch_sizes=BATCH_SIZES,
+            goldens=1,
+        )
+    )
+    models.append(
+        SuiteModel(
+            name="cf_classes",
+            fn=_classes,
+            params={"gain": np.array([1.0, 2.0, 0.5, 1.0, 3.0], dtype=np.float32)},
+            inputs={"x": jax.ShapeDtypeStruct((1, len(CLASS_LABELS)), np.float32)},
+            batch_sizes=BATCH_SIZES,
+            labels={"scores": CLASS_LABELS},
+            goldens=1,
+            x64=True,
+        )
+    )
     return models
+
+
+def export_model(model: SuiteModel, out_dir: Path) -> None:
+    """Export one suite model to `out_dir` (a version directory) with every option it needs:
+    the one export call for suite models (`run.py`, the peers' repositories)."""
+    from jaxport.exporter.api import export
+
+    with tempfile.TemporaryDirectory(prefix="jaxport-labels-") as tmp:
+        labels = {}
+        for output, lines in model.labels.items():
+            labels[output] = Path(tmp) / f"{output}.txt"
+            labels[output].write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
+        with jax.enable_x64(True) if model.x64 else contextlib.nullcontext():
+            export(model.fn, model.params, model.inputs, out_dir,
+                   output_names=model.output_names or None, goldens=model.goldens, quiet=True,
+                   checks=list(model.checks) or None, batch_sizes=model.batch_sizes or None,
+                   labels=labels or None)
 
 
 def check_message(model: SuiteModel, *inputs: np.ndarray) -> str | None:

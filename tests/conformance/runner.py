@@ -43,48 +43,48 @@ from jaxport.client import (
     InferenceClient,
     InferenceServerError,
 )
-from jaxport.protocol import dtypes
+from jaxport.protocol import codecs, dtypes
 from jaxport.protocol.gen.inference import grpc_service_pb2 as pb
 from jaxport.protocol.gen.inference import grpc_service_pb2_grpc as pb_grpc
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_CASES = HERE / "cases"
+CUDA_RPCS = ("CudaSharedMemoryStatus", "CudaSharedMemoryRegister", "CudaSharedMemoryUnregister")
 KNOWN_RPCS = ("ServerLive", "ServerReady", "ModelReady", "ServerMetadata", "ModelMetadata",
-              "ModelInfer", "ModelStreamInfer")
+              "ModelInfer", "ModelStreamInfer", *CUDA_RPCS)
 CALL_TIMEOUT_S = 60.0
 
 
-#: What a case may need beyond the core protocol (its "requires" list). A server claims the
-#: features it has with --features; a case needing one it does not claim is NOT-APPLICABLE.
-FEATURES = {
-    "jaxport-models": "the suite models of models.py served under their names (cf_fp32, ...)",
-    "versions": "model versions: version '1' listed and addressable, an unknown one NOT_FOUND",
-    "bf16": "the BF16 datatype",
-    "triton-stream": "Triton's ModelStreamInfer",
-    "triton-config": "Triton's model configuration extension",
-    "triton-shm": "Triton's system shared memory extension",
-    "classification": "Triton's classification extension",
-    "checkify": "runtime checks: a tripped check is INVALID_ARGUMENT with JAX's message",
-}
-#: ServerMetadata.extensions entries that claim a feature on their own.
-EXTENSION_FEATURES = {
-    "model_configuration": "triton-config",
-    "system_shared_memory": "triton-shm",
-    "classification": "classification",
-}
+def features_file(cases: Path) -> Path:
+    """The suite's one feature table: `features.json` beside the case directory (every runner
+    reads the same file)."""
+    return cases.resolve().parent / "features.json"
 
 
-def parse_features(text: str) -> set[str] | None:
+def load_features(path: Path) -> tuple[dict[str, str], dict[str, str]]:
+    """(features, extensions) of a feature table: what a case may need beyond the core protocol
+    (its "requires" list) with a description each, and the ServerMetadata.extensions entries
+    that claim a feature on their own. A case needing a feature the server does not claim is
+    NOT-APPLICABLE."""
+    table = json.loads(path.read_text(encoding="utf-8"))
+    return dict(table["features"]), dict(table["extensions"])
+
+
+FEATURES, EXTENSION_FEATURES = load_features(features_file(DEFAULT_CASES))
+
+
+def parse_features(text: str, features: dict[str, str] | None = None) -> set[str] | None:
     """--features: "all" (None: every case applies), "core" or "" (nothing beyond the core
-    protocol), or a comma list of FEATURES names (unknown names are an error)."""
+    protocol), or a comma list of feature names (unknown names are an error)."""
+    known = FEATURES if features is None else features
     text = text.strip()
     if text == "all":
         return None
     names = {f.strip() for f in text.split(",") if f.strip() and f.strip() != "core"}
-    unknown = names - set(FEATURES)
+    unknown = names - set(known)
     if unknown:
         raise ValueError(f"unknown feature(s) {sorted(unknown)}; known: core, all, "
-                         f"{', '.join(FEATURES)}")
+                         f"{', '.join(known)}")
     return names
 
 
@@ -93,6 +93,17 @@ def missing_features(case: dict[str, Any], claimed: set[str] | None) -> list[str
     if claimed is None:
         return []
     return [f for f in case.get("requires", []) if f not in claimed]
+
+
+def _malformed(case: dict[str, Any], req: dict[str, Any]) -> bool:
+    """A request the case builds wrong on purpose (its outputs are never compared)."""
+    if req["encoding"] not in ("raw", "typed"):
+        return True
+    names = [t["name"] for t in req["inputs"]]
+    if len(set(names)) != len(names):
+        return True
+    return any(len(tensor_bytes(case, t)) != math.prod(t["shape"])
+               * dtypes.by_datatype(t["datatype"]).itemsize for t in req["inputs"])
 
 
 class CaseFailure(AssertionError):
@@ -150,6 +161,20 @@ def as_array(datatype: str, shape: list[int], data: bytes) -> np.ndarray:
 # --- comparisons -----------------------------------------------------------------------------
 
 
+def compare_strings(want: dict[str, Any], got: np.ndarray) -> None:
+    """A BYTES output: shape, then every element equal to the expected UTF-8 text."""
+    name = want["name"]
+    if got.dtype != object:
+        raise CaseFailure(f"output {name}: datatype {dtypes.by_numpy(got.dtype).datatype}, "
+                          "expected BYTES")
+    if list(got.shape) != list(want["shape"]):
+        raise CaseFailure(f"output {name}: shape {list(got.shape)}, expected {want['shape']}")
+    elements = [bytes(e).decode("utf-8", "replace") for e in got.ravel()]
+    for k, (g, e) in enumerate(zip(elements, want["strings"], strict=True)):
+        if g != e:
+            raise CaseFailure(f"output {name}: flat index {k}: got {g!r}, expected {e!r}")
+
+
 def compare_tensor(want: dict[str, Any], got: np.ndarray, want_bytes: bytes) -> None:
     """Datatype, shape, then values: exact for integers/BOOL, within rtol/atol for floats."""
     name = want["name"]
@@ -182,9 +207,47 @@ def compare_outputs(case: dict[str, Any], expect: dict[str, Any], outputs: dict[
     if set(outputs) != set(want):
         raise CaseFailure(f"outputs {sorted(outputs)}, expected {sorted(want)}")
     for name, spec in want.items():
-        compare_tensor(spec, np.asarray(outputs[name]), tensor_bytes(case, spec))
+        if spec["datatype"] == "BYTES":
+            compare_strings(spec, np.asarray(outputs[name]))
+        else:
+            compare_tensor(spec, np.asarray(outputs[name]), tensor_bytes(case, spec))
     if "id" in expect and response_id != expect["id"]:
         raise CaseFailure(f"response id {response_id!r}, expected {expect['id']!r}")
+
+
+def compare_parameters(what: str, want: dict[str, Any], got: dict[str, Any]) -> None:
+    """`parameters` (each present with that value) and `parameters_absent` of an expectation."""
+    for key, value in want.get("parameters", {}).items():
+        if key not in got or got[key] != value or type(got[key]) is not type(value):
+            raise CaseFailure(f"{what}: parameter {key!r} is {got.get(key, '(absent)')!r}, "
+                              f"expected {value!r}")
+    for key in want.get("parameters_absent", []):
+        if key in got:
+            raise CaseFailure(f"{what}: parameter {key!r} is {got[key]!r}, expected none")
+
+
+def request_message(case: dict[str, Any], req: dict[str, Any]) -> pb.ModelInferRequest:
+    """The wire request a case describes, exactly (raw, typed or both encodings, request
+    parameters, requested outputs and their classification counts)."""
+    msg = pb.ModelInferRequest(model_name=req["model"], model_version=req.get("version", ""),
+                               id=req.get("id", ""))
+    codecs.to_parameters(req.get("parameters", {}), msg.parameters)
+    for t in req["inputs"]:
+        data = tensor_bytes(case, t)
+        tensor = msg.inputs.add(name=t["name"], datatype=t["datatype"], shape=t["shape"])
+        if req["encoding"] in ("raw", "both"):
+            msg.raw_input_contents.append(data)
+        if req["encoding"] in ("typed", "both"):
+            row = dtypes.by_datatype(t["datatype"])
+            values = np.frombuffer(data[: len(data) // row.itemsize * row.itemsize],
+                                   dtype=row.numpy)
+            getattr(tensor.contents, row.contents_field).extend(values.tolist())
+    classes = req.get("classification", {})
+    for name in req.get("outputs", []):
+        out = msg.outputs.add(name=name)
+        if name in classes:
+            out.parameters[codecs.CLASSIFICATION].int64_param = int(classes[name])
+    return msg
 
 
 def check_error(expect: dict[str, Any], code: str, message: str) -> None:
@@ -258,7 +321,33 @@ class Runner:
             results = list(self.client.stream_infer(reqs[0]["model"], feeds,
                                                     timeout=CALL_TIMEOUT_S, raise_errors=False))
             return f"{len(results)} stream responses"
+        if rpc in CUDA_RPCS:
+            return f"{rpc} answered {self._cuda(rpc, req)}"
         raise ValueError(f"unknown rpc {rpc!r}")
+
+    def _cuda(self, rpc: str, req: dict[str, Any]) -> Any:
+        """One CUDA shared-memory RPC through the generated stub; its response."""
+        if rpc == "CudaSharedMemoryRegister":
+            msg: Any = pb.CudaSharedMemoryRegisterRequest(
+                name=req["name"], device_id=int(req.get("device_id", 0)),
+                byte_size=int(req.get("byte_size", 0)))
+        else:
+            msg = getattr(pb, rpc + "Request")(name=req.get("name", ""))
+        try:
+            return getattr(self.stub, rpc)(msg, timeout=CALL_TIMEOUT_S, metadata=self.metadata)
+        except grpc.RpcError as exc:
+            raise InferenceServerError.from_rpc_error(exc) from exc
+
+    def _CudaSharedMemoryStatus(self, case: dict[str, Any], expect: dict[str, Any]) -> None:
+        regions = sorted(self._cuda(case["rpc"], case["request"]).regions)
+        if "regions" in expect and regions != sorted(expect["regions"]):
+            raise CaseFailure(f"regions {regions}, expected {sorted(expect['regions'])}")
+
+    def _CudaSharedMemoryRegister(self, case: dict[str, Any], expect: dict[str, Any]) -> None:
+        self._cuda(case["rpc"], case["request"])
+
+    def _CudaSharedMemoryUnregister(self, case: dict[str, Any], expect: dict[str, Any]) -> None:
+        self._cuda(case["rpc"], case["request"])
 
     def _ServerLive(self, case: dict[str, Any], expect: dict[str, Any]) -> None:
         if self.client.server_live(timeout=CALL_TIMEOUT_S) is not expect["live"]:
@@ -303,48 +392,36 @@ class Runner:
         self, case: dict[str, Any], req: dict[str, Any]
     ) -> tuple[dict[str, Any], str, tuple[str, str]]:
         tensors = [(t, tensor_bytes(case, t)) for t in req["inputs"]]
-        names = [t["name"] for t, _ in tensors]
-        itemsizes = [dtypes.by_datatype(t["datatype"]).itemsize for t, _ in tensors]
-        well_formed = (
-            req["encoding"] in ("raw", "typed")
-            and len(set(names)) == len(names)
-            and all(len(b) == math.prod(t["shape"]) * size
-                    for (t, b), size in zip(tensors, itemsizes, strict=True))
-        )
+        # The client sends what it can build; requested-output parameters (classification)
+        # and deliberately malformed requests go through the generated stub.
+        well_formed = not _malformed(case, req) and not req.get("classification")
         if well_formed:
             result = self.client.infer(
                 req["model"],
                 {t["name"]: as_array(t["datatype"], t["shape"], b) for t, b in tensors},
                 outputs=req.get("outputs"), version=req.get("version", ""),
                 request_id=req.get("id", ""), raw=req["encoding"] == "raw",
-                timeout=CALL_TIMEOUT_S,
+                parameters=req.get("parameters"), timeout=CALL_TIMEOUT_S,
             )
             return result.outputs, result.id, (result.model_name, result.model_version)
-        return self._infer_raw(req, tensors)
+        return self._infer_raw(case, req)
 
-    def _infer_raw(self, req: dict[str, Any], tensors: list[tuple[dict[str, Any], bytes]]
+    def _infer_raw(self, case: dict[str, Any], req: dict[str, Any]
                    ) -> tuple[dict[str, Any], str, tuple[str, str]]:
-        msg = pb.ModelInferRequest(model_name=req["model"], model_version=req.get("version", ""),
-                                   id=req.get("id", ""))
-        for t, data in tensors:
-            tensor = msg.inputs.add(name=t["name"], datatype=t["datatype"], shape=t["shape"])
-            if req["encoding"] in ("raw", "both"):
-                msg.raw_input_contents.append(data)
-            if req["encoding"] in ("typed", "both"):
-                row = dtypes.by_datatype(t["datatype"])
-                values = np.frombuffer(data[: len(data) // row.itemsize * row.itemsize],
-                                       dtype=row.numpy)
-                getattr(tensor.contents, row.contents_field).extend(values.tolist())
-        for name in req.get("outputs", []):
-            msg.outputs.add(name=name)
+        """The request exactly as the case describes it, through the generated stub (for what
+        the client refuses to build, and for requested-output parameters it does not send)."""
+        msg = request_message(case, req)
         try:
             resp = self.stub.ModelInfer(msg, timeout=CALL_TIMEOUT_S, metadata=self.metadata)
         except grpc.RpcError as exc:
             raise InferenceServerError.from_rpc_error(exc) from exc
-        # Accepted: the caller (run) reports it; outputs are named, never compared (a
-        # malformed request has no expected outputs).
-        return ({o.name: None for o in resp.outputs}, resp.id,
-                (resp.model_name, resp.model_version))
+        if not _malformed(case, req):
+            outputs: dict[str, Any] = codecs.decode_infer_response(resp)
+        else:
+            # Accepted: the caller (run) reports it; outputs are named, never compared (a
+            # malformed request has no expected outputs).
+            outputs = {o.name: None for o in resp.outputs}
+        return outputs, resp.id, (resp.model_name, resp.model_version)
 
     def _ModelInfer(self, case: dict[str, Any], expect: dict[str, Any]) -> None:
         n = int(case.get("parallel", 1))
@@ -356,8 +433,35 @@ class Runner:
                 if key in expect and got != expect[key]:
                     raise CaseFailure(f"response {key} {got!r}, expected {expect[key]!r}")
 
+    def _stream_raw(self, case: dict[str, Any], expect: dict[str, Any]) -> None:
+        """A stream whose requests carry their own parameters: each request exactly as the case
+        describes it, through the generated stub; responses matched by the case's ids."""
+        reqs = case["request"]["requests"]
+        messages = [request_message(case, r) for r in reqs]
+        try:
+            responses = list(self.stub.ModelStreamInfer(iter(messages), timeout=CALL_TIMEOUT_S,
+                                                        metadata=self.metadata))
+        except grpc.RpcError as exc:
+            raise InferenceServerError.from_rpc_error(exc) from exc
+        if len(responses) != len(reqs):
+            raise CaseFailure(f"{len(responses)} stream responses, expected {len(reqs)}")
+        by_id = {r.infer_response.id: r for r in responses}
+        for want in expect["responses"]:
+            r = by_id.get(want["id"])
+            if r is None:
+                raise CaseFailure(f"no stream response for request {want['id']!r}")
+            if r.error_message:
+                raise CaseFailure(f"stream request {want['id']!r} failed: {r.error_message}")
+            compare_outputs(case, {"outputs": want["outputs"]},
+                            codecs.decode_infer_response(r.infer_response), want["id"])
+            compare_parameters(f"stream response {want['id']!r}", want,
+                               codecs.from_parameters(r.infer_response.parameters))
+
     def _ModelStreamInfer(self, case: dict[str, Any], expect: dict[str, Any]) -> None:
         reqs = case["request"]["requests"]
+        if any("parameters" in r for r in reqs):
+            self._stream_raw(case, expect)
+            return
         models = {r["model"] for r in reqs}
         if len(models) != 1:
             raise ValueError(f"case {case['name']}: one model per stream, got {sorted(models)}")
@@ -424,8 +528,17 @@ class AsyncAdapter:
         adapter = self
 
         class Stub:
-            def ModelInfer(self, request: pb.ModelInferRequest, **kwargs: Any) -> Any:
-                return adapter.run(lambda: stub.ModelInfer(request, **kwargs))
+            def __getattr__(self, name: str) -> Callable[..., Any]:
+                method = getattr(stub, name)
+
+                def unary(request: Any, **kwargs: Any) -> Any:
+                    return adapter.run(lambda: method(request, **kwargs))
+                return unary
+
+            def ModelStreamInfer(self, requests: Any, **kwargs: Any) -> Any:
+                async def collect() -> list[Any]:
+                    return [r async for r in stub.ModelStreamInfer(requests, **kwargs)]
+                return adapter.run(collect)
         return Stub()
 
     def close(self) -> None:
@@ -443,6 +556,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--url", default=os.environ.get("JAXPORT_CONFORMANCE_URL"),
                         help="server host:port (default $JAXPORT_CONFORMANCE_URL)")
     parser.add_argument("--cases", type=Path, default=DEFAULT_CASES, help="case directory")
+    parser.add_argument("--features-file", type=Path, default=None,
+                        help="the feature table (default: features.json beside --cases)")
     parser.add_argument("--features", default="all",
                         help="what the server claims beyond the core protocol: 'all' (default), "
                              "'core', or a comma list of " + ", ".join(FEATURES) + "; cases "
@@ -468,7 +583,9 @@ def main(argv: list[str] | None = None) -> int:
     if bool(args.cert) != bool(args.key):
         parser.error("--cert and --key (JAXPORT_CONFORMANCE_CERT/KEY) go together")
     try:
-        claimed = parse_features("core" if args.protocol_only else args.features)
+        features, extension_features = load_features(
+            args.features_file or features_file(args.cases))
+        claimed = parse_features("core" if args.protocol_only else args.features, features)
         cases = load_cases(args.cases)
     except (OSError, ValueError) as exc:
         print(f"conformance python: error: {exc}", file=sys.stderr)
@@ -510,8 +627,8 @@ def main(argv: list[str] | None = None) -> int:
                 extensions = client.server_metadata(timeout=CALL_TIMEOUT_S).extensions
             except InferenceServerError:
                 extensions = []  # metadata_server reports that failure
-            claimed |= {EXTENSION_FEATURES[x] for x in extensions if x in EXTENSION_FEATURES}
-            claimed |= {x for x in extensions if x in FEATURES}
+            claimed |= {extension_features[x] for x in extensions if x in extension_features}
+            claimed |= {x for x in extensions if x in features}
             print(f"features claimed: {', '.join(sorted(claimed)) or 'core only'}")
         for case in cases:
             if args.run and args.run not in case["name"]:

@@ -38,7 +38,14 @@ def test_cases_cover_the_issue_list() -> None:
                      "infer_multi_requested_subset", "infer_fp32_typed", "infer_parallel",
                      "infer_16mib", "stream_infer", "error_unknown_model", "error_wrong_shape",
                      "error_wrong_datatype", "error_byte_size_mismatch", "error_missing_input",
-                     "check_tripped"):
+                     "check_tripped",
+                     # issue 14: what Triton's own tools rely on
+                     "infer_batch_2_of_4", "infer_batch_3_of_4", "error_batch_beyond_max",
+                     "infer_bool_nonzero_bytes", "classify_fp32", "classify_int64",
+                     "classify_labels", "classify_bool_refused", "stream_final_response",
+                     "cuda_shm_status_empty", "cuda_shm_unregister_all",
+                     "cuda_shm_unregister_unknown", "cuda_shm_register_refused",
+                     "cuda_shm_status_unknown"):
         assert required in names
 
 

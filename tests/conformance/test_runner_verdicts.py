@@ -42,6 +42,14 @@ class Yes(pb_grpc.GRPCInferenceServiceServicer):
         out.raw_output_contents.append(b"\0\0\0\0")
         return out
 
+    def CudaSharedMemoryRegister(self, request, context):
+        return pb.CudaSharedMemoryRegisterResponse()
+
+    def CudaSharedMemoryStatus(self, request, context):
+        response = pb.CudaSharedMemoryStatusResponse()
+        response.regions["ghost"].name = "ghost"
+        return response
+
 
 @pytest.fixture(scope="module")
 def yes_server():
@@ -57,8 +65,10 @@ def wrong_cases(tmp: Path) -> Path:
     """Cases whose expected error the fake server never gives (committed cases, copied)."""
     out = tmp / "cases"
     (out / "data").mkdir(parents=True)
+    shutil.copy(HERE / "features.json", tmp / "features.json")  # the table beside the cases
     for name in ("error_model_ready_unknown", "error_unknown_version", "metadata_unknown_model",
-                 "error_raw_and_typed", "health_server_live"):
+                 "error_raw_and_typed", "health_server_live", "cuda_shm_register_refused",
+                 "cuda_shm_status_empty"):
         case = json.loads((CASES / f"{name}.json").read_text())
         for t in case.get("request", {}).get("inputs", []):
             shutil.copy(CASES / t["data"], out / t["data"])
@@ -85,7 +95,10 @@ def test_unexpected_success_is_a_failure(yes_server: str, tmp_path: Path) -> Non
             "versions=['1']), expected status NOT_FOUND") in out
     assert "FAIL error_raw_and_typed: call succeeded (" in out
     assert "PASS health_server_live" in out
-    assert "conformance python: 1 passed, 4 failed" in out
+    assert ("FAIL cuda_shm_register_refused: call succeeded (CudaSharedMemoryRegister answered "
+            in out)
+    assert "FAIL cuda_shm_status_empty: regions ['ghost'], expected []" in out
+    assert "conformance python: 1 passed, 6 failed" in out
 
 
 def test_unexpected_success_is_a_failure_async(yes_server: str, tmp_path: Path) -> None:
@@ -93,7 +106,8 @@ def test_unexpected_success_is_a_failure_async(yes_server: str, tmp_path: Path) 
     assert done.returncode == 1, done.stdout + done.stderr
     assert ("FAIL error_model_ready_unknown: call succeeded (ready=True), expected status "
             "NOT_FOUND") in done.stdout
-    assert "conformance python-async: 1 passed, 4 failed" in done.stdout
+    assert "FAIL cuda_shm_status_empty: regions ['ghost'], expected []" in done.stdout
+    assert "conformance python-async: 1 passed, 6 failed" in done.stdout
 
 
 def test_features_not_claimed_are_not_applicable(yes_server: str, tmp_path: Path) -> None:
@@ -103,7 +117,22 @@ def test_features_not_claimed_are_not_applicable(yes_server: str, tmp_path: Path
     assert "N/A error_raw_and_typed (needs jaxport-models)" in out
     # core cases still run, and still fail when the server answers wrongly
     assert "FAIL error_model_ready_unknown: call succeeded" in out
-    assert "conformance python: 1 passed, 2 failed, 2 not applicable" in out
+    assert "N/A cuda_shm_status_empty (needs cuda-shm-cpu)" in out
+    assert "conformance python: 1 passed, 2 failed, 4 not applicable" in out
     assert done.returncode == 1
     bad = run_runner(yes_server, tmp_path / "cases", "--features", "versions,nonsense")
     assert bad.returncode == 2 and "unknown feature(s) ['nonsense']" in bad.stderr
+
+
+def test_the_feature_table_is_read_from_beside_the_cases(yes_server: str, tmp_path: Path
+                                                         ) -> None:
+    """One feature table for every runner: a feature it lists is known, one it lacks is not."""
+    cases = wrong_cases(tmp_path)
+    table = json.loads((tmp_path / "features.json").read_text())
+    table["features"]["only-in-this-table"] = "a feature this copy of the table adds"
+    (tmp_path / "features.json").write_text(json.dumps(table))
+    done = run_runner(yes_server, cases, "--features", "only-in-this-table")
+    assert "features claimed: only-in-this-table" in done.stdout, done.stdout + done.stderr
+    (tmp_path / "features.json").unlink()
+    gone = run_runner(yes_server, cases)
+    assert gone.returncode == 2 and "features.json" in gone.stderr

@@ -15,7 +15,8 @@ import (
 )
 
 // KnownRPCs are the case kinds every runner implements.
-var KnownRPCs = []string{"ServerLive", "ServerReady", "ModelReady", "ServerMetadata", "ModelMetadata", "ModelInfer", "ModelStreamInfer"}
+var KnownRPCs = []string{"ServerLive", "ServerReady", "ModelReady", "ServerMetadata", "ModelMetadata", "ModelInfer", "ModelStreamInfer",
+	"CudaSharedMemoryStatus", "CudaSharedMemoryRegister", "CudaSharedMemoryUnregister"}
 
 // Ramp is generated data: element i is Start + Step*(i % Modulo), in the tensor's datatype.
 type Ramp struct {
@@ -33,6 +34,8 @@ type TensorSpec struct {
 	Ramp     *Ramp            `json:"ramp,omitempty"`
 	Rtol     float64          `json:"rtol"`
 	Atol     float64          `json:"atol"`
+	// Strings are the elements of an expected BYTES output (UTF-8 text, row-major).
+	Strings []string `json:"strings,omitempty"`
 }
 
 // InferRequest is one ModelInfer request as a case describes it.
@@ -43,12 +46,20 @@ type InferRequest struct {
 	Encoding string       `json:"encoding"` // raw | typed | both (both is a protocol error)
 	Inputs   []TensorSpec `json:"inputs"`
 	Outputs  []string     `json:"outputs"`
+	// Parameters are request parameters (JSON bool, integer or string).
+	Parameters map[string]any `json:"parameters"`
+	// Classification is the class count requested per output (Triton's "classification").
+	Classification map[string]int64 `json:"classification"`
 }
 
 // Request is the request part of any case (fields unused by an RPC stay empty).
 type Request struct {
 	InferRequest
 	Requests []InferRequest `json:"requests"` // ModelStreamInfer
+	// CUDA shared-memory RPCs.
+	Name     string `json:"name"`
+	DeviceID int64  `json:"device_id"`
+	ByteSize uint64 `json:"byte_size"`
 }
 
 // StreamExpect is the expected result of one stream request, matched by id.
@@ -58,6 +69,9 @@ type StreamExpect struct {
 	// ErrorContains, when set, means this request must fail with an error_message
 	// mentioning every string (the stream itself stays open).
 	ErrorContains []string `json:"error_contains"`
+	// Parameters must be on the response with these values; ParametersAbsent must not be.
+	Parameters       map[string]any `json:"parameters"`
+	ParametersAbsent []string       `json:"parameters_absent"`
 }
 
 // Expect is what the server must answer.
@@ -76,6 +90,7 @@ type Expect struct {
 	ModelName         *string        `json:"model_name"`
 	ModelVersion      *string        `json:"model_version"`
 	Responses         []StreamExpect `json:"responses"`
+	Regions           *[]string      `json:"regions"` // CudaSharedMemoryStatus
 }
 
 // Case is one case file.

@@ -3,6 +3,7 @@ package conformance
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -165,6 +166,9 @@ func (r *Runner) callOnly(ctx context.Context, c Case) (string, error) {
 			}
 		}
 		return "stream answered", nil
+	case "CudaSharedMemoryStatus", "CudaSharedMemoryRegister", "CudaSharedMemoryUnregister":
+		regions, err := r.cuda(ctx, c.RPC, req)
+		return fmt.Sprintf("%s answered (regions %v)", c.RPC, regions), err
 	}
 	return "", fmt.Errorf("unknown rpc %q", c.RPC)
 }
@@ -248,8 +252,109 @@ func (r *Runner) call(ctx context.Context, c Case) error {
 		return nil
 	case "ModelStreamInfer":
 		return r.stream(ctx, c)
+	case "CudaSharedMemoryStatus", "CudaSharedMemoryRegister", "CudaSharedMemoryUnregister":
+		regions, err := r.cuda(ctx, c.RPC, req)
+		if err != nil {
+			return err
+		}
+		if e.Regions != nil {
+			want := append([]string(nil), (*e.Regions)...)
+			sort.Strings(want)
+			if strings.Join(regions, ",") != strings.Join(want, ",") {
+				return fail("regions %v, expected %v", regions, want)
+			}
+		}
+		return nil
 	}
 	return fmt.Errorf("unknown rpc %q", c.RPC)
+}
+
+// cuda makes one CUDA shared-memory RPC through the generated stub; the region names a
+// status lists (sorted), nil for the others.
+func (r *Runner) cuda(ctx context.Context, rpc string, req Request) ([]string, error) {
+	raw := r.Client.Raw()
+	switch rpc {
+	case "CudaSharedMemoryStatus":
+		resp, err := raw.CudaSharedMemoryStatus(ctx, &pb.CudaSharedMemoryStatusRequest{Name: req.Name})
+		if err != nil {
+			return nil, err
+		}
+		names := []string{}
+		for name := range resp.GetRegions() {
+			names = append(names, name)
+		}
+		sort.Strings(names)
+		return names, nil
+	case "CudaSharedMemoryRegister":
+		_, err := raw.CudaSharedMemoryRegister(ctx, &pb.CudaSharedMemoryRegisterRequest{
+			Name: req.Name, DeviceId: req.DeviceID, ByteSize: req.ByteSize})
+		return nil, err
+	case "CudaSharedMemoryUnregister":
+		_, err := raw.CudaSharedMemoryUnregister(ctx, &pb.CudaSharedMemoryUnregisterRequest{Name: req.Name})
+		return nil, err
+	}
+	return nil, fmt.Errorf("unknown rpc %q", rpc)
+}
+
+// parameter converts a case's JSON parameter value (bool, integer or string).
+func parameter(key string, v any) (*pb.InferParameter, error) {
+	switch x := v.(type) {
+	case bool:
+		return &pb.InferParameter{ParameterChoice: &pb.InferParameter_BoolParam{BoolParam: x}}, nil
+	case float64:
+		if x == math.Trunc(x) {
+			return &pb.InferParameter{ParameterChoice: &pb.InferParameter_Int64Param{Int64Param: int64(x)}}, nil
+		}
+	case string:
+		return &pb.InferParameter{ParameterChoice: &pb.InferParameter_StringParam{StringParam: x}}, nil
+	}
+	return nil, fmt.Errorf("parameter %q: %v is not a bool, an integer or a string", key, v)
+}
+
+// requestProto is the wire request of a case request: the client's request plus what the
+// client does not send (request parameters, requested outputs' classification counts).
+func requestProto(req jaxport.Request, ir InferRequest) (*pb.ModelInferRequest, error) {
+	msg, err := req.Proto()
+	if err != nil {
+		return nil, err
+	}
+	for key, v := range ir.Parameters {
+		p, err := parameter(key, v)
+		if err != nil {
+			return nil, err
+		}
+		if msg.Parameters == nil {
+			msg.Parameters = map[string]*pb.InferParameter{}
+		}
+		msg.Parameters[key] = p
+	}
+	for _, out := range msg.Outputs {
+		if k, ok := ir.Classification[out.Name]; ok {
+			out.Parameters = map[string]*pb.InferParameter{
+				"classification": {ParameterChoice: &pb.InferParameter_Int64Param{Int64Param: k}}}
+		}
+	}
+	return msg, nil
+}
+
+// sameParameters checks a response's parameters against a stream expectation.
+func sameParameters(id string, want StreamExpect, got map[string]*pb.InferParameter) error {
+	for key, v := range want.Parameters {
+		w, err := parameter(key, v)
+		if err != nil {
+			return err
+		}
+		g, ok := got[key]
+		if !ok || fmt.Sprint(g.GetParameterChoice()) != fmt.Sprint(w.GetParameterChoice()) {
+			return fail("stream response %q: parameter %q is %v, expected %v", id, key, g.GetParameterChoice(), w.GetParameterChoice())
+		}
+	}
+	for _, key := range want.ParametersAbsent {
+		if g, ok := got[key]; ok {
+			return fail("stream response %q: parameter %q is %v, expected none", id, key, g.GetParameterChoice())
+		}
+	}
+	return nil
 }
 
 func contains(list []string, x string) bool {
@@ -296,7 +401,18 @@ func (r *Runner) infer(ctx context.Context, c Case, ir InferRequest) (jaxport.Ou
 	}
 	switch ir.Encoding {
 	case "raw", "typed":
-		return r.Client.Do(ctx, req)
+		if len(ir.Parameters) == 0 && len(ir.Classification) == 0 {
+			return r.Client.Do(ctx, req)
+		}
+		msg, err := requestProto(req, ir)
+		if err != nil {
+			return jaxport.Outputs{}, err
+		}
+		resp, err := r.Client.Raw().ModelInfer(ctx, msg)
+		if err != nil {
+			return jaxport.Outputs{}, err
+		}
+		return jaxport.DecodeResponse(resp)
 	case "both":
 		// Deliberately invalid: raw bytes AND typed contents for the same tensors.
 		msg, err := req.Proto()
@@ -346,6 +462,12 @@ func compareOutputs(c Case, out jaxport.Outputs, want []TensorSpec, wantID *stri
 	}
 	for _, spec := range want {
 		t, _ := out.Get(spec.Name)
+		if spec.Datatype == "BYTES" {
+			if err := CompareStrings(spec, t); err != nil {
+				return err
+			}
+			continue
+		}
 		data, err := TensorBytes(c, spec)
 		if err != nil {
 			return err
@@ -356,6 +478,38 @@ func compareOutputs(c Case, out jaxport.Outputs, want []TensorSpec, wantID *stri
 	}
 	if wantID != nil && out.ID != *wantID {
 		return fail("response id %q, expected %q", out.ID, *wantID)
+	}
+	return nil
+}
+
+// CompareStrings checks an expected BYTES output: shape, then every element (raw contents:
+// each a 4-byte little-endian length, then its bytes) equal to the expected text.
+func CompareStrings(spec TensorSpec, got jaxport.Tensor) error {
+	if got.Datatype != "BYTES" {
+		return fail("output %s: datatype %s, expected BYTES", spec.Name, got.Datatype)
+	}
+	if fmt.Sprint(got.Shape) != fmt.Sprint(spec.Shape) {
+		return fail("output %s: shape %v, expected %v", spec.Name, got.Shape, spec.Shape)
+	}
+	var elements []string
+	for rest := got.Raw; len(rest) > 0; {
+		if len(rest) < 4 {
+			return fail("output %s: %d trailing bytes are not a length prefix", spec.Name, len(rest))
+		}
+		n := binary.LittleEndian.Uint32(rest)
+		if uint64(len(rest)-4) < uint64(n) {
+			return fail("output %s: element %d claims %d bytes, %d left", spec.Name, len(elements), n, len(rest)-4)
+		}
+		elements = append(elements, string(rest[4:4+n]))
+		rest = rest[4+n:]
+	}
+	if len(elements) != len(spec.Strings) {
+		return fail("output %s: %d elements, expected %d", spec.Name, len(elements), len(spec.Strings))
+	}
+	for i, want := range spec.Strings {
+		if elements[i] != want {
+			return fail("output %s: flat index %d: got %q, expected %q", spec.Name, i, elements[i], want)
+		}
 	}
 	return nil
 }
@@ -417,7 +571,68 @@ func CompareTensor(spec TensorSpec, got jaxport.Tensor, wantBytes []byte) error 
 	return nil
 }
 
+// streamRaw runs a stream whose requests carry their own parameters through the generated
+// stub, each request exactly as the case describes it; responses are matched by id.
+func (r *Runner) streamRaw(ctx context.Context, c Case) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	s, err := r.Client.Raw().ModelStreamInfer(ctx)
+	if err != nil {
+		return err
+	}
+	for _, ir := range c.Request.Requests {
+		req, err := buildRequest(c, ir)
+		if err != nil {
+			return err
+		}
+		msg, err := requestProto(req, ir)
+		if err != nil {
+			return err
+		}
+		if err := s.Send(msg); err != nil {
+			return err
+		}
+	}
+	if err := s.CloseSend(); err != nil {
+		return err
+	}
+	byID := map[string]*pb.ModelInferResponse{}
+	for range c.Request.Requests {
+		resp, err := s.Recv()
+		if err != nil {
+			return err
+		}
+		if msg := resp.GetErrorMessage(); msg != "" {
+			return fail("stream request %q failed: %s", resp.GetInferResponse().GetId(), msg)
+		}
+		byID[resp.GetInferResponse().GetId()] = resp.GetInferResponse()
+	}
+	for _, want := range c.Expect.Responses {
+		resp, ok := byID[want.ID]
+		if !ok {
+			return fail("no stream response for request %q", want.ID)
+		}
+		out, err := jaxport.DecodeResponse(resp)
+		if err != nil {
+			return err
+		}
+		id := want.ID
+		if err := compareOutputs(c, out, want.Outputs, &id); err != nil {
+			return err
+		}
+		if err := sameParameters(want.ID, want, resp.GetParameters()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func (r *Runner) stream(ctx context.Context, c Case) error {
+	for _, ir := range c.Request.Requests {
+		if len(ir.Parameters) > 0 {
+			return r.streamRaw(ctx, c)
+		}
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	s, err := r.Client.OpenStream(ctx)

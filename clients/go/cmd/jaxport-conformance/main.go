@@ -5,7 +5,8 @@
 //
 // It prints one PASS/FAIL/N/A line per case and "conformance go: N passed, M failed[, K not
 // applicable]", and exits 1 if any case failed (2 for a usage error). --features names what the
-// server claims beyond the core protocol (conformance.Features); cases needing more are N/A.
+// server claims beyond the core protocol (the feature table, features.json beside the cases);
+// cases needing more are N/A.
 package main
 
 import (
@@ -32,7 +33,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	url := flag.String("url", os.Getenv("JAXPORT_CONFORMANCE_URL"), "server host:port (default $JAXPORT_CONFORMANCE_URL)")
 	cases := flag.String("cases", "../../tests/conformance/cases", "case directory")
 	features := flag.String("features", "all", "what the server claims beyond the core protocol: all, core, or a comma list of "+
-		"conformance.Features (with anything but all, features named by ServerMetadata.extensions are added)")
+		"the feature table's names (with anything but all, features named by ServerMetadata.extensions are added)")
+	featuresFile := flag.String("features-file", "", "the feature table (default: features.json beside --cases)")
 	protocolOnly := flag.Bool("protocol-only", false, "the same as --features core")
 	only := flag.String("run", "", "only cases whose name contains this")
 	timeout := flag.Duration("timeout", 60*time.Second, "deadline of each case")
@@ -46,7 +48,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if *protocolOnly {
 		*features = "core"
 	}
-	claimed, err := conformance.ParseFeatures(*features)
+	if *featuresFile == "" {
+		*featuresFile = conformance.FeaturesFile(*cases)
+	}
+	table, err := conformance.LoadFeatures(*featuresFile)
+	if err != nil {
+		fmt.Fprintf(stderr, "jaxport-conformance: error: %v\n", err)
+		return 2
+	}
+	claimed, err := table.ParseFeatures(*features)
 	if err != nil {
 		fmt.Fprintf(stderr, "jaxport-conformance: error: %v\n", err)
 		return 2
@@ -77,7 +87,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if claimed != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 		if meta, err := client.ServerMetadata(ctx); err == nil { // else metadata_server reports it
-			conformance.AddExtensions(claimed, meta.GetExtensions())
+			table.AddExtensions(claimed, meta.GetExtensions())
 		}
 		cancel()
 		var names []string

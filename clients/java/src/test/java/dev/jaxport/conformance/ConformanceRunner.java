@@ -4,7 +4,17 @@ import com.google.gson.JsonArray;
 import com.google.gson.JsonElement;
 import com.google.gson.JsonObject;
 import com.google.gson.JsonParser;
+import dev.jaxport.inference.CudaSharedMemoryRegisterRequest;
+import dev.jaxport.inference.CudaSharedMemoryStatusRequest;
+import dev.jaxport.inference.CudaSharedMemoryUnregisterRequest;
+import dev.jaxport.inference.GRPCInferenceServiceGrpc;
+import dev.jaxport.inference.InferParameter;
 import dev.jaxport.inference.ModelInferRequest;
+import dev.jaxport.inference.ModelStreamInferResponse;
+import io.grpc.CallOptions;
+import io.grpc.stub.StreamObserver;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
 import dev.jaxport.inference.ModelMetadataResponse;
 import dev.jaxport.inference.ServerMetadataResponse;
 import io.grpc.Status;
@@ -79,9 +89,13 @@ public final class ConformanceRunner {
     }
   }
 
+  static final List<String> CUDA_RPCS =
+      List.of("CudaSharedMemoryStatus", "CudaSharedMemoryRegister", "CudaSharedMemoryUnregister");
+
   static final List<String> KNOWN_RPCS =
       List.of("ServerLive", "ServerReady", "ModelReady", "ServerMetadata", "ModelMetadata",
-          "ModelInfer", "ModelStreamInfer");
+          "ModelInfer", "ModelStreamInfer", "CudaSharedMemoryStatus", "CudaSharedMemoryRegister",
+          "CudaSharedMemoryUnregister");
 
   /** Every *.json case in dir, sorted by name and checked for shape. */
   static List<Case> loadCases(Path dir) throws IOException {
@@ -206,30 +220,103 @@ public final class ConformanceRunner {
         }
         return client.streamInfer(reqs).size() + " stream responses";
       }
+      case "CudaSharedMemoryStatus", "CudaSharedMemoryRegister", "CudaSharedMemoryUnregister":
+        return c.rpc() + " answered (regions " + cuda(c.rpc(), req) + ")";
       default:
         throw new IllegalStateException("unknown rpc " + c.rpc());
     }
   }
 
-  /** What a case may need beyond the core protocol (its "requires" list). */
-  static final Map<String, String> FEATURES = Map.of(
-      "jaxport-models", "the suite models of models.py served under their names (cf_fp32, ...)",
-      "versions", "model versions: version '1' listed and addressable, an unknown one NOT_FOUND",
-      "bf16", "the BF16 datatype",
-      "triton-stream", "Triton's ModelStreamInfer",
-      "triton-config", "Triton's model configuration extension",
-      "triton-shm", "Triton's system shared memory extension",
-      "classification", "Triton's classification extension",
-      "checkify", "runtime checks: a tripped check is INVALID_ARGUMENT with JAX's message");
+  /** One CUDA shared-memory RPC through the generated stub; the regions a status lists. */
+  private List<String> cuda(String rpc, JsonObject req) {
+    var stub = client.blockingStub();
+    String name = str(req, "name");
+    switch (rpc) {
+      case "CudaSharedMemoryStatus" -> {
+        var r = stub.cudaSharedMemoryStatus(CudaSharedMemoryStatusRequest.newBuilder().setName(name).build());
+        return new ArrayList<>(new TreeSet<>(r.getRegionsMap().keySet()));
+      }
+      case "CudaSharedMemoryRegister" -> {
+        stub.cudaSharedMemoryRegister(CudaSharedMemoryRegisterRequest.newBuilder().setName(name)
+            .setDeviceId(req.has("device_id") ? req.get("device_id").getAsLong() : 0)
+            .setByteSize(req.has("byte_size") ? req.get("byte_size").getAsLong() : 0).build());
+        return List.of();
+      }
+      case "CudaSharedMemoryUnregister" -> {
+        stub.cudaSharedMemoryUnregister(CudaSharedMemoryUnregisterRequest.newBuilder().setName(name).build());
+        return List.of();
+      }
+      default -> throw new IllegalStateException("unknown rpc " + rpc);
+    }
+  }
 
-  /** ServerMetadata.extensions entries that claim a feature. */
-  static final Map<String, String> EXTENSION_FEATURES = Map.of(
-      "model_configuration", "triton-config",
-      "system_shared_memory", "triton-shm",
-      "classification", "classification");
+  /** A case's JSON parameter value (bool, integer or string) as an InferParameter. */
+  static InferParameter parameter(String key, JsonElement v) {
+    if (v.isJsonPrimitive() && v.getAsJsonPrimitive().isBoolean()) {
+      return InferParameter.newBuilder().setBoolParam(v.getAsBoolean()).build();
+    }
+    if (v.isJsonPrimitive() && v.getAsJsonPrimitive().isNumber()) {
+      return InferParameter.newBuilder().setInt64Param(v.getAsLong()).build();
+    }
+    if (v.isJsonPrimitive() && v.getAsJsonPrimitive().isString()) {
+      return InferParameter.newBuilder().setStringParam(v.getAsString()).build();
+    }
+    throw new IllegalArgumentException("parameter " + key + ": " + v + " is not a bool, an integer or a string");
+  }
+
+  /** Whether a case request needs what the client does not send (parameters, classification). */
+  static boolean needsWire(JsonObject req) {
+    return req.has("parameters") || req.has("classification");
+  }
+
+  /** The wire request: the client's request plus request parameters and classification counts. */
+  static ModelInferRequest wire(Case c, JsonObject req) throws IOException {
+    ModelInferRequest.Builder msg = toRequest(c, req).toProto().toBuilder();
+    if (req.has("parameters")) {
+      for (Map.Entry<String, JsonElement> p : req.getAsJsonObject("parameters").entrySet()) {
+        msg.putParameters(p.getKey(), parameter(p.getKey(), p.getValue()));
+      }
+    }
+    if (req.has("classification")) {
+      JsonObject classes = req.getAsJsonObject("classification");
+      for (int i = 0; i < msg.getOutputsCount(); i++) {
+        String name = msg.getOutputs(i).getName();
+        if (classes.has(name)) {
+          msg.getOutputsBuilder(i).putParameters("classification",
+              InferParameter.newBuilder().setInt64Param(classes.get(name).getAsLong()).build());
+        }
+      }
+    }
+    return msg.build();
+  }
+
+  /**
+   * The suite's one feature table (features.json beside the case directory; the Python and Go
+   * runners read the same file): what a case may need beyond the core protocol (its "requires"
+   * list) with a description each, and the ServerMetadata.extensions entries that claim one.
+   */
+  record FeatureTable(Map<String, String> features, Map<String, String> extensions) {}
+
+  /** Where the feature table of a case directory lives: features.json beside it. */
+  static Path featuresFile(Path cases) {
+    return cases.toAbsolutePath().normalize().getParent().resolve("features.json");
+  }
+
+  static FeatureTable loadFeatures(Path path) throws IOException {
+    JsonObject json = JsonParser.parseString(Files.readString(path, StandardCharsets.UTF_8)).getAsJsonObject();
+    Map<String, String> features = new java.util.TreeMap<>();
+    json.getAsJsonObject("features").entrySet().forEach(e -> features.put(e.getKey(), e.getValue().getAsString()));
+    Map<String, String> extensions = new java.util.TreeMap<>();
+    json.getAsJsonObject("extensions").entrySet().forEach(e -> extensions.put(e.getKey(), e.getValue().getAsString()));
+    if (features.isEmpty()) {
+      throw new IOException(path + ": no features");
+    }
+    return new FeatureTable(features, extensions);
+  }
 
   /** --features: "all" (null: every case applies), "core"/"" (nothing beyond the core), or a list. */
-  static java.util.Set<String> parseFeatures(String text) {
+  static java.util.Set<String> parseFeatures(String text, FeatureTable table) {
+    Map<String, String> features = table.features();
     text = text.trim();
     if (text.equals("all")) {
       return null;
@@ -241,7 +328,7 @@ public final class ConformanceRunner {
       if (f.isEmpty() || f.equals("core")) {
         continue;
       }
-      if (!FEATURES.containsKey(f)) {
+      if (!features.containsKey(f)) {
         unknown.add(f);
       } else {
         claimed.add(f);
@@ -249,7 +336,7 @@ public final class ConformanceRunner {
     }
     if (!unknown.isEmpty()) {
       throw new IllegalArgumentException("unknown feature(s) " + unknown + "; known: core, all, "
-          + new TreeSet<>(FEATURES.keySet()));
+          + new TreeSet<>(features.keySet()));
     }
     return claimed;
   }
@@ -343,6 +430,17 @@ public final class ConformanceRunner {
         }
       }
       case "ModelStreamInfer" -> stream(c);
+      case "CudaSharedMemoryStatus", "CudaSharedMemoryRegister", "CudaSharedMemoryUnregister" -> {
+        List<String> regions = cuda(c.rpc(), req);
+        if (e.has("regions")) {
+          List<String> want = new ArrayList<>();
+          e.getAsJsonArray("regions").forEach(x -> want.add(x.getAsString()));
+          want.sort(null);
+          if (!regions.equals(want)) {
+            throw new CaseFailure("regions " + regions + ", expected " + want);
+          }
+        }
+      }
       default -> throw new IllegalStateException("unknown rpc " + c.rpc());
     }
   }
@@ -379,6 +477,9 @@ public final class ConformanceRunner {
   }
 
   private InferResult infer(Case c, JsonObject req) throws IOException {
+    if (needsWire(req) && !str(req, "encoding").equals("both")) {
+      return InferResult.fromProto(client.blockingStub().modelInfer(wire(c, req)));
+    }
     InferRequest r = toRequest(c, req);
     String encoding = str(req, "encoding");
     if (encoding.equals("both")) {
@@ -402,7 +503,12 @@ public final class ConformanceRunner {
     }
     for (JsonElement el : expect.getAsJsonArray("outputs")) {
       JsonObject spec = el.getAsJsonObject();
-      compareTensor(spec, got.output(str(spec, "name")).orElseThrow(), tensorBytes(c, spec));
+      Tensor t = got.output(str(spec, "name")).orElseThrow();
+      if (str(spec, "datatype").equals("BYTES")) {
+        compareStrings(spec, t);
+      } else {
+        compareTensor(spec, t, tensorBytes(c, spec));
+      }
     }
     if (expect.has("id") && !got.id().equals(expect.get("id").getAsString())) {
       throw new CaseFailure("response id \"" + got.id() + "\", expected " + expect.get("id"));
@@ -412,6 +518,46 @@ public final class ConformanceRunner {
     }
     if (expect.has("model_version") && !got.version().equals(expect.get("model_version").getAsString())) {
       throw new CaseFailure("response model_version \"" + got.version() + "\", expected " + expect.get("model_version"));
+    }
+  }
+
+  /**
+   * An expected BYTES output: shape, then every element (raw contents: a 4-byte little-endian
+   * length, then its bytes) equal to the expected UTF-8 text.
+   */
+  static void compareStrings(JsonObject spec, Tensor got) {
+    String name = str(spec, "name");
+    if (!got.datatype().equals("BYTES")) {
+      throw new CaseFailure("output " + name + ": datatype " + got.datatype() + ", expected BYTES");
+    }
+    if (!Arrays.equals(got.shape(), shape(spec))) {
+      throw new CaseFailure("output " + name + ": shape " + Arrays.toString(got.shape())
+          + ", expected " + Arrays.toString(shape(spec)));
+    }
+    ByteBuffer b = got.rawBytes().asReadOnlyByteBuffer().order(ByteOrder.LITTLE_ENDIAN);
+    List<String> elements = new ArrayList<>();
+    while (b.hasRemaining()) {
+      if (b.remaining() < 4) {
+        throw new CaseFailure("output " + name + ": " + b.remaining() + " trailing bytes are not a length prefix");
+      }
+      int n = b.getInt();
+      if (n < 0 || n > b.remaining()) {
+        throw new CaseFailure("output " + name + ": element " + elements.size() + " claims " + n + " bytes");
+      }
+      byte[] e = new byte[n];
+      b.get(e);
+      elements.add(new String(e, StandardCharsets.UTF_8));
+    }
+    List<String> want = new ArrayList<>();
+    spec.getAsJsonArray("strings").forEach(x -> want.add(x.getAsString()));
+    if (elements.size() != want.size()) {
+      throw new CaseFailure("output " + name + ": " + elements.size() + " elements, expected " + want.size());
+    }
+    for (int i = 0; i < want.size(); i++) {
+      if (!elements.get(i).equals(want.get(i))) {
+        throw new CaseFailure("output " + name + ": flat index " + i + ": got \"" + elements.get(i)
+            + "\", expected \"" + want.get(i) + "\"");
+      }
     }
   }
 
@@ -470,7 +616,97 @@ public final class ConformanceRunner {
     }
   }
 
+  /**
+   * A stream whose requests carry their own parameters: each request exactly as the case
+   * describes it, through the generated stub (with the client's credentials and deadline);
+   * responses matched by id, their parameters checked.
+   */
+  private void streamWire(Case c) throws Exception {
+    JsonArray reqs = c.request().getAsJsonArray("requests");
+    List<ModelStreamInferResponse> responses = new ArrayList<>();
+    CountDownLatch done = new CountDownLatch(1);
+    Throwable[] failure = new Throwable[1];
+    CallOptions o = client.futureStub().getCallOptions();
+    GRPCInferenceServiceGrpc.GRPCInferenceServiceStub stub =
+        GRPCInferenceServiceGrpc.newStub(client.channel()).withDeadline(o.getDeadline());
+    if (o.getCredentials() != null) {
+      stub = stub.withCallCredentials(o.getCredentials());
+    }
+    StreamObserver<ModelInferRequest> out = stub.modelStreamInfer(new StreamObserver<>() {
+      @Override
+      public void onNext(ModelStreamInferResponse r) {
+        synchronized (responses) {
+          responses.add(r);
+        }
+      }
+
+      @Override
+      public void onError(Throwable t) {
+        failure[0] = t;
+        done.countDown();
+      }
+
+      @Override
+      public void onCompleted() {
+        done.countDown();
+      }
+    });
+    for (JsonElement el : reqs) {
+      out.onNext(wire(c, el.getAsJsonObject()));
+    }
+    out.onCompleted();
+    if (!done.await(120, TimeUnit.SECONDS)) {
+      throw new CaseFailure("stream did not end within 120 s");
+    }
+    if (failure[0] instanceof Exception x) {
+      throw x;
+    }
+    Map<String, ModelStreamInferResponse> byId = new HashMap<>();
+    synchronized (responses) {
+      if (responses.size() != reqs.size()) {
+        throw new CaseFailure(responses.size() + " stream responses, expected " + reqs.size());
+      }
+      responses.forEach(r -> byId.put(r.getInferResponse().getId(), r));
+    }
+    for (JsonElement el : c.expect().getAsJsonArray("responses")) {
+      JsonObject want = el.getAsJsonObject();
+      String id = str(want, "id");
+      ModelStreamInferResponse r = byId.get(id);
+      if (r == null) {
+        throw new CaseFailure("no stream response for request \"" + id + "\"");
+      }
+      if (!r.getErrorMessage().isEmpty()) {
+        throw new CaseFailure("stream request \"" + id + "\" failed: " + r.getErrorMessage());
+      }
+      compareOutputs(c, want, InferResult.fromProto(r.getInferResponse()));
+      Map<String, InferParameter> got = r.getInferResponse().getParametersMap();
+      if (want.has("parameters")) {
+        for (Map.Entry<String, JsonElement> p : want.getAsJsonObject("parameters").entrySet()) {
+          InferParameter w = parameter(p.getKey(), p.getValue());
+          if (!w.equals(got.get(p.getKey()))) {
+            throw new CaseFailure("stream response \"" + id + "\": parameter " + p.getKey() + " is "
+                + got.get(p.getKey()) + ", expected " + w);
+          }
+        }
+      }
+      if (want.has("parameters_absent")) {
+        for (JsonElement k : want.getAsJsonArray("parameters_absent")) {
+          if (got.containsKey(k.getAsString())) {
+            throw new CaseFailure("stream response \"" + id + "\": parameter " + k.getAsString()
+                + " is " + got.get(k.getAsString()) + ", expected none");
+          }
+        }
+      }
+    }
+  }
+
   private void stream(Case c) throws Exception {
+    for (JsonElement el : c.request().getAsJsonArray("requests")) {
+      if (el.getAsJsonObject().has("parameters")) {
+        streamWire(c);
+        return;
+      }
+    }
     List<InferRequest> reqs = new ArrayList<>();
     for (JsonElement el : c.request().getAsJsonArray("requests")) {
       reqs.add(toRequest(c, el.getAsJsonObject()));
@@ -534,6 +770,7 @@ public final class ConformanceRunner {
     String cert = System.getenv("JAXPORT_CONFORMANCE_CERT");
     String key = System.getenv("JAXPORT_CONFORMANCE_KEY");
     Path cases = Path.of("../../tests/conformance/cases");
+    Path featuresPath = null;
     boolean protocolOnly = false;
     String only = "";
     for (int i = 0; i < args.length; i++) {
@@ -541,6 +778,7 @@ public final class ConformanceRunner {
         case "" -> { } // an unset optional Maven property
         case "--url" -> url = args[++i];
         case "--cases" -> cases = Path.of(args[++i]);
+        case "--features-file" -> featuresPath = Path.of(args[++i]);
         case "--protocol-only", "protocol-only" -> protocolOnly = true;
         case "--features" -> features = args[++i];
         case "--run" -> only = args[++i];
@@ -558,7 +796,7 @@ public final class ConformanceRunner {
             continue;
           }
           throw new IllegalArgumentException("unknown argument " + args[i]
-            + " (use --url HOST:PORT --cases DIR [--features all|core|LIST] [--protocol-only] [--run SUBSTRING] [--ca PEM]"
+            + " (use --url HOST:PORT --cases DIR [--features-file JSON] [--features all|core|LIST] [--protocol-only] [--run SUBSTRING] [--ca PEM]"
             + " [--cert PEM --key PKCS8_PEM] [--token TOKEN])");
         }
       }
@@ -566,7 +804,8 @@ public final class ConformanceRunner {
     if (url == null || url.isEmpty()) {
       throw new IllegalArgumentException("--url (or JAXPORT_CONFORMANCE_URL) is required");
     }
-    java.util.Set<String> claimed = parseFeatures(protocolOnly ? "core" : features);
+    FeatureTable table = loadFeatures(featuresPath != null ? featuresPath : featuresFile(cases));
+    java.util.Set<String> claimed = parseFeatures(protocolOnly ? "core" : features, table);
     List<Case> all = loadCases(cases);
     int passed = 0;
     int failed = 0;
@@ -591,10 +830,10 @@ public final class ConformanceRunner {
       if (claimed != null) {
         try {
           for (String x : client.serverMetadata().getExtensionsList()) {
-            if (EXTENSION_FEATURES.containsKey(x)) {
-              claimed.add(EXTENSION_FEATURES.get(x));
+            if (table.extensions().containsKey(x)) {
+              claimed.add(table.extensions().get(x));
             }
-            if (FEATURES.containsKey(x)) {
+            if (table.features().containsKey(x)) {
               claimed.add(x);
             }
           }
