@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -42,6 +44,14 @@ func (yes) ModelInfer(_ context.Context, r *pb.ModelInferRequest) (*pb.ModelInfe
 	}, nil
 }
 
+func (yes) CudaSharedMemoryRegister(context.Context, *pb.CudaSharedMemoryRegisterRequest) (*pb.CudaSharedMemoryRegisterResponse, error) {
+	return &pb.CudaSharedMemoryRegisterResponse{}, nil
+}
+
+func (yes) CudaSharedMemoryStatus(context.Context, *pb.CudaSharedMemoryStatusRequest) (*pb.CudaSharedMemoryStatusResponse, error) {
+	return &pb.CudaSharedMemoryStatusResponse{Regions: map[string]*pb.CudaSharedMemoryStatusResponse_RegionStatus{"ghost": {Name: "ghost"}}}, nil
+}
+
 func yesServer(t *testing.T) string {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
@@ -70,6 +80,8 @@ func TestUnexpectedSuccessIsAFailure(t *testing.T) {
 		{"error_unknown_version", `FAIL error_unknown_version: call succeeded (model "cf_fp32" version "1", outputs [data_out]), expected status NOT_FOUND`},
 		{"metadata_unknown_model", `FAIL metadata_unknown_model: call succeeded (name="conformance_no_such_model" versions=[1]), expected status NOT_FOUND`},
 		{"error_raw_and_typed", `FAIL error_raw_and_typed: call succeeded (model "cf_fp32" version "1", outputs [data_out]), expected status INVALID_ARGUMENT`},
+		{"cuda_shm_register_refused", "FAIL cuda_shm_register_refused: call succeeded (CudaSharedMemoryRegister answered (regions [])), expected status INVALID_ARGUMENT"},
+		{"cuda_shm_status_empty", "FAIL cuda_shm_status_empty: regions [ghost], expected []"},
 	} {
 		rc, out, errOut := runCmd(t, "--url", url, "--cases", caseDir, "--run", tc.run)
 		if rc != 1 || !strings.Contains(out, tc.line+"\n") || !strings.Contains(out, "conformance go: 0 passed, 1 failed") {
@@ -79,6 +91,38 @@ func TestUnexpectedSuccessIsAFailure(t *testing.T) {
 	rc, out, _ := runCmd(t, "--url", url, "--cases", caseDir, "--run", "health_server_live")
 	if rc != 0 || !strings.Contains(out, "PASS health_server_live") {
 		t.Errorf("health_server_live: rc %d, output:\n%s", rc, out)
+	}
+}
+
+// The feature table is read from beside the case directory (one table for every runner).
+func TestFeatureTableBesideTheCases(t *testing.T) {
+	url := yesServer(t)
+	dir := t.TempDir()
+	cases := filepath.Join(dir, "cases")
+	if err := os.MkdirAll(cases, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(filepath.Join(caseDir, "health_server_live.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(cases, "health_server_live.json"), raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	table := `{"features": {"only-in-this-table": "x"}, "extensions": {}}`
+	if err := os.WriteFile(filepath.Join(dir, "features.json"), []byte(table), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rc, out, errOut := runCmd(t, "--url", url, "--cases", cases, "--features", "only-in-this-table")
+	if rc != 0 || !strings.Contains(out, "features claimed: only-in-this-table\n") {
+		t.Errorf("rc %d, output:\n%s%s", rc, out, errOut)
+	}
+	if err := os.Remove(filepath.Join(dir, "features.json")); err != nil {
+		t.Fatal(err)
+	}
+	rc, _, errOut = runCmd(t, "--url", url, "--cases", cases)
+	if rc != 2 || !strings.Contains(errOut, "features.json") {
+		t.Errorf("without the table: rc %d, stderr %s", rc, errOut)
 	}
 }
 
