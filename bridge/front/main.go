@@ -13,6 +13,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -37,6 +38,7 @@ type front struct {
 	port            int
 	portFile        string
 	metricsPort     int
+	httpPort        int // REST/JSON API; -1 = off
 	nWorkers        int
 	workerCmd       []string
 	maxMessageBytes int
@@ -78,6 +80,7 @@ var options = []option{
 	{"port", false, intOpt(func(f *front) *int { return &f.port })},
 	{"port-file", false, func(f *front, v string) error { f.portFile = v; return nil }},
 	{"metrics-port", false, intOpt(func(f *front) *int { return &f.metricsPort })},
+	{"http-port", false, intOpt(func(f *front) *int { return &f.httpPort })},
 	{"workers", false, intOpt(func(f *front) *int { return &f.nWorkers })},
 	{"worker-cmd", false, func(f *front, v string) error { f.workerCmd = strings.Fields(v); return nil }},
 	{"tls-cert", false, func(f *front, v string) error { f.tlsCert = v; return nil }},
@@ -109,7 +112,7 @@ func defaultWorkerCmd() []string {
 // parseArgs splits argv into the front's flags (environment JAXPORT_<FLAG> as fallback) and
 // the rest, which goes to the workers in order.
 func parseArgs(argv []string) (*front, error) {
-	f := &front{host: "127.0.0.1", port: 8001, metricsPort: 8002, nWorkers: 1,
+	f := &front{host: "127.0.0.1", port: 8001, metricsPort: 8002, httpPort: defaultHTTPPort, nWorkers: 1,
 		maxMessageBytes: defaultMaxMessageBytes, gracePeriod: 10 * time.Second}
 	given := map[string]bool{}
 	for i := 0; i < len(argv); i++ {
@@ -156,11 +159,19 @@ func parseArgs(argv []string) (*front, error) {
 	if f.workerCmd == nil {
 		f.workerCmd = defaultWorkerCmd()
 	}
+	// --port 0 means "any free port, read them from --port-file": a fixed default HTTP port
+	// would collide between such fronts, so HTTP takes a free port too unless given.
+	_, httpFromEnv := os.LookupEnv("JAXPORT_HTTP_PORT")
+	if f.port == 0 && !given["http-port"] && !httpFromEnv {
+		f.httpPort = 0
+	}
 	switch {
 	case f.port < 0 || f.port > 65535:
 		return nil, fmt.Errorf("--port must be in 0..65535, got %d", f.port)
 	case f.metricsPort < -1 || f.metricsPort > 65535:
 		return nil, fmt.Errorf("--metrics-port must be in -1..65535, got %d", f.metricsPort)
+	case f.httpPort < -1 || f.httpPort > 65535:
+		return nil, fmt.Errorf("--http-port must be in -1..65535, got %d", f.httpPort)
 	case f.nWorkers < 1:
 		return nil, fmt.Errorf("--workers must be >= 1, got %d", f.nWorkers)
 	case f.maxMessageBytes < 1:
@@ -174,7 +185,7 @@ func parseArgs(argv []string) (*front, error) {
 var errHelp = fmt.Errorf("help")
 
 const usage = `usage: jaxport-front --repository REPO [--host 127.0.0.1] [--port 8001] [--port-file PATH]
-                     [--metrics-port 8002 (-1 = off)] [--workers 1] [--worker-cmd "PYTHON -m jaxport.bridge.worker"]
+                     [--metrics-port 8002 (-1 = off)] [--http-port 8000 (REST; -1 = off)] [--workers 1] [--worker-cmd "PYTHON -m jaxport.bridge.worker"]
                      [--max-message-bytes 100663296] [--grace-period-s 10]
                      [--tls-cert PEM --tls-key PEM [--tls-client-ca PEM]] [--auth-token-file PATH]
                      [jaxport serve flags...]
@@ -262,8 +273,9 @@ func run(argv []string) int {
 	if creds != nil {
 		serverOptions = append(serverOptions, grpc.Creds(creds))
 	}
+	var token []byte
 	if f.authTokenFile != "" {
-		token, err := readTokenFile(f.authTokenFile)
+		token, err = readTokenFile(f.authTokenFile)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "jaxport front: error: %v\n", err)
 			return 1
@@ -306,8 +318,19 @@ func run(argv []string) int {
 			return 1
 		}
 	}
+	httpPort := -1
+	var rest *restServer
+	if f.httpPort >= 0 {
+		if rest, httpPort, err = f.startREST(token); err != nil {
+			fmt.Fprintf(os.Stderr, "jaxport front: error: cannot serve REST on --http-port: %v\n", err)
+			close(stop)
+			f.stopWorkers(&supervisors)
+			return 1
+		}
+	}
 	if f.portFile != "" {
-		if err := writePortFile(f.portFile, map[string]int{"grpc_port": port, "metrics_port": metricsPort, "pid": os.Getpid()}); err != nil {
+		if err := writePortFile(f.portFile, map[string]int{"grpc_port": port, "metrics_port": metricsPort,
+			"http_port": httpPort, "pid": os.Getpid()}); err != nil {
 			fmt.Fprintf(os.Stderr, "jaxport front: error: cannot write --port-file %s: %v\n", f.portFile, err)
 			close(stop)
 			f.stopWorkers(&supervisors)
@@ -318,7 +341,10 @@ func run(argv []string) int {
 	if metricsPort >= 0 {
 		fmt.Printf("jaxport front: metrics on http://%s:%d/metrics\n", f.host, metricsPort)
 	}
-	slog.Info("listening", "grpc_port", port, "workers", f.nWorkers, "worker_cmd", strings.Join(f.workerCmd, " "))
+	if httpPort >= 0 {
+		fmt.Printf("jaxport front: REST on %s:%d/v2\n", f.host, httpPort)
+	}
+	slog.Info("listening", "grpc_port", port, "http_port", httpPort, "workers", f.nWorkers, "worker_cmd", strings.Join(f.workerCmd, " "))
 
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(lis) }()
@@ -337,7 +363,20 @@ func run(argv []string) int {
 	f.health.Shutdown()
 	slog.Info("draining", "grace_period_s", f.gracePeriod.Seconds())
 	drained := make(chan struct{})
-	go func() { srv.GracefulStop(); close(drained) }()
+	restCtx, restCut := context.WithCancel(context.Background())
+	defer restCut()
+	go func() {
+		restDone := make(chan struct{})
+		go func() { // REST: no new connections, in-flight requests finish
+			if rest != nil {
+				_ = rest.shutdown(restCtx)
+			}
+			close(restDone)
+		}()
+		srv.GracefulStop()
+		<-restDone
+		close(drained)
+	}()
 	go func() { // a second signal during the drain: exit at once (as jaxport serve)
 		sig := <-sigs
 		slog.Warn("second signal: exiting now", "signal", sig.String(), "exit_status", exitForced)
@@ -349,6 +388,10 @@ func run(argv []string) int {
 	case <-time.After(f.gracePeriod):
 		status = exitCut
 		srv.Stop() // cancels the calls still running: their callers get CANCELLED/UNAVAILABLE
+		restCut()
+		if rest != nil {
+			rest.close() // closes the REST connections still open
+		}
 		<-drained
 	}
 	close(stop)
