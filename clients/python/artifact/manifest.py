@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 from google.protobuf import json_format
 from jaxport.artifact.errors import ArtifactError, ChecksumError, SchemaVersionError
+from jaxport.artifact.location import LocalLocation, Location, locate
 from jaxport.artifact.paths import check_relative, resolve_inside
 from jaxport.protocol import dtypes
 from jaxport.protocol.gen.jaxport.v1 import manifest_pb2
@@ -129,20 +130,34 @@ def parse(text: str, source: str = MANIFEST_FILE) -> manifest_pb2.Manifest:
     return manifest
 
 
-def load(artifact_dir: str | os.PathLike[str]) -> manifest_pb2.Manifest:
-    """Read and validate `<artifact_dir>/manifest.json` (schema version and structure)."""
-    path = Path(artifact_dir) / MANIFEST_FILE
+def load(artifact_dir: str | os.PathLike[str] | Location) -> manifest_pb2.Manifest:
+    """Read and validate `<artifact_dir>/manifest.json` (schema version and structure).
+    `artifact_dir`: a local directory, or a Location (`location.locate`) of one by URL."""
+    root = locate(artifact_dir)
+    source = root.display(MANIFEST_FILE)
+    if isinstance(root, LocalLocation):
+        path = root.path / MANIFEST_FILE
+        try:
+            if path.is_symlink():
+                resolve_inside(root.path, MANIFEST_FILE, str(path))
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise ArtifactError(
+                f"{path}: no manifest.json; is this a jaxport artifact directory?"
+            ) from None
+        except OSError as exc:
+            raise ArtifactError(f"{path}: cannot read: {exc.strerror}") from None
+        except UnicodeDecodeError as exc:
+            raise ArtifactError(f"{path} is not UTF-8 text: {exc}") from None
+        return parse(text, source)
+    data = root.read_bytes(MANIFEST_FILE)
+    if data is None:
+        raise ArtifactError(f"{source}: no manifest.json; is this a jaxport artifact directory?")
     try:
-        if path.is_symlink():
-            resolve_inside(artifact_dir, MANIFEST_FILE, str(path))
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ArtifactError(
-            f"{path}: no manifest.json; is this a jaxport artifact directory?"
-        ) from None
-    except OSError as exc:
-        raise ArtifactError(f"{path}: cannot read: {exc.strerror}") from None
-    return parse(text, str(path))
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ArtifactError(f"{source} is not UTF-8 text: {exc}") from None
+    return parse(text, source)
 
 
 def _check_schema_version(version: object, source: str) -> None:
@@ -238,32 +253,34 @@ def validate(manifest: manifest_pb2.Manifest, source: str = MANIFEST_FILE) -> No
             raise ArtifactError(f"{source}: files entry {f.path!r} has no sha256")
 
 
-def check_paths(artifact_dir: str | os.PathLike[str], manifest: manifest_pb2.Manifest) -> None:
-    """Every path the manifest names leads inside `artifact_dir` on disk (symlinks followed),
-    and every program file carries a checksum. ArtifactError names the offending entry."""
+def check_paths(artifact_dir: str | os.PathLike[str] | Location,
+                manifest: manifest_pb2.Manifest) -> None:
+    """Every path the manifest names leads inside `artifact_dir` (on disk: symlinks followed;
+    by URL: below its URL), and every program file carries a checksum. ArtifactError names
+    the offending entry."""
+    root = locate(artifact_dir)
     listed = set()
     for entry in manifest.files:
-        resolve_inside(artifact_dir, entry.path, f"files[{entry.path!r}]")
+        root.resolve(entry.path, f"files[{entry.path!r}]")
         listed.add(entry.path)
     for p in manifest.programs:
         for what, rel in (("mlirbc_file", p.mlirbc_file), ("jaxexport_file", p.jaxexport_file)):
-            resolve_inside(artifact_dir, rel, what)
+            root.resolve(rel, what)
             if rel not in listed:
                 raise ArtifactError(f"{what} {rel!r} has no checksum in manifest.files; refused")
         for arg in p.arguments:
             if arg.role == _ROLE.ARGUMENT_ROLE_PARAMETER:
-                _check_tensorstore_spec(artifact_dir, arg)
+                _check_tensorstore_spec(root, arg)
     for out in manifest.outputs:
         if out.labels_file:
             what = f"outputs[{out.name!r}].labels_file"
-            resolve_inside(artifact_dir, out.labels_file, what)
+            root.resolve(out.labels_file, what)
             if out.labels_file not in listed:
                 raise ArtifactError(
                     f"{what} {out.labels_file!r} has no checksum in manifest.files; refused")
 
 
-def _check_tensorstore_spec(artifact_dir: str | os.PathLike[str],
-                            arg: manifest_pb2.Argument) -> None:
+def _check_tensorstore_spec(root: Location, arg: manifest_pb2.Argument) -> None:
     what = f"parameter '{arg.name}'"
     try:
         spec = json.loads(arg.tensorstore_spec_json)
@@ -273,7 +290,7 @@ def _check_tensorstore_spec(artifact_dir: str | os.PathLike[str],
     if not isinstance(kv, dict) or kv.get("driver") != "file" or \
             not isinstance(kv.get("path"), str):
         raise ArtifactError(f"{what}: weights must come from a local 'file' kvstore, got {kv!r}")
-    resolve_inside(artifact_dir, kv["path"].rstrip("/"), what)
+    root.resolve(kv["path"].rstrip("/"), what)
 
 
 def _kv_path(arg: manifest_pb2.Argument) -> str:
@@ -283,13 +300,14 @@ def _kv_path(arg: manifest_pb2.Argument) -> str:
         return "unknown path"
 
 
-def verify_files(artifact_dir: str | os.PathLike[str], manifest: manifest_pb2.Manifest) -> None:
+def verify_files(artifact_dir: str | os.PathLike[str] | Location,
+                 manifest: manifest_pb2.Manifest) -> None:
     """Check every listed file and every parameter against its sha256.
 
     Raises ChecksumError naming the file (or parameter) with the expected and actual digest.
     Files referenced by programs and goldens must be listed, so nothing escapes the check.
     """
-    root = Path(artifact_dir)
+    root = locate(artifact_dir)
     listed = {f.path for f in manifest.files}
     needed = set()
     for program in manifest.programs:
@@ -304,19 +322,19 @@ def verify_files(artifact_dir: str | os.PathLike[str], manifest: manifest_pb2.Ma
             f"{root}: {missing[0]} is used by the manifest but not in its file list"
         )
     for entry in manifest.files:
-        path = root / entry.path
-        if not path.is_file():
-            raise ChecksumError(f"{path}: file listed in the manifest is missing")
-        size = path.stat().st_size
+        where = root.display(entry.path)
+        found = root.size_and_sha256(entry.path)
+        if found is None:
+            raise ChecksumError(f"{where}: file listed in the manifest is missing")
+        size, actual = found
         if size != entry.size_bytes:
             raise ChecksumError(
-                f"{path}: size {size} bytes, manifest says {entry.size_bytes} "
+                f"{where}: size {size} bytes, manifest says {entry.size_bytes} "
                 "(truncated or replaced?)"
             )
-        actual = sha256_file(path)
         if actual != entry.sha256:
             raise ChecksumError(
-                f"{path}: sha256 mismatch: expected {entry.sha256}, actual {actual}"
+                f"{where}: sha256 mismatch: expected {entry.sha256}, actual {actual}"
             )
     # Parameters are checked again as arrays: a consumer may open them with any zarr reader, so
     # the array-level digest is the one that matters across implementations.

@@ -20,6 +20,7 @@ artifact contains; only call artifacts from producers you trust.
 
 from __future__ import annotations
 
+import io
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -33,7 +34,7 @@ from jaxport.artifact import goldens as goldens_mod
 from jaxport.artifact import manifest as manifest_mod
 from jaxport.artifact import weights as weights_mod
 from jaxport.artifact.errors import ArtifactError
-from jaxport.artifact.paths import resolve_inside
+from jaxport.artifact.location import LocalLocation, Location, locate
 from jaxport.protocol.gen.jaxport.v1 import manifest_pb2
 
 if TYPE_CHECKING:
@@ -63,11 +64,16 @@ class Golden:
     expected_error: str
 
 
-def open(path: str | os.PathLike[str], *, verify_checksums: bool = True) -> Artifact:
+def open(path: str | os.PathLike[str] | Location, *, verify_checksums: bool = True
+         ) -> Artifact:
     """Open the artifact directory `path`: manifest read and validated, every path it names
     checked to stay inside `path`, and (unless `verify_checksums=False`) every file and
-    parameter checked against its sha256. Raises `ArtifactError` naming what is wrong."""
-    root = Path(path)
+    parameter checked against its sha256. Raises `ArtifactError` naming what is wrong.
+
+    `path` is a local directory, a `file://` URL or an `http(s)://` URL of one
+    (`jaxport.artifact.location`): by URL every file, weights included, is read over HTTP
+    and checked exactly as a local one, and no manifest path may leave the URL's prefix."""
+    root = locate(path)
     manifest = manifest_mod.load(root)
     manifest_mod.check_paths(root, manifest)
     if verify_checksums:
@@ -76,15 +82,30 @@ def open(path: str | os.PathLike[str], *, verify_checksums: bool = True) -> Arti
 
 
 class Artifact:
-    """One artifact directory, opened. Thread-safe for reading; caches what it loads."""
+    """One artifact directory, opened. Thread-safe for reading; caches what it loads.
 
-    def __init__(self, path: Path, manifest: manifest_pb2.Manifest) -> None:
-        self.path = Path(path)
+    `location` says where its files are; `path` is the local directory (a `Path`), or the
+    URL (a `str`) of an artifact read over HTTP."""
+
+    def __init__(self, path: str | os.PathLike[str] | Location,
+                 manifest: manifest_pb2.Manifest) -> None:
+        self.location = locate(path)
+        self.path: Path | str = (self.location.path if isinstance(self.location, LocalLocation)
+                                 else str(self.location))
         self.manifest = manifest
         self._exported: dict[int, jax_export.Exported] = {}
 
     def __repr__(self) -> str:
         return f"Artifact({str(self.path)!r}, name={self.manifest.name!r})"
+
+    def read_file(self, rel: str) -> bytes:
+        """The bytes of file `rel` of the artifact (a path as the manifest names it, held to
+        the path rule). ArtifactError when it is missing or cannot be read."""
+        self.location.resolve(rel, repr(rel))
+        data = self.location.read_bytes(rel)
+        if data is None:
+            raise ArtifactError(f"{self.location.display(rel)}: no such file in the artifact")
+        return data
 
     # -- description --------------------------------------------------------------------------
 
@@ -118,13 +139,13 @@ class Artifact:
             if len(programs) == 1:
                 return next(iter(programs.values()))
             raise ArtifactError(
-                f"{self.path}: several programs (batch sizes {list(self.batch_sizes)}); "
+                f"{self.location}: several programs (batch sizes {list(self.batch_sizes)}); "
                 "say which batch size"
             )
         program = programs.get(batch_size if self.batch_sizes else 0)
         if program is None:
             raise ArtifactError(
-                f"{self.path}: batch size {batch_size} is not exported "
+                f"{self.location}: batch size {batch_size} is not exported "
                 f"(exported sizes: {list(self.batch_sizes)})"
             )
         return program
@@ -135,7 +156,7 @@ class Artifact:
     def _parameters(self) -> dict[str, np.ndarray]:
         program = self.manifest.programs[0]  # every program shares the same parameters
         names = [a.name for a in program.arguments if a.role == _ARG.ARGUMENT_ROLE_PARAMETER]
-        values = weights_mod.read_parameters(self.path, program)
+        values = weights_mod.read_parameters(self.location, program)
         return dict(zip(names, values, strict=True))
 
     def parameters(self) -> dict[str, np.ndarray]:
@@ -163,12 +184,12 @@ class Artifact:
         program = self.program(batch_size)
         exp = self._exported.get(program.batch_size)
         if exp is None:
-            blob = (self.path / program.jaxexport_file).read_bytes()
+            blob = self.read_file(program.jaxexport_file)
             try:
                 exp = jax_export.deserialize(bytearray(blob))
             except Exception as exc:  # jax's own words, on one line
                 raise ArtifactError(
-                    f"{self.path / program.jaxexport_file}: cannot deserialize: {exc}"
+                    f"{self.location.display(program.jaxexport_file)}: cannot deserialize: {exc}"
                 ) from None
             self._exported[program.batch_size] = exp
         return exp
@@ -279,12 +300,12 @@ class Artifact:
         spec = next((o for o in self.manifest.outputs if o.name == output), None)
         if spec is None:
             known = ", ".join(o.name for o in self.manifest.outputs)
-            raise ArtifactError(f"no output {output!r} in {self.path} (outputs: {known})")
+            raise ArtifactError(f"no output {output!r} in {self.location} (outputs: {known})")
         if not spec.labels_file:
             return None
-        path = resolve_inside(self.path, spec.labels_file, f"outputs[{output!r}].labels_file")
+        self.location.resolve(spec.labels_file, f"outputs[{output!r}].labels_file")
         try:
-            text = path.read_text(encoding="utf-8")
+            text = self.read_file(spec.labels_file).decode("utf-8")
         except UnicodeDecodeError as exc:
             raise ArtifactError(f"labels file {spec.labels_file!r} of output {output!r} is "
                                 f"not UTF-8 text: {exc}") from None
@@ -297,8 +318,13 @@ class Artifact:
                       for p in self.manifest.programs for r in p.results
                       if r.role != _RES.RESULT_ROLE_TOKEN}
 
+        def npy(rel: str) -> Any:
+            if isinstance(self.location, LocalLocation):
+                return self.location.path / rel
+            return io.BytesIO(self.read_file(rel))
+
         def load(paths: Mapping[str, str], types: Mapping[str, np.dtype]) -> dict:
-            return {n: goldens_mod.load_npy(self.path / rel, types[n]) for n, rel in paths.items()}
+            return {n: goldens_mod.load_npy(npy(rel), types[n]) for n, rel in paths.items()}
 
         return [
             Golden(case.name, case.batch_size, load(case.inputs, in_dtypes),

@@ -25,8 +25,8 @@ from typing import Any, Protocol
 import numpy as np
 import tensorstore as ts
 from jaxport.artifact.errors import ArtifactError
+from jaxport.artifact.location import Location, locate
 from jaxport.artifact.manifest import numpy_dtype
-from jaxport.artifact.paths import resolve_inside
 from jaxport.protocol import dtypes
 from jaxport.protocol.gen.jaxport.v1 import manifest_pb2
 
@@ -86,11 +86,14 @@ def _spec(rel_path: str, numpy_name: str) -> dict[str, Any]:
     return {"driver": "zarr3", "kvstore": {"driver": "file", "path": rel_path}, "dtype": numpy_name}
 
 
-def _absolute(spec: dict[str, Any], artifact_dir: Path) -> dict[str, Any]:
-    """The spec with its kvstore path joined to the artifact directory.
+def _absolute(spec: dict[str, Any], artifact_dir: str | os.PathLike[str] | Location
+              ) -> dict[str, Any]:
+    """The spec with its kvstore made absolute: the artifact directory's own kvstore (a local
+    `file` path, or `http` for an artifact read by URL) at the manifest's relative path.
 
-    Trust boundary: a manifest may only point at zarr3 arrays on the local file system inside
-    the artifact directory (no other drivers, no absolute paths, no `..`).
+    Trust boundary: a manifest may only point at zarr3 arrays in a `file` kvstore inside the
+    artifact (no other drivers, no absolute paths, no `..`); where the artifact itself lives
+    decides the kvstore that is actually opened.
     """
     spec = json.loads(json.dumps(spec))
     kvstore = spec.get("kvstore")
@@ -99,8 +102,7 @@ def _absolute(spec: dict[str, Any], artifact_dir: Path) -> dict[str, Any]:
         raise ArtifactError(
             f"tensorstore spec {json.dumps(spec)} must use the zarr3 driver on a file kvstore"
         )
-    target = resolve_inside(artifact_dir, kvstore["path"].rstrip("/"), "tensorstore kvstore")
-    spec["kvstore"]["path"] = str(target) + "/"
+    spec["kvstore"] = locate(artifact_dir).kvstore(kvstore["path"])
     return spec
 
 
@@ -148,10 +150,11 @@ def write_parameter(
 
 
 def read_parameter(
-    artifact_dir: str | os.PathLike[str], argument: manifest_pb2.Argument
+    artifact_dir: str | os.PathLike[str] | Location, argument: manifest_pb2.Argument
 ) -> np.ndarray:
-    """Open one parameter's zarr3 array from its manifest spec and check shape and dtype."""
-    root = Path(artifact_dir)
+    """Open one parameter's zarr3 array from its manifest spec and check shape and dtype.
+    `artifact_dir`: a local directory, or a Location (`location.locate`) of one by URL."""
+    root = locate(artifact_dir)
     try:
         spec = json.loads(argument.tensorstore_spec_json)
         store = ts.open(_absolute(spec, root), open=True).result()
@@ -170,7 +173,7 @@ def read_parameter(
 
 
 def read_parameters(
-    artifact_dir: str | os.PathLike[str],
+    artifact_dir: str | os.PathLike[str] | Location,
     program: manifest_pb2.Program,
 ) -> list[np.ndarray]:
     """Every PARAMETER argument of `program`, in `@main` argument order.
