@@ -72,6 +72,22 @@ class UnexpectedSuccessTest {
           .addRawOutputContents(ByteString.copyFrom(new byte[4])).build());
       o.onCompleted();
     }
+
+    @Override
+    public void cudaSharedMemoryRegister(dev.jaxport.inference.CudaSharedMemoryRegisterRequest r,
+        StreamObserver<dev.jaxport.inference.CudaSharedMemoryRegisterResponse> o) {
+      o.onNext(dev.jaxport.inference.CudaSharedMemoryRegisterResponse.getDefaultInstance());
+      o.onCompleted();
+    }
+
+    @Override
+    public void cudaSharedMemoryStatus(dev.jaxport.inference.CudaSharedMemoryStatusRequest r,
+        StreamObserver<dev.jaxport.inference.CudaSharedMemoryStatusResponse> o) {
+      o.onNext(dev.jaxport.inference.CudaSharedMemoryStatusResponse.newBuilder().putRegions("ghost",
+          dev.jaxport.inference.CudaSharedMemoryStatusResponse.RegionStatus.newBuilder().setName("ghost").build())
+          .build());
+      o.onCompleted();
+    }
   }
 
   @BeforeAll
@@ -111,6 +127,9 @@ class UnexpectedSuccessTest {
        "FAIL metadata_unknown_model: call succeeded (name=\"conformance_no_such_model\" versions=[1]), expected status NOT_FOUND"},
       {"error_raw_and_typed",
        "FAIL error_raw_and_typed: call succeeded (model \"cf_fp32\" version \"1\", outputs [data_out]), expected status INVALID_ARGUMENT"},
+      {"cuda_shm_register_refused",
+       "FAIL cuda_shm_register_refused: call succeeded (CudaSharedMemoryRegister answered (regions [])), expected status INVALID_ARGUMENT"},
+      {"cuda_shm_status_empty", "FAIL cuda_shm_status_empty: regions [ghost], expected []"},
     };
     for (String[] e : expected) {
       Run r = run("--run", e[0]);
