@@ -8,7 +8,8 @@
   unless `--step N`).
 
 A step with several items needs the item named as the first part of `--params-path`
-(`--params-path state.params`); every error lists the steps or items found.
+(`--params-path state.params`, or every path of a list: `state.params,state.batch_stats`);
+every error lists the steps or items found.
 """
 
 from __future__ import annotations
@@ -85,19 +86,30 @@ def _item_dir(value: str, path: Path, step: str | None,
         entries = sorted(p.name for p in step_dir.iterdir())
         raise ExportError(f"--params {value}: step directory {step_dir} holds no restorable "
                           f"item ({_listing(entries, 'entries')})")
+    paths = (params_path or "").split(",")
+    heads = {p.partition(".")[0] for p in paths}
     if len(items) == 1:
         # A single item is the checkpoint; `--params-path ITEM...` may still name it.
-        head, _, rest = (params_path or "").partition(".")
-        if head == items[0]:
-            return step_dir / items[0], rest or None
+        if heads == {items[0]}:
+            return step_dir / items[0], _strip(paths)
         return step_dir / items[0], params_path
-    head, _, rest = (params_path or "").partition(".")
-    if head not in items:
+    if len(heads) != 1 or next(iter(heads)) not in items:
         raise ExportError(
             f"--params {value}: step {step_dir.name} has several items ({', '.join(items)}); "
             f"name one as the first part of --params-path, e.g. --params-path {items[0]}"
+            + (" (every path of a comma-separated list in the same item)"
+               if len(paths) > 1 else "")
         )
-    return step_dir / head, rest or None
+    return step_dir / heads.pop(), _strip(paths)
+
+
+def _strip(paths: list[str]) -> str | None:
+    """The `--params-path` paths without their first part (the item's name)."""
+    rests = [p.partition(".")[2] for p in paths]
+    if len(rests) > 1 and not all(rests):
+        raise ExportError(f"--params-path {','.join(paths)}: each path of a list must name a "
+                          "subtree inside the item, e.g. state.params,state.batch_stats")
+    return ",".join(rests) or None
 
 
 def restore(value: str, *, step: str | None = None,

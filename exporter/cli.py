@@ -180,9 +180,11 @@ def _export_parser() -> _Parser:
                         ".msgpack file (e.g. Hugging Face flax_model.msgpack), or "
                         "MODULE:INIT_FUNCTION(jax.random.key(0)); "
                         "FrozenDict, NNX modules/State and any pytree are accepted")
-    p.add_argument("--params-path", metavar="A.B",
+    p.add_argument("--params-path", metavar="A.B[,C.D]",
                    help="use this subtree of the checkpoint, e.g. params (of a TrainState); "
-                        "for a checkpoint step with several items, first the item name")
+                        "several, comma-separated, give a dict keyed by their last parts "
+                        "(params,batch_stats: Linen's variables); for a checkpoint step with "
+                        "several items, first the item name")
     p.add_argument("--step", metavar="N|latest",
                    help="step of an Orbax CheckpointManager directory (default: latest)")
     p.add_argument("--input", action="append", required=True, metavar="NAME:DTYPE[d0,...]",

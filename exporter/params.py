@@ -163,7 +163,19 @@ def select(tree: Any, path: str, what: str = "--params-path") -> Any:
     """The subtree at dotted `path` (`params`, `state.params`, `layers.0`) of any checkpoint.
 
     Each part is a mapping key, an attribute (a TrainState's `params`) or a sequence index.
+    Several comma-separated paths give a dict of the subtrees keyed by each path's last part:
+    `params,batch_stats` of a TrainState with BatchNorm statistics is the variables dict
+    Linen's `model.apply` takes.
     """
+    if "," in path:
+        paths = path.split(",")
+        keys = [p.rpartition(".")[2] for p in paths]
+        dup = next((k for k in keys if keys.count(k) > 1), None)
+        if dup is not None or not all(keys):
+            raise ExportError(f"{what} {path!r}: the paths of a list must end in distinct "
+                              f"names (they key the dict the function gets)"
+                              + (f"; {dup!r} is there twice" if dup else ""))
+        return {k: select(tree, p, what) for k, p in zip(keys, paths, strict=True)}
     node = tree
     done: list[str] = []
     for part in (p for p in path.split(".")):

@@ -326,6 +326,16 @@ def _describe_trace_error(exc: BaseException, fn_name: str, params: Any) -> Expo
             f"{fn_name} is not jit-able: {type(exc).__name__}: {first} "
             "(use jnp/lax ops instead of Python control flow or numpy on traced values)"
         )
+    if type(exc).__name__ == "ScopeCollectionNotFound":  # flax.errors, without importing flax
+        m = re.search(r'from collection "([^"]+)"', first)
+        top = params if not isinstance(params, dict) else sorted(map(str, params))
+        return ExportError(
+            f"calling {fn_name}(params, *inputs) failed: the Linen variables have no "
+            f"{m.group(1) if m else '?'!r} collection (params top level: {top}); model.apply "
+            "takes {'params': ..., 'batch_stats': ...}: from a TrainState checkpoint pass "
+            "--params-path params,batch_stats (one path per collection), or give only params "
+            "and call model.apply({'params': params}, x) in the function"
+        )
     if isinstance(exc, KeyError | IndexError | AttributeError):
         top = params if not isinstance(params, dict) else sorted(map(str, params))
         return ExportError(

@@ -69,6 +69,10 @@ def test_manager_layouts(tmp_path: Path, checkpoints, where: str, extra: tuple, 
     ("single", ("--step", "x"), ["--step 'x': expected a step number or latest"]),
     ("multi", (), ["several items (meta, state)", "--params-path meta"]),
     ("single/1/default", ("--step", "1"), ["one checkpoint item"]),
+    ("multi", ("--params-path", "state.params,meta.lr"),
+     ["several items (meta, state)", "every path of a comma-separated list in the same item"]),
+    ("single", ("--params-path", "w1,w1"), ["'w1,w1': the paths of a list must end in distinct "
+                                            "names", "'w1' is there twice"]),
     ("", (), ["not an Orbax checkpoint", "directories found: multi, single"]),
 ])
 def test_manager_errors_list_what_is_there(tmp_path: Path, checkpoints, where: str,
