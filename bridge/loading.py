@@ -6,11 +6,12 @@ that the files are the ones the exporter wrote (no corruption, no tampering afte
 do not make an untrusted exporter safe. Serve only repositories whose producers you trust.
 
 Loading a version goes through the public artifact API (`jaxport.artifact.open`): manifest
-read and validated, the one path rule (nothing may point outside the artifact directory,
-weights only from local files), sha256 of every file and parameter -> deserialize ->
-parameters by manifest name, put on the device ONCE -> compile ONCE per program -> warm up
-with zeros. Only then is the model handed to the repository as ready. Each phase's seconds end
-up in `Model.load_seconds` (checksum, deserialize, weights, compile, warmup).
+read and validated, the one path rule (nothing may point outside the artifact directory or
+URL, weights only from the artifact's own files), sha256 of every file and parameter ->
+deserialize -> parameters by manifest name, put on the device ONCE -> compile ONCE per
+program -> warm up with zeros. Only then is the model handed to the repository as ready. Each
+phase's seconds end up in `Model.load_seconds` (checksum, deserialize, weights, compile,
+warmup).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import jaxport.artifact
 import numpy as np
 from jax import export as jax_export
 from jaxport.artifact.errors import ArtifactError, ChecksumError
+from jaxport.artifact.location import Location
 from jaxport.bridge.engines import ENGINES, Engine, ExportedEngine, InputSig, PjrtEngine
 from jaxport.bridge.model import Model, Program, TensorSig
 from jaxport.protocol import dtypes
@@ -120,8 +122,10 @@ def _pjrt_arguments(
     return slots, bindings
 
 
-def load_model(name: str, version: int, path: Path, *, engine: str = "exported") -> Model:
-    """Load, verify, compile and warm up one artifact directory. Raises LoadError on refusal."""
+def load_model(name: str, version: int, path: Path | Location, *, engine: str = "exported"
+               ) -> Model:
+    """Load, verify, compile and warm up one artifact directory (`path`: local, or a Location
+    read by URL, see `jaxport.artifact.location`). Raises LoadError on refusal."""
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
     seconds: dict[str, float] = {}
@@ -158,7 +162,10 @@ def load_model(name: str, version: int, path: Path, *, engine: str = "exported")
             except ArtifactError as exc:
                 raise LoadError(str(exc)) from None
         else:
-            blobs[program.batch_size] = (path / program.mlirbc_file).read_bytes()
+            try:
+                blobs[program.batch_size] = art.read_file(program.mlirbc_file)
+            except ArtifactError as exc:
+                raise LoadError(str(exc)) from None
     lap("deserialize")
 
     # Parameters are shared by every program (same leaves, same order); read them once.

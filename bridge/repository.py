@@ -15,18 +15,32 @@ error echoing a name that is not a model on disk cuts it (`jaxport.protocol.erro
 Reasons callers see (RepositoryIndex, UNAVAILABLE, load errors) name files relative to the
 repository (`mlp/1/weights/params.w1/c/0/0`): which file of which model version, not the
 server's file system layout. The log keeps the full paths for the operator.
+
+Where the repository is (`Repository(root)`): a local directory, a `file://` URL of one, or an
+`http(s)://` URL (`jaxport.artifact.location`). A local repository is listed from the file
+system; one by URL from its `index.json` (`jaxport.artifact.index`, written next to the
+artifacts), re-read whenever the repository is listed (start, RepositoryIndex, load).
+
+A single-model root (`single_model=NAME`, KServe's `/mnt/models`): the root is ONE model,
+served as NAME, either a version directory (an artifact: `manifest.json` at the root, served
+as version 1) or a model directory (version subdirectories `1/`, `2/`...; by URL, listed by
+its index.json). `check_root` says in one line why a root cannot be served as asked.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from jaxport.artifact import index as index_file
 from jaxport.artifact.errors import ArtifactError
+from jaxport.artifact.location import LocalLocation, Location, locate
+from jaxport.artifact.manifest import MANIFEST_FILE
 from jaxport.artifact.paths import resolve_inside
 from jaxport.bridge.loading import LoadError
 from jaxport.bridge.model import Model
@@ -40,8 +54,14 @@ UNAVAILABLE = "UNAVAILABLE"
 
 POLICIES = ("latest", "all")
 
-Loader = Callable[[str, int, Path], Model]
-"""`loader(name, version, artifact_dir) -> Model`; raises LoadError (or anything) on refusal."""
+Loader = Callable[[str, int, "Path | Location"], Model]
+"""`loader(name, version, artifact) -> Model`; `artifact` is the version directory (a Path) or,
+for a repository by URL, its Location (what `jaxport.artifact.open` takes). Raises LoadError
+(or anything) on refusal."""
+
+#: How many known models a NOT_FOUND for an unknown one names, and how much of each name.
+MAX_KNOWN_NAMED = 10
+_KNOWN_NAME_CHARS = 40
 
 
 @dataclass(frozen=True)
@@ -91,28 +111,247 @@ def version_number(name: str, version: str) -> int | None:
     return int(version)
 
 
+def _known(names: list[str]) -> str:
+    """`known models: a, b, ...` (at most MAX_KNOWN_NAMED, each cut) for a NOT_FOUND message."""
+    if not names:
+        return "no models in the repository"
+    shown = ", ".join(clip(n, _KNOWN_NAME_CHARS) for n in names[:MAX_KNOWN_NAMED])
+    more = len(names) - MAX_KNOWN_NAMED
+    return f"known models: {shown}" + (f" and {more} more" if more > 0 else "")
+
+
+def _local_versions(model_dir: Path) -> list[int]:
+    try:
+        return sorted(int(v.name) for v in model_dir.iterdir()
+                      if _VERSION.fullmatch(v.name) and v.is_dir())
+    except OSError:
+        return []
+
+
+class _Layout:
+    """Where the models of a repository are: discovery and the artifact of each version."""
+
+    def __init__(self, location: Location) -> None:
+        self.location = location
+
+    def models(self) -> dict[str, list[int]]:
+        """Every model and its version numbers (ascending), as found now (a fresh listing)."""
+        raise NotImplementedError
+
+    def has_model(self, name: str) -> bool:
+        """Whether `name` (already checked by `check_name`) is a model of the repository."""
+        raise NotImplementedError
+
+    def has_version(self, name: str, version: int) -> bool:
+        raise NotImplementedError
+
+    def rel(self, name: str, version: int) -> str:
+        """The version's directory relative to the root, as messages name it."""
+        return f"{name}/{version}"
+
+    def artifact(self, name: str, version: int) -> Path | Location:
+        """What the loader opens: the version directory, path rule applied (LoadError)."""
+        rel = self.rel(name, version)
+        if not isinstance(self.location, LocalLocation):
+            return self.location.child(rel) if rel else self.location
+        if rel:
+            try:
+                resolve_inside(self.location.path, rel, f"'{rel}'")
+            except ArtifactError:
+                path = self.location.path / rel
+                log.warning("path outside the repository",
+                            extra={"fields": {"path": str(path), "target": str(path.resolve())}})
+                raise LoadError(f"'{rel}' resolves outside the repository; refused") from None
+        return self.location.path / rel
+
+
+class _DirectoryLayout(_Layout):
+    """`ROOT/<model>/<version>/` on the local file system."""
+
+    location: LocalLocation
+
+    def models(self) -> dict[str, list[int]]:
+        root = self.location.path
+        if not root.is_dir():
+            return {}
+        return {entry.name: _local_versions(entry) for entry in sorted(root.iterdir())
+                if not entry.name.startswith(".") and entry.is_dir()}
+
+    def has_model(self, name: str) -> bool:
+        return (self.location.path / name).is_dir()
+
+    def has_version(self, name: str, version: int) -> bool:
+        return (self.location.path / name / str(version)).is_dir()
+
+
+class _IndexLayout(_Layout):
+    """`ROOT/<model>/<version>/` by URL, listed by `ROOT/index.json`. The last listing is kept
+    for the per-request questions (has_model), so an unknown name costs no HTTP request."""
+
+    def __init__(self, location: Location) -> None:
+        super().__init__(location)
+        self._lock = threading.Lock()
+        self._listed: dict[str, list[int]] = {}
+
+    def models(self) -> dict[str, list[int]]:
+        try:
+            index = index_file.read(self.location)
+        except ArtifactError as exc:
+            log.error("repository index unreadable", extra={"fields": {"reason": exc.message}})
+            index = None
+        if index is None or "models" not in index:
+            if index is None:
+                log.error("repository has no index.json", extra={"fields": {
+                    "repository": str(self.location),
+                    "fix": "python -m jaxport.artifact.index REPO, then publish REPO again"}})
+            listed: dict[str, list[int]] = {}
+        else:
+            listed = {}
+            for name, versions in index["models"].items():
+                if _NAME.fullmatch(name) is None:
+                    log.warning("index.json lists an invalid model name; ignored",
+                                extra={"fields": {"model": clip(name), "rule": NAME_RULE}})
+                    continue
+                listed[name] = [v for v in versions if v < 10**MAX_VERSION_DIGITS]
+        with self._lock:
+            self._listed = listed
+        return dict(listed)
+
+    def has_model(self, name: str) -> bool:
+        with self._lock:
+            return name in self._listed
+
+    def has_version(self, name: str, version: int) -> bool:
+        with self._lock:
+            return version in self._listed.get(name, [])
+
+
+class _SingleModelLayout(_Layout):
+    """The root is one model, served as `name`: a version directory (manifest.json at the
+    root: version 1) or a model directory (version subdirectories; by URL, its index.json)."""
+
+    def __init__(self, location: Location, name: str) -> None:
+        super().__init__(location)
+        self.name = name
+        self._lock = threading.Lock()
+        self._versions: list[int] = []
+        self._version_root = False
+
+    def _find(self) -> tuple[bool, list[int]]:
+        """(is the root itself a version, version numbers)."""
+        loc = self.location
+        if isinstance(loc, LocalLocation):
+            if (loc.path / MANIFEST_FILE).is_file():
+                return True, [1]
+            return False, _local_versions(loc.path)
+        try:
+            if loc.read_bytes(MANIFEST_FILE) is not None:
+                return True, [1]
+            index = index_file.read(loc)
+        except ArtifactError as exc:
+            log.error("model root unreadable", extra={"fields": {"reason": exc.message}})
+            return False, []
+        return False, (index or {}).get("versions", [])
+
+    def models(self) -> dict[str, list[int]]:
+        version_root, versions = self._find()
+        with self._lock:
+            self._version_root, self._versions = version_root, versions
+        return {self.name: list(versions)}
+
+    def has_model(self, name: str) -> bool:
+        return name == self.name
+
+    def has_version(self, name: str, version: int) -> bool:
+        with self._lock:
+            return name == self.name and version in self._versions
+
+    def rel(self, name: str, version: int) -> str:
+        with self._lock:
+            return "" if self._version_root else str(version)
+
+
+def _layout(root: str | os.PathLike[str] | Location, single_model: str | None) -> _Layout:
+    location = locate(root)
+    if single_model is not None:
+        return _SingleModelLayout(location, single_model)
+    if isinstance(location, LocalLocation):
+        return _DirectoryLayout(location)
+    return _IndexLayout(location)
+
+
+def check_root(root: str | os.PathLike[str], single_model: str | None = None) -> str | None:
+    """Why `root` cannot be served (one line naming it and the fix), or None when it can.
+    For the CLI, before anything heavy starts: a missing directory, an unsupported URL, a
+    repository by URL without index.json, a single-model root that is no model."""
+    where = "--repository"
+    try:
+        if single_model is not None:
+            check_name(single_model)
+        layout = _layout(root, single_model)
+    except (ArtifactError, NotFoundError) as exc:
+        return f"{where} {root}: {exc}"
+    loc = layout.location
+    if isinstance(loc, LocalLocation) and not loc.path.is_dir():
+        return f"{where} {root} is not a directory"
+    if isinstance(layout, _SingleModelLayout):
+        version_root, versions = layout._find()
+        if not version_root and not versions:
+            listed = "" if loc.is_local else f" listed in its {index_file.INDEX_FILE}"
+            return (f"{where} {root} is neither an artifact (no {MANIFEST_FILE}) nor a model "
+                    f"directory (no version directories 1/, 2/ ...{listed}) to serve as "
+                    f"model '{single_model}'")
+        return None
+    if not isinstance(loc, LocalLocation):
+        try:
+            index = index_file.read(loc)
+        except ArtifactError as exc:
+            return f"{where} {root}: {exc}"
+        if index is None:
+            return (f"{where} {root}: no {index_file.INDEX_FILE} (a repository by URL is listed "
+                    "by it: run python -m jaxport.artifact.index on the repository directory "
+                    "and publish it again)")
+        if "models" not in index:
+            return (f"{where} {root}: its {index_file.INDEX_FILE} lists versions, so it is one "
+                    "model: serve it with --model-name NAME")
+    return None
+
+
 class Repository:
     """Thread-safe table of model versions and their state, fed from the repository directory."""
 
     def __init__(
         self,
-        root: Path,
+        root: str | os.PathLike[str] | Location,
         loader: Loader,
         *,
         version_policy: str = "latest",
         on_change: Callable[[VersionStatus], None] | None = None,
+        single_model: str | None = None,
     ) -> None:
+        """`root`: a local directory, a `file://` or `http(s)://` URL (module doc).
+        `single_model`: serve the root as that one model (module doc)."""
         if version_policy not in POLICIES:
             raise ValueError(f"version policy must be one of {POLICIES}, got {version_policy!r}")
-        self.root = Path(root)
-        # The repository directory as it can appear in messages (as given, absolute, resolved;
-        # longest first, optionally as a file:// URL): wire-visible reasons drop it.
-        forms = sorted({str(self.root), str(self.root.absolute()), str(self.root.resolve())},
-                       key=len, reverse=True)
-        self._root_prefix = re.compile(
-            r"(?<![\w.~-])(?:file://)?(?:" + "|".join(re.escape(f.rstrip("/")) for f in forms)
-            + ")/"
-        )
+        if single_model is not None and _NAME.fullmatch(single_model) is None:
+            raise ValueError(f"model name {single_model!r} is not valid ({NAME_RULE})")
+        self._layout = _layout(root, single_model)
+        location = self._layout.location
+        self.location = location
+        self.root: Path | str = (location.path if isinstance(location, LocalLocation)
+                                 else str(location))
+        self.single_model = single_model
+        # The repository root as it can appear in messages (as given, absolute, resolved;
+        # longest first, optionally as a file:// URL; or the URL): wire-visible reasons drop
+        # it, so callers see paths relative to the repository.
+        if isinstance(location, LocalLocation):
+            path = location.path
+            forms = sorted({str(path), str(path.absolute()), str(path.resolve())},
+                           key=len, reverse=True)
+            pattern = r"(?:file://)?(?:" + "|".join(re.escape(f.rstrip("/")) for f in forms) + ")"
+        else:
+            pattern = re.escape(location.display().rstrip("/"))
+        self._root_prefix = re.compile(r"(?<![\w.~-])" + pattern + "/")
         self._loader = loader
         self._policy = version_policy
         self._on_change = on_change
@@ -122,47 +361,34 @@ class Repository:
 
     # -- disk ----------------------------------------------------------------------------------
 
-    def _check_inside(self, rel: str) -> None:
-        """Refuse `ROOT/rel` unless it stays inside the repository (the one path rule of
-        `jaxport.artifact.paths`: symlinks followed)."""
-        try:
-            resolve_inside(self.root, rel, f"'{rel}'")
-        except ArtifactError:
-            path = self.root / rel
-            log.warning("path outside the repository",
-                        extra={"fields": {"path": str(path), "target": str(path.resolve())}})
-            raise LoadError(f"'{rel}' resolves outside the repository; refused") from None
-
     def public_text(self, message: str) -> str:
         """`message` as a caller may see it: paths inside the repository made relative to it."""
         return self._root_prefix.sub("", message)
 
     def discover(self) -> dict[str, list[int]]:
-        """Models on disk and their version numbers (ascending), without loading anything."""
-        found: dict[str, list[int]] = {}
-        if not self.root.is_dir():
-            return found
-        for entry in sorted(self.root.iterdir()):
-            if entry.name.startswith(".") or not entry.is_dir():
-                continue
-            found[entry.name] = self._versions_on_disk(entry)
-        return found
+        """Models on disk (or in the index by URL) and their version numbers (ascending),
+        without loading anything."""
+        return self._layout.models()
 
-    @staticmethod
-    def _versions_on_disk(model_dir: Path) -> list[int]:
-        versions = []
-        for v in model_dir.iterdir():
-            if _VERSION.fullmatch(v.name) and v.is_dir():
-                versions.append(int(v.name))
-        return sorted(versions)
+    def _known_names(self) -> list[str]:
+        with self._lock:
+            names = set(self._table)
+        return sorted(names)
 
-    def _model_dir(self, name: str) -> Path:
+    def unknown_model(self, name: str, detail: str = "") -> NotFoundError:
+        """NOT_FOUND for a model that is not in the repository, naming up to
+        MAX_KNOWN_NAMED models it has (loaded or failed)."""
+        return NotFoundError(f"unknown model '{clip(name)}'{detail}")
+
+    def _model_versions(self, name: str) -> list[int]:
+        """The versions of `name` found now; NOT_FOUND when it is no model of the repository."""
         check_name(name)
-        path = self.root / name
-        if not path.is_dir():
-            raise NotFoundError(
-                f"unknown model '{clip(name)}': no directory {clip(name)}/ in the repository")
-        return path
+        found = self._layout.models()
+        if name not in found:
+            where = ("" if self.single_model is not None
+                     else f": no directory {clip(name)}/ in the repository")
+            raise NotFoundError(f"unknown model '{clip(name)}'{where}")
+        return found[name]
 
     # -- state ---------------------------------------------------------------------------------
 
@@ -195,15 +421,15 @@ class Repository:
         Raises NotFoundError for an unknown model and LoadError (FAILED_PRECONDITION) naming
         the version and the reason if any selected version failed; the others still load.
         """
-        model_dir = self._model_dir(name)
+        self._model_versions(name)  # NOT_FOUND before a per-name lock exists
         with self._name_lock(name):
-            on_disk = self._versions_on_disk(model_dir)
+            on_disk = self._model_versions(name)
             if not on_disk:
                 raise LoadError(f"model '{name}' has no version directories (e.g. {name}/1/)")
             wanted = on_disk if self._policy == "all" else on_disk[-1:]
             failures: list[str] = []
             for version in wanted:
-                status = self._load_version(name, version, model_dir / str(version))
+                status = self._load_version(name, version)
                 if status.state != READY or status.reason:
                     failures.append(f"version {version}: {status.reason}")
             with self._lock:
@@ -215,16 +441,17 @@ class Repository:
                 raise LoadError(f"model '{name}' failed to load: " + "; ".join(failures))
             return self.statuses(name)
 
-    def _load_version(self, name: str, version: int, path: Path) -> VersionStatus:
+    def _load_version(self, name: str, version: int) -> VersionStatus:
         previous = self.status(name, version)
         serving = previous.model if previous and previous.state == READY else None
         if serving is None:
             self._set(VersionStatus(name, version, LOADING))
-        fields = {"model": name, "version": version, "path": str(path)}
+        rel = self._layout.rel(name, version)
+        fields = {"model": name, "version": version,
+                  "path": self.location.display(rel) if rel else str(self.location)}
         log.info("loading model", extra={"fields": fields})
         try:
-            self._check_inside(f"{name}/{version}")
-            model = self._loader(name, version, path)
+            model = self._loader(name, version, self._layout.artifact(name, version))
         except ProtocolError as exc:
             reason = exc.message
         except Exception as exc:  # an unexpected loader failure is still just this version's
@@ -250,17 +477,17 @@ class Repository:
         check_name(name)
         with self._lock:
             known = name in self._table
-        if not known and not (self.root / name).is_dir():
+        if not known and not self._layout.has_model(name):
             # Before taking a per-name lock: one is kept per name, so a caller unloading
             # made-up names must not grow that table.
-            raise NotFoundError(f"unknown model '{clip(name)}': nothing to unload")
+            raise self.unknown_model(name, ": nothing to unload")
         with self._name_lock(name):
             with self._lock:
                 versions = list(self._table.get(name, {}))
             if not versions:
-                if (self.root / name).is_dir():
+                if self._layout.has_model(name):
                     return []
-                raise NotFoundError(f"unknown model '{clip(name)}': nothing to unload")
+                raise self.unknown_model(name, ": nothing to unload")
             for version in versions:
                 self._set(VersionStatus(name, version, UNAVAILABLE, "unloaded"))
             log.info("model unloaded", extra={"fields": {"model": name}})
@@ -290,9 +517,9 @@ class Repository:
         with self._lock:
             table = dict(self._table.get(name, {}))
         if not table:
-            if (self.root / name).is_dir():
+            if self._layout.has_model(name):
                 raise UnavailableError(f"model '{name}' is not loaded; load it first")
-            raise NotFoundError(f"unknown model '{clip(name)}'")
+            raise self.unknown_model(name)
         if number is None:
             ready = [s for v, s in sorted(table.items()) if s.state == READY]
             if not ready:
@@ -303,7 +530,7 @@ class Repository:
                 )
             return ready[-1].model  # type: ignore[return-value]
         if number not in table:
-            if (self.root / name / version).is_dir():
+            if self._layout.has_version(name, number):
                 raise UnavailableError(
                     f"model '{name}' version {version} is not loaded (version policy "
                     f"'{self._policy}'); loaded: {', '.join(str(v) for v in sorted(table))}"
