@@ -95,7 +95,9 @@ def _export_dtype_models(root: Path) -> None:
 def rest_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The conformance suite's models and one model per datatype, exported once."""
     root = tmp_path_factory.mktemp("rest-repo")
-    scale_helpers.export_suite(root)
+    suite = scale_helpers.suite_models()  # tests/conformance/models.py, loaded by path
+    for model in suite.suite_models():
+        suite.export_model(model, root / model.name / "1")
     _export_dtype_models(root)
     return root
 
