@@ -9,7 +9,8 @@ package main
 // method = index of the RPC in inference.GRPCInferenceService (declaration order, taken from
 // the descriptor on both sides); aux = remaining time in microseconds (-1: none) on CALL and
 // STREAM_OPEN, byte length of the status message at the start of the payload on REPLY and
-// STREAM_END.
+// STREAM_END. A type with shmFlag (0x80) set: the payload is not on the socket but in the
+// memfd sent with the header (shm.go).
 
 import (
 	"encoding/binary"

@@ -98,6 +98,7 @@ func (s *streamCall) next() (mem.Buffer, *reply, bool) {
 // conn is one connection to one worker process, multiplexing calls by id.
 type conn struct {
 	c        net.Conn
+	uc       *net.UnixConn // c as a Unix socket (payloads >= shmThreshold go in a memfd), or nil
 	wmu      sync.Mutex
 	mu       sync.Mutex
 	pending  map[uint64]chan *reply
@@ -109,11 +110,20 @@ type conn struct {
 }
 
 func newConn(c net.Conn, maxFrame int) *conn {
-	return &conn{c: c, pending: map[uint64]chan *reply{}, streams: map[uint64]*streamCall{},
+	uc, _ := c.(*net.UnixConn)
+	return &conn{c: c, uc: uc, pending: map[uint64]chan *reply{}, streams: map[uint64]*streamCall{},
 		dead: make(chan struct{}), maxFrame: maxFrame}
 }
 
 func (k *conn) write(h header, payload mem.BufferSlice) error {
+	if k.uc != nil && payload.Len() >= shmThreshold {
+		k.wmu.Lock()
+		sent, err := writeShm(k.uc, h, payload)
+		k.wmu.Unlock()
+		if sent {
+			return err
+		}
+	}
 	var hb [headerSize]byte
 	h.length = uint32(payload.Len())
 	h.encode(hb[:])
@@ -137,7 +147,15 @@ func (k *conn) writeBytes(h header, payload []byte) error {
 
 // readLoop reads frames until the worker goes away; onReady is called on READY.
 func (k *conn) readLoop(onReady func()) error {
-	r := bufio.NewReaderSize(k.c, 64*1024)
+	var fdr *fdReader
+	var r *bufio.Reader
+	if k.uc != nil {
+		fdr = newFdReader(k.uc)
+		defer fdr.close()
+		r = bufio.NewReaderSize(fdr, 64*1024)
+	} else {
+		r = bufio.NewReaderSize(k.c, 64*1024)
+	}
 	var hb [headerSize]byte
 	defer k.fail()
 	for {
@@ -148,25 +166,56 @@ func (k *conn) readLoop(onReady func()) error {
 		if int(h.length) > k.maxFrame {
 			return fmt.Errorf("worker frame of %d bytes exceeds %d", h.length, k.maxFrame)
 		}
+		// The payload: from the socket, or (shmFlag) from the memfd sent with the header.
+		var shm *mapping
+		if h.ftype&shmFlag != 0 {
+			h.ftype &^= shmFlag
+			if fdr == nil {
+				return errNoFd
+			}
+			fd, err := fdr.next()
+			if err != nil {
+				return err
+			}
+			if shm, err = mapFd(fd, int(h.length)); err != nil {
+				return err
+			}
+		}
 		switch h.ftype {
 		case frameReady:
-			if _, err := r.Discard(int(h.length)); err != nil {
+			if shm != nil {
+				shm.Put(nil)
+			} else if _, err := r.Discard(int(h.length)); err != nil {
 				return err
 			}
 			onReady()
 		case frameReply, frameStreamEnd:
 			if h.aux < 0 || h.aux > int64(h.length) {
+				if shm != nil {
+					shm.Put(nil)
+				}
 				return fmt.Errorf("status message length %d beyond payload %d", h.aux, h.length)
 			}
-			msg := make([]byte, h.aux)
-			if _, err := io.ReadFull(r, msg); err != nil {
-				return err
+			var msg string
+			var body mem.Buffer
+			if shm != nil {
+				msg = string(shm.data[:h.aux])
+				if int64(h.length) > h.aux {
+					body = shm.buffer(int(h.aux))
+				} else {
+					shm.Put(nil)
+				}
+			} else {
+				m := make([]byte, h.aux)
+				if _, err := io.ReadFull(r, m); err != nil {
+					return err
+				}
+				msg = string(m)
+				if body, err = readPooled(r, int(h.length)-int(h.aux)); err != nil {
+					return err
+				}
 			}
-			body, err := readPooled(r, int(h.length)-int(h.aux))
-			if err != nil {
-				return err
-			}
-			rep := &reply{code: h.code, message: string(msg), body: body}
+			rep := &reply{code: h.code, message: msg, body: body}
 			k.mu.Lock()
 			var ch chan *reply
 			var s *streamCall
@@ -188,8 +237,10 @@ func (k *conn) readLoop(onReady func()) error {
 				rep.free() // the caller already went away
 			}
 		case frameStreamReply:
-			body, err := readPooled(r, int(h.length))
-			if err != nil {
+			var body mem.Buffer
+			if shm != nil {
+				body = shm.buffer(0)
+			} else if body, err = readPooled(r, int(h.length)); err != nil {
 				return err
 			}
 			k.mu.Lock()
@@ -203,6 +254,9 @@ func (k *conn) readLoop(onReady func()) error {
 			}
 			s.push(body, nil)
 		default:
+			if shm != nil {
+				shm.Put(nil)
+			}
 			return fmt.Errorf("unexpected frame type %d from worker", h.ftype)
 		}
 	}

@@ -8,6 +8,8 @@ connection, and ModelStreamInfer as OPEN / MSG / HALF_CLOSE -> REPLY... END.
 
 from __future__ import annotations
 
+import array
+import mmap
 import os
 import signal
 import socket
@@ -26,6 +28,8 @@ from jaxport.bridge.worker import (
     HEADER,
     READY,
     REPLY,
+    SHM,
+    SHM_THRESHOLD,
     STREAM_END,
     STREAM_HALF_CLOSE,
     STREAM_MSG,
@@ -48,6 +52,20 @@ class Frames:
         self.sock.settimeout(timeout)
         self.sock.connect(str(path))
         self.pending: list[tuple[tuple[int, ...], bytes]] = []
+        self.fds: list[int] = []  # descriptors received with the bytes, not yet used
+        self.shm_frames = 0  # frames whose payload came in a memfd
+        self.socket_bytes = 0  # bytes that came through the socket
+
+    def send_shm(self, ftype: int, method: str, call_id: int, aux: int, payload: bytes) -> None:
+        """A frame whose payload is in a memfd (only the header goes through the socket)."""
+        fd = os.memfd_create("test-frame")
+        try:
+            os.write(fd, payload)
+            header = HEADER.pack(len(payload), ftype | SHM, METHODS[method], 0, call_id, aux)
+            self.sock.sendmsg([header], [(socket.SOL_SOCKET, socket.SCM_RIGHTS,
+                                          array.array("i", [fd]))])
+        finally:
+            os.close(fd)
 
     def send(self, ftype: int, method: str | int, call_id: int, aux: int = 0,
              payload: bytes = b"") -> None:
@@ -57,15 +75,30 @@ class Frames:
     def _read_exact(self, n: int) -> bytes:
         buf = b""
         while len(buf) < n:
-            chunk = self.sock.recv(n - len(buf))
+            chunk, ancdata, _flags, _ = self.sock.recvmsg(n - len(buf),
+                                                          socket.CMSG_SPACE(64 * 4))
+            for _level, _kind, data in ancdata:
+                fds = array.array("i")
+                fds.frombytes(data[: len(data) - len(data) % 4])
+                self.fds.extend(fds)
             if not chunk:
                 raise ConnectionError("worker closed the connection")
             buf += chunk
+        self.socket_bytes += n
         return buf
 
     def read(self) -> tuple[tuple[int, ...], bytes]:
-        header = HEADER.unpack(self._read_exact(HEADER.size))
-        return header, self._read_exact(header[0])
+        length, ftype, *rest = HEADER.unpack(self._read_exact(HEADER.size))
+        if not ftype & SHM:
+            return (length, ftype, *rest), self._read_exact(length)
+        fd = self.fds.pop(0)
+        try:
+            with mmap.mmap(fd, length, prot=mmap.PROT_READ) as m:
+                payload = bytes(m)
+        finally:
+            os.close(fd)
+        self.shm_frames += 1
+        return (length, ftype & ~SHM, *rest), payload
 
     def read_for(self, call_id: int) -> tuple[int, int, str, bytes]:
         """(frame type, code, status message, body) of the next frame of `call_id`."""
@@ -166,7 +199,9 @@ def test_unary_calls(worker: Frames) -> None:
 def test_errors_come_from_the_one_table(worker: Frames) -> None:
     worker.send(CALL, "ModelInfer", 1, NO_DEADLINE,
                 pb.ModelInferRequest(model_name="nope").SerializeToString())
-    assert worker.read_for(1)[1:3] == (grpc.StatusCode.NOT_FOUND.value[0], "unknown model 'nope'")
+    _ftype, code, msg, _body = worker.read_for(1)
+    assert code == grpc.StatusCode.NOT_FOUND.value[0]
+    assert msg.startswith("unknown model 'nope'"), msg  # the repository's text, unchanged
     worker.send(CALL, "ModelInfer", 2, NO_DEADLINE, b"\xff\xff\xff")
     assert worker.read_for(2)[1:3] == (grpc.StatusCode.INTERNAL.value[0],
                                        "Exception deserializing request!")
@@ -226,6 +261,40 @@ def test_stream(worker: Frames) -> None:
     assert ftype == STREAM_REPLY and bad.infer_response.id == "bad"
     assert bad.error_message.startswith("INVALID_ARGUMENT: missing input 'x'")
     assert worker.read_for(7)[:3] == (STREAM_END, 0, "")
+
+
+def big_request(x: np.ndarray) -> bytes:
+    req = pb.ModelInferRequest(model_name="big", id="big")
+    req.inputs.add(name="x", datatype="FP32", shape=[x.size])
+    req.raw_input_contents.append(x.tobytes())
+    return req.SerializeToString()
+
+
+def test_16_mib_each_way_through_memfds(worker: Frames) -> None:
+    """A 16 MiB request sent in a memfd is answered with a 16 MiB response in a memfd: the
+    socket carries the headers and status only; the numbers are JAX's."""
+    import jax
+
+    x = np.random.default_rng(11).standard_normal(4 << 20).astype(np.float32)  # 16 MiB
+    worker.send_shm(CALL, "ModelInfer", 1, NO_DEADLINE, big_request(x))
+    before = worker.socket_bytes
+    ftype, code, msg, body = worker.read_for(1)
+    assert (ftype, code, msg) == (REPLY, 0, "")
+    assert worker.shm_frames == 1 and worker.socket_bytes - before == HEADER.size
+    response = pb.ModelInferResponse.FromString(body)
+    y = np.frombuffer(response.raw_output_contents[0], np.float32)
+    expected = np.asarray(jax.jit(lambda v: v * np.float32(2.0) + 0.5)(x))  # conftest's `big`
+    np.testing.assert_array_equal(y, expected)
+    # A small answer still comes through the socket.
+    worker.send(CALL, "ModelInfer", 2, NO_DEADLINE, mlp_request("small"))
+    assert worker.read_for(2)[:3] == (REPLY, 0, "") and worker.shm_frames == 1
+    assert len(mlp_request("small")) < SHM_THRESHOLD <= len(body)
+
+
+def test_memfd_frame_without_descriptor_closes_the_connection(worker: Frames) -> None:
+    worker.sock.sendall(HEADER.pack(16, CALL | SHM, METHODS["ServerLive"], 0, 1, NO_DEADLINE))
+    with pytest.raises(ConnectionError):
+        worker.read()
 
 
 def test_malformed_frame_closes_the_connection(worker: Frames) -> None:
