@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"sync/atomic"
+	"time"
 
 	inferencepb "github.com/jaxport/jaxport/clients/go/gen/inference"
 	"google.golang.org/grpc"
@@ -129,18 +130,44 @@ func (f *front) serviceDesc() *grpc.ServiceDesc {
 
 var rr atomic.Uint64
 
-// pick returns the connected worker with the fewest calls in flight (round-robin among equals).
+// live is the worker's connection unless there is none or it has failed (the process died and
+// is not reaped yet): a call handed to it would fail at once, so none is.
+func live(w *worker) (*conn, bool) {
+	k, ready := w.current()
+	if k == nil {
+		return nil, false
+	}
+	select {
+	case <-k.dead:
+		return nil, false
+	default:
+		return k, ready
+	}
+}
+
+// pick returns the ready worker with the fewest calls in flight (round-robin among equals);
+// a worker still loading its repository (just restarted) only when no worker is ready, so a
+// restart does not fail the calls it would otherwise be handed.
 func (f *front) pick() *conn {
 	start := int(rr.Add(1))
-	var best *conn
+	var best, loading *conn
 	for i := range f.workers {
-		k, _ := f.workers[(start+i)%len(f.workers)].current()
+		k, ready := live(f.workers[(start+i)%len(f.workers)])
 		if k == nil {
+			continue
+		}
+		if !ready {
+			if loading == nil {
+				loading = k
+			}
 			continue
 		}
 		if best == nil || k.inflight.Load() < best.inflight.Load() {
 			best = k
 		}
+	}
+	if best == nil {
+		return loading
 	}
 	return best
 }
@@ -152,11 +179,27 @@ func noWorker() error {
 // pickNotReady returns a connected worker still loading its repository, if any.
 func (f *front) pickNotReady() *conn {
 	for _, w := range f.workers {
-		if k, ready := w.current(); k != nil && !ready {
+		if k, ready := live(w); k != nil && !ready {
 			return k
 		}
 	}
 	return nil
+}
+
+// deadlineMargin: how long before a call's deadline the front gives up on the worker.
+const deadlineMargin = 20 * time.Millisecond
+
+// answerBeforeDeadline shortens the call's deadline by deadlineMargin (at most a tenth of the
+// time left). At the deadline itself grpc-go resets the stream (RST_STREAM CANCEL, no status:
+// the caller would see CANCELLED whenever that beats its own timer); answering
+// DEADLINE_EXCEEDED just before it gives the caller of a worker that hangs the status grpc's
+// own servers give.
+func answerBeforeDeadline(ctx context.Context) (context.Context, context.CancelFunc) {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return ctx, func() {}
+	}
+	return context.WithDeadline(ctx, dl.Add(-min(deadlineMargin, time.Until(dl)/10)))
 }
 
 // How a unary RPC reaches the workers.
@@ -173,6 +216,8 @@ const (
 // unary forwards one call as `mode` says; forwardGather merges the answers with `merge`.
 func (f *front) unary(ctx context.Context, method uint8, payload mem.BufferSlice, mode forwardMode,
 	merge func([][]byte) ([]byte, error)) (any, error) {
+	ctx, cancel := answerBeforeDeadline(ctx)
+	defer cancel()
 	switch mode {
 	case forwardAll:
 		defer f.router().forget() // a load/unload may change which models batch
@@ -216,7 +261,7 @@ func (f *front) everyWorker(ctx context.Context, method uint8, payload mem.Buffe
 		}
 	}()
 	for _, w := range f.workers {
-		k, _ := w.current()
+		k, _ := live(w)
 		if k == nil {
 			continue
 		}
