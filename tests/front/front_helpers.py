@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from support.bridge import FRONT_SRC, FrontBuildError
+from support.bridge import build_front as support_build_front
 
-FRONT_SRC = Path(__file__).resolve().parents[2] / "bridge" / "front"
+__all__ = ["FRONT_SRC", "WORKER_CMD", "build_front", "front_command", "go_or_fail"]
 WORKER_CMD = f"{sys.executable} -m jaxport.bridge.worker"
 
 
@@ -24,13 +25,11 @@ def go_or_fail() -> str:
 
 def build_front(out_dir: Path) -> Path:
     """`go build` the front into `out_dir`; pytest.fail with one line when Go is missing."""
-    go = go_or_fail()
-    binary = out_dir / "jaxport-front"
-    proc = subprocess.run([go, "build", "-o", str(binary), "."], cwd=FRONT_SRC,
-                          capture_output=True, text=True, timeout=600)
-    if proc.returncode != 0:
-        pytest.fail(f"go build of bridge/front failed:\n{proc.stderr}", pytrace=False)
-    return binary
+    go_or_fail()
+    try:
+        return support_build_front(out_dir)
+    except FrontBuildError as exc:
+        pytest.fail(str(exc), pytrace=False)
 
 
 def front_command(binary: Path, *args: str) -> list[str]:

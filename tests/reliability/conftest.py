@@ -20,6 +20,17 @@ from support.gate import Gate  # noqa: E402
 
 
 @pytest.fixture(scope="session")
+def front_binary(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The native front of the tree under test, built once (one line when Go is missing)."""
+    from support.bridge import FrontBuildError, build_front
+
+    try:
+        return build_front(tmp_path_factory.mktemp("front-bin"))
+    except FrontBuildError as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+
+@pytest.fixture(scope="session")
 def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
     """A CA, server cert for 127.0.0.1/localhost, a client cert and a rogue client cert."""
     return make_pki(tmp_path_factory.mktemp("pki"))

@@ -36,7 +36,8 @@ from types import TracebackType
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-__all__ = ["BridgeProcess", "BridgeStartError", "serve_command"]
+__all__ = ["BridgeProcess", "BridgeStartError", "FrontBuildError", "build_front",
+           "serve_command"]
 
 START_TIMEOUT_S = 120.0
 FRONTENDS = ("python", "native", "default")
@@ -47,6 +48,30 @@ MAX_MESSAGE_BYTES = 256 * 1024 * 1024
 
 class BridgeStartError(RuntimeError):
     """The bridge exited or did not become ready; the message carries its log tail."""
+
+
+class FrontBuildError(RuntimeError):
+    """The native front could not be built (one line: no Go, or the compiler's output)."""
+
+
+FRONT_SRC = Path(__file__).resolve().parents[2] / "bridge" / "front"
+
+
+def build_front(out_dir: Path) -> Path:
+    """`go build` the native front (bridge/front) into `out_dir`: a binary of the tree under
+    test for `--front-binary` (`.venv/bin/jaxport-front` may be older)."""
+    import shutil
+
+    go = shutil.which("go")
+    if go is None:
+        raise FrontBuildError("Go toolchain not found (`go` on PATH): the native front needs "
+                              "Go >= 1.26 to build bridge/front")
+    binary = Path(out_dir) / "jaxport-front"
+    proc = subprocess.run([go, "build", "-o", str(binary), "."], cwd=FRONT_SRC,
+                          capture_output=True, text=True, timeout=600)
+    if proc.returncode != 0:
+        raise FrontBuildError(f"go build of bridge/front failed:\n{proc.stderr}")
+    return binary
 
 
 def serve_command() -> list[str]:
