@@ -36,15 +36,17 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from jaxport.artifact import index as index_file
 from jaxport.artifact.errors import ArtifactError
 from jaxport.artifact.location import LocalLocation, Location, locate
 from jaxport.artifact.manifest import MANIFEST_FILE
 from jaxport.artifact.paths import resolve_inside
-from jaxport.bridge.loading import LoadError
-from jaxport.bridge.model import Model
 from jaxport.protocol.errors import NotFoundError, ProtocolError, UnavailableError, clip
+
+if TYPE_CHECKING:
+    from jaxport.bridge.model import Model
 
 log = logging.getLogger("jaxport.bridge.repository")
 
@@ -54,7 +56,7 @@ UNAVAILABLE = "UNAVAILABLE"
 
 POLICIES = ("latest", "all")
 
-Loader = Callable[[str, int, "Path | Location"], Model]
+Loader = Callable[[str, int, "Path | Location"], "Model"]
 """`loader(name, version, artifact) -> Model`; `artifact` is the version directory (a Path) or,
 for a repository by URL, its Location (what `jaxport.artifact.open` takes). Raises LoadError
 (or anything) on refusal."""
@@ -111,6 +113,14 @@ def version_number(name: str, version: str) -> int | None:
     return int(version)
 
 
+def _load_error(message: str) -> ProtocolError:
+    """`jaxport.bridge.loading.LoadError` (FAILED_PRECONDITION), imported when raised: this
+    module stays free of jax, so the CLI can `check_root` before anything heavy loads."""
+    from jaxport.bridge.loading import LoadError
+
+    return LoadError(message)
+
+
 def _known(names: list[str]) -> str:
     """`known models: a, b, ...` (at most MAX_KNOWN_NAMED, each cut) for a NOT_FOUND message."""
     if not names:
@@ -161,7 +171,7 @@ class _Layout:
                 path = self.location.path / rel
                 log.warning("path outside the repository",
                             extra={"fields": {"path": str(path), "target": str(path.resolve())}})
-                raise LoadError(f"'{rel}' resolves outside the repository; refused") from None
+                raise _load_error(f"'{rel}' resolves outside the repository; refused") from None
         return self.location.path / rel
 
 
@@ -425,7 +435,7 @@ class Repository:
         with self._name_lock(name):
             on_disk = self._model_versions(name)
             if not on_disk:
-                raise LoadError(f"model '{name}' has no version directories (e.g. {name}/1/)")
+                raise _load_error(f"model '{name}' has no version directories (e.g. {name}/1/)")
             wanted = on_disk if self._policy == "all" else on_disk[-1:]
             failures: list[str] = []
             for version in wanted:
@@ -438,7 +448,7 @@ class Repository:
                 self._set(VersionStatus(name, version, UNAVAILABLE, "unloaded: not selected by "
                                         f"the '{self._policy}' version policy"))
             if failures:
-                raise LoadError(f"model '{name}' failed to load: " + "; ".join(failures))
+                raise _load_error(f"model '{name}' failed to load: " + "; ".join(failures))
             return self.statuses(name)
 
     def _load_version(self, name: str, version: int) -> VersionStatus:

@@ -248,3 +248,18 @@ def test_check_root_says_what_is_wrong(tmp_path: Path, artifacts: dict[str, Path
             f"--repository {http.url}/nothing is neither an artifact (no manifest.json) nor a "
             "model directory (no version directories 1/, 2/ ... listed in its index.json) to "
             "serve as model 'm'")
+
+
+def test_check_root_is_light(tmp_path: Path) -> None:
+    """The CLI can call check_root before anything heavy: no jax or grpc imported."""
+    import subprocess
+
+    code = ("import sys\n"
+            "from jaxport.bridge.repository import check_root\n"
+            f"print(check_root({str(tmp_path)!r}, 'm'))\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('jax', 'grpc')))\n")
+    done = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True,
+                          timeout=120, check=True)
+    message, heavy = done.stdout.splitlines()
+    assert message.startswith(f"--repository {tmp_path} is neither an artifact")
+    assert heavy == "[]"
