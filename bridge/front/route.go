@@ -199,7 +199,7 @@ func (f *front) owner(model string) *conn {
 	start := int(h.Sum32() % uint32(len(f.workers)))
 	var fallback *conn
 	for i := range f.workers {
-		k, ready := f.workers[(start+i)%len(f.workers)].current()
+		k, ready := live(f.workers[(start+i)%len(f.workers)])
 		if k != nil && ready {
 			return k
 		}
