@@ -129,9 +129,10 @@ class Model:
         # Computed once here, never per request: the exported sizes ascending, and which check
         # outputs are predicates (a request pays for formatting a failure only when one fired).
         self._batch_sizes = tuple(sorted(self._programs)) if self._batched else ()
-        self._check_predicates = tuple(
-            i for i, (part, _) in enumerate(checks_io.check_layout(manifest.checks))
-            if part == "predicate") if manifest.HasField("checks") else ()
+        layout = checks_io.check_layout(manifest.checks) if manifest.HasField("checks") else []
+        self._check_count = len(layout)
+        self._check_predicates = tuple(i for i, (part, _) in enumerate(layout)
+                                       if part == "predicate")
         # Classification labels by output (Triton's label file): line i names class i. Read
         # once, from the artifact's `labels_file` of each output that has one.
         self.labels: dict[str, tuple[str, ...]] = {}
@@ -345,7 +346,8 @@ class Model:
         }
 
     def _raise_if_check_fired(self, values: Sequence[np.ndarray]) -> None:
-        if not any(bool(values[i]) for i in self._check_predicates):
+        if len(values) == self._check_count and not any(
+                bool(values[i]) for i in self._check_predicates):
             return  # the common case: no check fired, nothing to format
         try:
             checks_io.raise_if_fired(self.manifest.checks, values)
