@@ -1,21 +1,26 @@
 #!/usr/bin/env python3
-"""`make conformance`: export the suite models, start a real bridge, run the Python, Go and Java
-runners over every case, stop the bridge by PID; exit 1 if any runner or case failed.
+"""`make conformance`: export the suite models, start real servers, run the Python, Go and Java
+runners over every case, stop each server by PID; exit 1 if any runner or case failed.
 
     .venv/bin/python tests/conformance/run.py [--only python,go,java] [--pjrt python,go,java]
                                               [--secured python,go,java] [--keep]
-                                              [--frontend python|native [--front-workers N]]
+                                              [--frontend both|native|python]
+                                              [--front-workers N]
 
-All three runners then run again against a second bridge started with `--engine pjrt`
-(the raw `model.mlirbc` bound from the manifest, like the C++ runtime): both engines must give
-every answer the cases expect. Finally all three runners run over mutual TLS (a CA, server and
-client certificates made for the run) with a bearer token, against a bridge that requires a
-client certificate and the token; then each runner runs once more WITHOUT a client certificate
-and must be refused (its one case fails with UNAVAILABLE).
+Each server is `jaxport serve`. With the native front (`--frontend native`, jaxport serve's
+default: bridge/front, Go, built with `go build` for the run and handed to jaxport serve as
+`--front-binary`, before `--front-workers` Python execution workers): all three runners (plus
+go vet/go test, JUnit and the examples) against `--engine exported`; again against a server
+with `--engine pjrt` (the raw `model.mlirbc` bound from the manifest, like the C++ runtime);
+finally over mutual TLS (a CA, server and client certificates made for the run) with a bearer
+token, against a server that requires both; then each runner runs once more WITHOUT a client
+certificate and must be refused (its one case fails with UNAVAILABLE).
 
-`--frontend native` runs every one of those bridges as the native front (`bridge/front`, Go,
-built with `go build` for the run) in front of `--front-workers` Python execution workers
-(`python -m jaxport.bridge.worker`) instead of `jaxport serve`; same flags, same cases.
+With `--frontend python` (grpcio's server in one process) the same sequence runs against it.
+`--frontend both` (the default, `make conformance`) runs the native sequence, then every
+runner once more against `--frontend python --engine exported` (the Python transport keeps
+serving every case; its TLS, token and engine code paths are the workers' and the front's
+own, covered by the native runs and by tests/reliability).
 
 Go and Java toolchains are required: when one is missing this says which and fails (it never
 skips a language silently). The Go step also runs `go vet` and the Go client's unit tests, the
@@ -107,6 +112,7 @@ def run_step(label: str, cmd: list[str], cwd: Path, log: list[str],
             os.killpg(proc.pid, signal.SIGKILL)
 
     watchdog = threading.Timer(STEP_TIMEOUT_S, kill_group)
+    watchdog.daemon = True  # an interrupted run (Ctrl-C) must not wait for it
     watchdog.start()
     assert proc.stdout is not None
     for line in proc.stdout:
@@ -191,14 +197,15 @@ def run_against_bridge(name: str, bridge_args: list[str], repository: Path, work
                        failed_steps: list[str], env: dict[str, str | None] | None = None,
                        ca_pem: Path | None = None,
                        client_pair: tuple[Path, Path] | None = None,
-                       command: list[str] | None = None) -> None:
-    """Serve `repository` with one bridge configuration and run each language against it.
-    With `client_pair` (mutual TLS), each language then runs once without it and must be
-    refused. `command` replaces `jaxport serve` (the native front)."""
+                       frontend: tuple[str, list[str]] = ("python", [])) -> None:
+    """Serve `repository` with one configuration of `jaxport serve` and run each language
+    against it. With `client_pair` (mutual TLS), each language then runs once without it and
+    must be refused. `frontend`: (`--frontend` value, its own flags)."""
     from tests.support.bridge import BridgeProcess
 
-    bridge = BridgeProcess(repository, *bridge_args, workdir=work / f"bridge-{name}",
-                           command=command)
+    kind, flags = frontend
+    bridge = BridgeProcess(repository, *bridge_args, *flags, frontend=kind,
+                           workdir=work / f"bridge-{re.sub(r'[^a-z0-9]+', '-', name)}")
     try:
         try:
             credentials = None
@@ -218,7 +225,7 @@ def run_against_bridge(name: str, bridge_args: list[str], repository: Path, work
         print(f"\nconformance: bridge ({name}) pid {bridge.pid} serving on "
               f"{bridge.address}", flush=True)
         for lang in languages:
-            key = lang if name == "engine exported" else f"{lang} ({name})"
+            key = f"{lang} ({name})"
             for label, cmd, cwd in language_steps(lang, bridge.address, full):
                 log: list[str] = []
                 rc = run_step(f"{label} ({name})", cmd, cwd, log, env)
@@ -251,15 +258,44 @@ def run_against_bridge(name: str, bridge_args: list[str], repository: Path, work
         print(f"conformance: bridge ({name}) stopped by pid (exit {rc})", flush=True)
 
 
-def build_native_front(work: Path, workers: int) -> list[str] | None:
-    """`go build` bridge/front into `work`; the command that serves like `jaxport serve`."""
+def build_native_front(work: Path, workers: int) -> tuple[str, list[str]] | None:
+    """`go build` bridge/front into `work`; the `jaxport serve` flags that serve with it."""
     binary = work / "jaxport-front"
     cmd = ["go", "build", "-o", str(binary), "."]
     if run_step("build native front", cmd, REPO / "bridge" / "front", []) != 0:
         print("conformance: error: go build of bridge/front failed", file=sys.stderr)
         return None
-    return [str(binary), "--workers", str(workers),
-            "--worker-cmd", f"{sys.executable} -m jaxport.bridge.worker"]
+    return ("native", ["--front-binary", str(binary), "--workers", str(workers)])
+
+
+def run_sequence(frontend: tuple[str, list[str]], repository: Path, work: Path,
+                 languages: list[str], pjrt: list[str], secured: list[str],
+                 results: dict[str, tuple[int, int]], failed_steps: list[str]) -> None:
+    """Engine exported (every language, unit checks and examples too), engine pjrt, then
+    mTLS + token with the refusal without a client certificate; against one frontend."""
+    label = "native" if frontend[0] == "native" else "python frontend"
+    run_against_bridge(f"{label}, engine exported", ["--engine", "exported"], repository, work,
+                       languages, True, results, failed_steps, frontend=frontend)
+    if pjrt:
+        run_against_bridge(f"{label}, engine pjrt", ["--engine", "pjrt"], repository, work,
+                           pjrt, False, results, failed_steps, frontend=frontend)
+    if secured:
+        from tests.support.certs import make_pki
+
+        pki = make_pki(work / "pki")
+        token_file = work / "token"
+        token_file.write_text("conformance-secret\n", encoding="utf-8")
+        run_against_bridge(
+            f"{label}, mtls + token",
+            ["--tls-cert", str(pki.server_cert), "--tls-key", str(pki.server_key),
+             "--tls-client-ca", str(pki.ca_cert), "--auth-token-file", str(token_file)],
+            repository, work, secured, False, results, failed_steps,
+            env={"JAXPORT_CONFORMANCE_CA": str(pki.ca_cert),
+                 "JAXPORT_CONFORMANCE_CERT": str(pki.client_cert),
+                 "JAXPORT_CONFORMANCE_KEY": str(pki.client_key),
+                 "JAXPORT_CONFORMANCE_TOKEN": "conformance-secret"},
+            ca_pem=pki.ca_cert, client_pair=(pki.client_cert, pki.client_key),
+            frontend=frontend)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -275,11 +311,13 @@ def main(argv: list[str] | None = None) -> int:
                              "a bridge that requires both, and once without a client "
                              "certificate, which must be refused (default: all; '' for none)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary repository")
-    parser.add_argument("--frontend", choices=("python", "native"), default="python",
-                        help="'python' (default): jaxport serve; 'native': the Go front "
-                             "(bridge/front, built for the run) before Python workers")
+    parser.add_argument("--frontend", choices=("both", "native", "python"), default="both",
+                        help="'native': jaxport serve with the Go front (bridge/front, built "
+                             "for the run) before Python workers; 'python': grpcio's server; "
+                             "'both' (default): the native sequence, then every runner against "
+                             "--frontend python")
     parser.add_argument("--front-workers", type=int, default=2,
-                        help="with --frontend native: worker processes (default 2)")
+                        help="with the native front: worker processes (default 2)")
     args = parser.parse_args(argv)
     languages = [x.strip() for x in args.only.split(",") if x.strip()]
     pjrt = [x.strip() for x in args.pjrt.split(",") if x.strip() and x.strip() in languages]
@@ -296,9 +334,9 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 1
 
-    if args.frontend == "native" and shutil.which("go") is None:
-        print("conformance: error: --frontend native needs the Go toolchain (`go` on PATH) to "
-              "build bridge/front", file=sys.stderr)
+    if args.frontend != "python" and shutil.which("go") is None:
+        print(f"conformance: error: --frontend {args.frontend} needs the Go toolchain (`go` on "
+              "PATH) to build bridge/front", file=sys.stderr)
         return 1
 
     work = Path(tempfile.mkdtemp(prefix="jaxport-conformance-"))
@@ -307,36 +345,24 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, tuple[int, int]] = {}
     failed_steps: list[str] = []
     try:
-        command = None
-        if args.frontend == "native":
-            command = build_native_front(work, args.front_workers)
-            if command is None:
+        native = None
+        if args.frontend != "python":
+            native = build_native_front(work, args.front_workers)
+            if native is None:
                 return 1
         export_models(repository)
         print(f"conformance: exported {len(list(repository.iterdir()))} suite models in "
               f"{time.perf_counter() - start:.1f} s to {repository}", flush=True)
-        run_against_bridge("engine exported", ["--engine", "exported"], repository, work,
-                           languages, True, results, failed_steps, command=command)
-        if pjrt:
-            run_against_bridge("engine pjrt", ["--engine", "pjrt"], repository, work, pjrt,
-                               False, results, failed_steps, command=command)
-        if secured:
-            from tests.support.certs import make_pki
-
-            pki = make_pki(work / "pki")
-            token_file = work / "token"
-            token_file.write_text("conformance-secret\n", encoding="utf-8")
-            run_against_bridge(
-                "mtls + token",
-                ["--tls-cert", str(pki.server_cert), "--tls-key", str(pki.server_key),
-                 "--tls-client-ca", str(pki.ca_cert), "--auth-token-file", str(token_file)],
-                repository, work, secured, False, results, failed_steps,
-                env={"JAXPORT_CONFORMANCE_CA": str(pki.ca_cert),
-                     "JAXPORT_CONFORMANCE_CERT": str(pki.client_cert),
-                     "JAXPORT_CONFORMANCE_KEY": str(pki.client_key),
-                     "JAXPORT_CONFORMANCE_TOKEN": "conformance-secret"},
-                ca_pem=pki.ca_cert, client_pair=(pki.client_cert, pki.client_key),
-                command=command)
+        if native is not None:
+            run_sequence(native, repository, work, languages, pjrt, secured, results,
+                         failed_steps)
+        if args.frontend == "python":
+            run_sequence(("python", []), repository, work, languages, pjrt, secured, results,
+                         failed_steps)
+        elif args.frontend == "both":
+            run_against_bridge("python frontend, engine exported", ["--engine", "exported"],
+                               repository, work, languages, False, results, failed_steps,
+                               frontend=("python", []))
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
