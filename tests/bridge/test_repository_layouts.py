@@ -263,3 +263,51 @@ def test_check_root_is_light(tmp_path: Path) -> None:
     message, heavy = done.stdout.splitlines()
     assert message.startswith(f"--repository {tmp_path} is neither an artifact")
     assert heavy == "[]"
+
+
+# -- a real bridge serving a repository by URL ---------------------------------------------------
+
+#: `jaxport serve` after argument parsing (`server.run(settings)`), with `--repository` replaced
+#: by the URL given first: the path the CLI takes once its flag parsing keeps URLs (today it
+#: parses --repository as a local Path). Everything else is the real server.
+SERVE_URL = (
+    "import dataclasses, sys\n"
+    "from jaxport.bridge import server\n"
+    "from jaxport.bridge.settings import Settings\n"
+    "settings = Settings.from_argv(sys.argv[2:])\n"
+    "sys.exit(server.run(dataclasses.replace(settings, repository=sys.argv[1])))\n"
+)
+
+
+def test_bridge_serves_a_repository_over_http(tmp_path: Path, artifacts: dict[str, Path]
+                                              ) -> None:
+    """A real server on a repository behind a loopback HTTP server: the goldens of two models
+    (BF16/INT64/BOOL included) through a real client; the tampered chunk behind the URL is
+    refused at load with the reason the same tampering on disk gets."""
+    from jaxport.client import InferenceClient
+    from support.bridge import BridgeProcess
+    from test_bridge_infer import assert_close  # the bridge tests' dtype tolerances
+
+    root = make_repository(tmp_path / "repo", artifacts, {"mlp": [1], "mixed": [1]})
+    shutil.copytree(artifacts["mlp"], root / "tampered" / "1")
+    _flip_a_byte(_first_chunk(root / "tampered" / "1"))
+    index_mod.write(root)
+    (status,) = [s for s in _repository(root).load_all() if s.name == "tampered"]
+    placeholder = tmp_path / "placeholder"  # the --repository BridgeProcess passes; replaced
+    placeholder.mkdir()
+    with serving(root) as http, BridgeProcess(
+            placeholder, command=[sys.executable, "-c", SERVE_URL, http.url]) as bridge, \
+            InferenceClient(bridge.address, timeout=60) as client:
+        for name in ("mlp", "mixed"):
+            cases = golden_cases(artifacts[name])
+            for case, inputs, want in cases:
+                got = client.infer(name, inputs)
+                for output, value in want.items():
+                    assert_close(np.asarray(got[output]), value, f"{name} {case} {output}")
+        index = {(m.name, m.version): (m.state, m.reason) for m in client.repository_index()}
+        assert index[("mlp", "1")] == ("READY", "") and index[("mixed", "1")] == ("READY", "")
+        assert index[("tampered", "1")] == ("UNAVAILABLE", status.reason)
+        assert status.reason.startswith("checksum verification failed: tampered/1/weights/")
+        assert "/mixed/1/manifest.json" in http.requests
+        log = bridge.log_text()
+    assert str(root) not in log  # nothing was read from the directory itself
