@@ -48,7 +48,7 @@ def test_guide_snippets_run(tmp_path: Path) -> None:
             proc = run_cli(shlex.split(line)[1:], tmp_path, pythonpath=(tmp_path,))
             assert proc.returncode == 0, f"{line}\n{proc.stdout}\n{proc.stderr}"
             ran += 1
-    assert ran == 10  # 3 scripts, 7 jaxport commands
+    assert ran == 12  # 3 scripts, 9 jaxport commands
     # What the guide says about the artifacts holds.
     linen = manifest.load(tmp_path / "repo/linen/1")
     assert [o.name for o in linen.outputs] == ["logits", "probs"]
@@ -59,3 +59,24 @@ def test_guide_snippets_run(tmp_path: Path) -> None:
         "params.head.bias"
     assert [o.name for o in manifest.load(tmp_path / "repo/bert/1").outputs] == ["pooled"]
     assert len(manifest.load(tmp_path / "repo/trained/2").goldens) == 1
+    trained = [a.name for a in manifest.load(tmp_path / "repo/trained/1").programs[0].arguments]
+    assert {"params.params.bn.scale", "params.batch_stats.bn.mean"} <= set(trained)
+    assert (tmp_path / "repo/llama/1/model.mlirbc").stat().st_size >= 65536
+    text = GUIDE.read_text()
+
+    # What the guide says the two mistakes print.
+    proc = run_cli(["export", "bn_model:predict", "--params", "ckpts", "--params-path", "params",
+                    "--input", "x:float32[4,8]", "--out", "repo/bad/1"], tmp_path,
+                   pythonpath=(tmp_path,))
+    assert proc.returncode == 1
+    assert "which collection is missing" in text and "--params-path params,batch_stats" in text
+    assert "no 'params' collection" in proc.stderr
+    assert "--params-path params,batch_stats" in proc.stderr
+    proc = run_cli(["export", "llama_model:predict", "--params", "llama_model:init", "--input",
+                    "input_ids:int32[1,8]", "--out", "repo/bad/2"], tmp_path,
+                   pythonpath=(tmp_path,))
+    assert proc.returncode == 1
+    error = proc.stderr.strip().splitlines()[-1]
+    quoted = re.search(r"Without the flag: `(.*?)`\.", text, re.S).group(1)
+    for part in " ".join(quoted.split()).split("..."):
+        assert part.strip() in error, (part, error)
