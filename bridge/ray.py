@@ -211,10 +211,14 @@ class OIPDeployment:
     def __init__(self, repository: str, settings: Mapping[str, Any] | None = None) -> None:
         # Imported here: the model core (JAX) lives in the replicas, not in the process that
         # builds the application.
+        from jaxport.artifact.location import is_url
         from jaxport.bridge.server import build_core, load_all, prepare_process
         from jaxport.bridge.settings import Settings
 
-        config = Settings(repository=Path(repository), **dict(settings or {}))
+        # A URL (http(s)://, file://) stays a string: every replica reads the repository
+        # itself (jaxport.bridge.repository), no file system shared by the nodes needed.
+        config = Settings(repository=repository if is_url(repository) else Path(repository),
+                          **dict(settings or {}))
         prepare_process(config)  # as `jaxport serve`: logs, JAX settings, heap settings
         core = build_core(config, _replica_servicer_class())  # the core of `jaxport serve`
         self._repository, self._servicer = core.repository, core.servicer
@@ -311,7 +315,8 @@ def app(args: Mapping[str, Any]) -> serve.Application:
     """The application builder: `serve run jaxport.bridge.ray:app repository=DIR [key=value]`.
 
     `repository` (required): the model repository (`DIR/<model>/<version>/`), a path every
-    node can read. Model-core settings as in `jaxport serve` (`MODEL_SETTINGS`: engine,
+    node can read, or an `http(s)://` URL of one (listed by its index.json) that every
+    replica reads for itself. Model-core settings as in `jaxport serve` (`MODEL_SETTINGS`: engine,
     model_version_policy, max_inflight_per_model, batching...). Deployment options passed to
     Serve (`DEPLOYMENT_OPTIONS`): num_replicas, autoscaling_config, ray_actor_options,
     max_ongoing_requests (default 16), ... Unknown keys are refused (a typo must not be

@@ -66,3 +66,40 @@ def test_every_rpc_is_a_deployment_method() -> None:
         fn = getattr(jray.OIPDeployment, method.name)
         assert "grpc_context" in inspect.signature(fn).parameters, method.name
         assert inspect.isasyncgenfunction(fn) == method.client_streaming, method.name
+
+
+#: A replica's constructor (what Serve runs on each node), outside Ray: it builds the core of
+#: `jaxport serve` and loads the repository; the index says what loaded.
+REPLICA = (
+    "import json, sys\n"
+    "from jaxport.bridge.ray import OIPDeployment\n"
+    "replica = OIPDeployment(sys.argv[1])\n"
+    "print(json.dumps([[s.name, s.version, s.state, s.reason]\n"
+    "                  for s in replica._repository.index()]))\n"
+)
+
+
+def test_replica_loads_a_repository_over_http(tmp_path: Path) -> None:
+    """`app(repository="http://...")`: each replica reads the repository by URL, so nodes
+    need no shared file system (served here by a real loopback HTTP server)."""
+    import json
+    import shutil
+    import subprocess
+    import sys
+
+    from jaxport.artifact import index as index_mod
+
+    sys.path.insert(0, str(REPO / "tests" / "artifact"))
+    from loopback_http import serving
+
+    backcompat = sorted(p for p in (REPO / "tests" / "backcompat").iterdir()
+                        if (p / "manifest.json").is_file())[0]
+    root = tmp_path / "repo"
+    shutil.copytree(backcompat, root / "nested" / "1")
+    index_mod.write(root)
+    with serving(root) as http:
+        done = subprocess.run([sys.executable, "-c", REPLICA, http.url], capture_output=True,
+                              text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert "/nested/1/model.jaxexport" in http.requests
+    assert json.loads(done.stdout.splitlines()[-1]) == [["nested", 1, "READY", ""]]
