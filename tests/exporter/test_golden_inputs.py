@@ -52,3 +52,21 @@ def test_golden_inputs_errors(tmp_path: Path, cases: dict, needle: str) -> None:
                    quiet=True, goldens=1, golden_inputs=cases)
     assert needle in str(info.value), info.value
     assert not (tmp_path / "o").exists()
+
+
+def test_sample_integer_range_is_the_documented_one() -> None:
+    """Every integer dtype samples [0, 10) (valid indices/token ids for any table of >= 10
+    rows), as docs/artifact-format.md says; floats are N(0, 1), booleans both values."""
+    from exporter_helpers import REPO
+    from jaxport.exporter.goldens import sample_inputs
+
+    doc = (REPO / "docs" / "artifact-format.md").read_text()
+    assert "integers of every integer dtype in [0, 10)" in doc
+    ints = ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"]
+    specs = {d: ((4096,), np.dtype(d)) for d in [*ints, "float32", "bool"]}
+    got = sample_inputs(specs, seed=3)
+    for d in ints:
+        assert got[d].dtype == np.dtype(d)
+        assert set(np.unique(got[d]).tolist()) == set(range(10)), d
+    assert -5 < got["float32"].min() < -2 and 2 < got["float32"].max() < 5
+    assert set(np.unique(got["bool"]).tolist()) == {False, True}
