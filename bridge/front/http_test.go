@@ -408,3 +408,40 @@ func TestHTTPPortFlag(t *testing.T) {
 		t.Errorf("range: %v", err)
 	}
 }
+
+// FuzzDecodeInferRequest: no input makes the codec panic; whatever it accepts, it translates
+// into a request whose raw contents come from the body's binary part or from JSON data.
+func FuzzDecodeInferRequest(f *testing.F) {
+	f.Add([]byte(`{"id":"a","inputs":[{"name":"x","shape":[2],"datatype":"FP32","data":[1,NaN]}],"outputs":[{"name":"y"}]}`), int64(-1))
+	f.Add([]byte(`{"inputs":[{"name":"x","shape":[1],"datatype":"BYTES","parameters":{"binary_data_size":5}}]}`+"\x01\x00\x00\x00a"), int64(91))
+	f.Add([]byte(`{"inputs":[{"name":"x","shape":[[[1]]],"datatype":"INT8","data":[[[-1]]]}],"parameters":{"binary_data_output":true}}`), int64(-1))
+	f.Fuzz(func(t *testing.T, body []byte, jsonLength int64) {
+		req, plan, err := decodeInferRequest(body, jsonLength, "m", "")
+		if err != nil {
+			if _, ok := err.(*restError); !ok {
+				t.Fatalf("error of type %T: %v", err, err)
+			}
+			return
+		}
+		if req == nil || plan == nil || req.ModelName != "m" {
+			t.Fatalf("accepted without a request: %v %v", req, plan)
+		}
+	})
+}
+
+// FuzzParseJSON: the reader never panics, and what it reads, it writes back readably.
+func FuzzParseJSON(f *testing.F) {
+	for _, s := range []string{`{"a":[1,-2.5e3,NaN,"\u00e9"]}`, `[[[]]]`, `"\ud83d\ude00"`, `-Infinity`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		v, err := parseJSON(data)
+		if err != nil {
+			return
+		}
+		again, err := parseJSON(appendJSONValue(nil, v))
+		if err != nil || !reflect.DeepEqual(again, v) {
+			t.Fatalf("%q: written back as %q: %v", data, appendJSONValue(nil, v), err)
+		}
+	})
+}
