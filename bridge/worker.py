@@ -138,7 +138,7 @@ class CallContext:
     def __init__(self, timeout_us: int) -> None:
         self._deadline = (None if timeout_us < 0
                           else time.monotonic() + timeout_us / 1e6)
-        self._cancelled = threading.Event()
+        self._cancelled = False  # set once, read by the call's thread (no wait on it)
 
     def time_remaining(self) -> float | None:
         if self._deadline is None:
@@ -146,12 +146,12 @@ class CallContext:
         return max(0.0, self._deadline - time.monotonic())
 
     def is_active(self) -> bool:
-        if self._cancelled.is_set():
+        if self._cancelled:
             return False
         return self._deadline is None or time.monotonic() < self._deadline
 
     def cancel(self) -> None:
-        self._cancelled.set()
+        self._cancelled = True
 
     def abort(self, code: grpc.StatusCode, details: str) -> None:
         raise _Aborted(code, details)
