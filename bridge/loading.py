@@ -217,7 +217,8 @@ def load_model(name: str, version: int, path: Path | Location, *, engine: str = 
         programs[program.batch_size] = Program(program.batch_size, built, shapes, outs, checks)
     lap("compile")
 
-    model = Model(name, version, manifest, inputs, outputs, programs, engine, seconds)
+    model = Model(name, version, manifest, inputs, outputs, programs, engine, seconds,
+                  artifact=art)
     try:
         model.warm_up()
     except Exception as exc:

@@ -82,12 +82,9 @@ def missing_toolchains(languages: list[str]) -> list[str]:
 def export_models(repository: Path) -> None:
     """Export every suite model to `<repository>/<name>/1/`."""
     import models
-    from jaxport.exporter.api import export
 
     for m in models.suite_models():
-        export(m.fn, m.params, m.inputs, repository / m.name / "1",
-               output_names=m.output_names or None, goldens=m.goldens, quiet=True,
-               checks=list(m.checks) or None)
+        models.export_model(m, repository / m.name / "1")
 
 
 def run_step(label: str, cmd: list[str], cwd: Path, log: list[str],
