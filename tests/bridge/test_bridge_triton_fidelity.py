@@ -31,10 +31,12 @@ def cls_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     repo = tmp_path_factory.mktemp("fidelity-repo")
     select = np.eye(8, 5, dtype=np.float32)
+    labels = repo.parent / "logits.txt"  # classes of logits; counts has none
+    labels.write_text("ant\nbee\ncat\ndog\neel\n", encoding="utf-8")
     with jax.enable_x64(True):
         export(cls_model, {"select": select}, {"x": jax.ShapeDtypeStruct((1, 8), np.float32)},
                repo / "cls" / "1", output_names=["logits", "counts"], batch_sizes=(1, 4),
-               goldens=1, quiet=True)
+               goldens=1, quiet=True, labels={"logits": labels})
     return repo
 
 

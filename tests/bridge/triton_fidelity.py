@@ -3,8 +3,9 @@ the classification extension (`InferRequestedOutput(name, class_count=k)`).
 
 MUST run in its own process (tritonclient's `inference.*` protobuf symbols clash with ours).
 Serves `cls` from test_bridge_triton_fidelity.py: exported with batch sizes 1,4, input
-x: FP32[-1, 8]; outputs logits = x[:, :5] (FP32) and counts = 10 * x[:, :5] truncated to
-INT64, so every expected value is known exactly here. Prints `PASS <check>`, exits 1 on the
+x: FP32[-1, 8]; outputs logits = x[:, :5] (FP32, labelled ant, bee, cat, dog, eel) and
+counts = 10 * x[:, :5] truncated to INT64 (no labels), so every expected value is known
+exactly here. Prints `PASS <check>`, exits 1 on the
 first mismatch.
 
     python triton_fidelity.py --url 127.0.0.1:PORT
@@ -72,13 +73,13 @@ def run(url: str) -> None:
     meta = {o.name: (o.datatype, list(o.shape)) for o in result.get_response().outputs}
     check(meta == {"logits": ("BYTES", [3, 3]), "counts": ("BYTES", [3, 2])},
           "classification: BYTES, shape [batch, k]", meta)
-    check(got.tolist() == [[b"3.000000:3", b"2.250000:1", b"0.500000:0"],
-                           [b"1.500000:2", b"1.500000:3", b"-0.500000:1"],
-                           [b"7.000000:0", b"6.000000:1", b"5.000000:2"]],
-          "classification FP32: value:index, descending, ties by index", got)
+    check(got.tolist() == [[b"3.000000:3:dog", b"2.250000:1:bee", b"0.500000:0:ant"],
+                           [b"1.500000:2:cat", b"1.500000:3:dog", b"-0.500000:1:bee"],
+                           [b"7.000000:0:ant", b"6.000000:1:bee", b"5.000000:2:cat"]],
+          "classification FP32 with labels: value:index:label, descending, ties by index", got)
     got = result.as_numpy("counts")
     check(got.tolist() == [[b"30:3", b"22:1"], [b"15:2", b"15:3"], [b"70:0", b"60:1"]],
-          "classification INT64: integer value:index", got)
+          "classification INT64 without labels: integer value:index", got)
 
     result = client.infer("cls", [x_input(ROWS[:1])],
                           outputs=[grpcclient.InferRequestedOutput("logits", class_count=9)])
@@ -92,7 +93,7 @@ def run(url: str) -> None:
     client.async_stream_infer("cls", [x_input(ROWS[2:])], request_id="s1",
                               outputs=[grpcclient.InferRequestedOutput("logits", class_count=1)])
     result, error = results.get(timeout=30)
-    check(error is None and result.as_numpy("logits").tolist() == [[b"7.000000:0"]],
+    check(error is None and result.as_numpy("logits").tolist() == [[b"7.000000:0:ant"]],
           "classification in a stream", (result and result.as_numpy("logits"), error))
     check("triton_final_response" not in result.get_response().parameters,
           "stream: no triton_final_response unless asked", result.get_response())
