@@ -135,6 +135,24 @@ func parseRoute(method, escapedPath string) (route, error) {
 	case "/v2/models/stats":
 		return route{rpc: "ModelStatistics", method: http.MethodGet}, nil
 	}
+	switch p {
+	case "/v2/repository/index":
+		return route{rpc: "RepositoryIndex", method: http.MethodPost}, nil
+	}
+	if rest, ok := strings.CutPrefix(p, "/v2/repository/models/"); ok {
+		name, action, ok := strings.Cut(rest, "/")
+		model, err := url.PathUnescape(name)
+		if !ok || err != nil || model == "" {
+			return route{}, errNoRoute
+		}
+		switch action {
+		case "load":
+			return route{rpc: "RepositoryModelLoad", method: http.MethodPost, model: model}, nil
+		case "unload":
+			return route{rpc: "RepositoryModelUnload", method: http.MethodPost, model: model}, nil
+		}
+		return route{}, errNoRoute
+	}
 	rest, ok := strings.CutPrefix(p, "/v2/models/")
 	if !ok || rest == "" {
 		return route{}, errNoRoute
@@ -200,7 +218,8 @@ func (r *restServer) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	rt, err := parseRoute(req.Method, req.URL.EscapedPath())
 	if err != nil {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no REST endpoint %s %s (see docs/rest.md: /v2, /v2/health/live|ready, "+
-			"/v2/models/{model}[/versions/{version}][/ready|/infer|/config|/stats])", req.Method, req.URL.Path))
+			"/v2/models/{model}[/versions/{version}][/ready|/infer|/config|/stats], /v2/repository/index, "+
+			"/v2/repository/models/{model}/load|unload)", req.Method, req.URL.Path))
 		return
 	}
 	allowed := rt.method
@@ -235,6 +254,10 @@ func (r *restServer) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	}
 	if rt.rpc == "ModelInfer" {
 		r.infer(ctx, w, req, rt)
+		return
+	}
+	if strings.HasPrefix(rt.rpc, "Repository") {
+		r.repository(ctx, w, req, rt)
 		return
 	}
 	var in, out proto.Message
@@ -417,4 +440,44 @@ func (r *restServer) infer(ctx context.Context, w http.ResponseWriter, req *http
 			return
 		}
 	}
+}
+
+// repository serves Triton's model repository extension: POST /v2/repository/index (body
+// {"ready": bool}, optional) answers the index as a JSON array; POST
+// /v2/repository/models/{m}/load|unload (body {"parameters": {...}}, optional) answers 200
+// with an empty body. Load and unload reach every worker, as over gRPC.
+func (r *restServer) repository(ctx context.Context, w http.ResponseWriter, req *http.Request, rt route) {
+	body, err := readBody(req, r.f.maxMessageBytes)
+	if err != nil {
+		writeFailure(w, err)
+		return
+	}
+	in, err := decodeRepositoryRequest(rt.rpc, rt.model, body)
+	if err != nil {
+		writeFailure(w, err)
+		return
+	}
+	var out proto.Message
+	switch rt.rpc {
+	case "RepositoryIndex":
+		out = &inferencepb.RepositoryIndexResponse{}
+	case "RepositoryModelLoad":
+		out = &inferencepb.RepositoryModelLoadResponse{}
+	default:
+		out = &inferencepb.RepositoryModelUnloadResponse{}
+	}
+	if err := r.call(ctx, rt.rpc, in, out); err != nil {
+		writeFailure(w, err)
+		return
+	}
+	if index, ok := out.(*inferencepb.RepositoryIndexResponse); ok {
+		list := []any{}
+		for _, m := range index.GetModels() {
+			list = append(list, protoJSON(m.ProtoReflect()))
+		}
+		writeJSON(w, http.StatusOK, appendJSONValue(nil, list))
+		return
+	}
+	w.Header().Set("Content-Length", "0")
+	w.WriteHeader(http.StatusOK)
 }

@@ -341,20 +341,23 @@ func TestHTTPStatusTable(t *testing.T) {
 
 func TestParseRoute(t *testing.T) {
 	for path, want := range map[string]route{
-		"/v2":                             {rpc: "ServerMetadata", method: "GET"},
-		"/v2/":                            {rpc: "ServerMetadata", method: "GET"},
-		"/v2/health/live":                 {rpc: "ServerLive", method: "GET"},
-		"/v2/health/ready":                {rpc: "ServerReady", method: "GET"},
-		"/v2/models/stats":                {rpc: "ModelStatistics", method: "GET"},
-		"/v2/models/a":                    {rpc: "ModelMetadata", method: "GET", model: "a"},
-		"/v2/models/a/versions/3":         {rpc: "ModelMetadata", method: "GET", model: "a", version: "3"},
-		"/v2/models/a/ready":              {rpc: "ModelReady", method: "GET", model: "a"},
-		"/v2/models/a/versions/3/ready":   {rpc: "ModelReady", method: "GET", model: "a", version: "3"},
-		"/v2/models/a%2Fb/infer":          {rpc: "ModelInfer", method: "POST", model: "a/b"},
-		"/v2/models/a/versions/1/infer":   {rpc: "ModelInfer", method: "POST", model: "a", version: "1"},
-		"/v2/models/a/config":             {rpc: "ModelConfig", method: "GET", model: "a"},
-		"/v2/models/a/versions/1/stats":   {rpc: "ModelStatistics", method: "GET", model: "a", version: "1"},
-		"/v2/models/a%20b/versions/x%2Fy": {rpc: "ModelMetadata", method: "GET", model: "a b", version: "x/y"},
+		"/v2":                                {rpc: "ServerMetadata", method: "GET"},
+		"/v2/":                               {rpc: "ServerMetadata", method: "GET"},
+		"/v2/health/live":                    {rpc: "ServerLive", method: "GET"},
+		"/v2/health/ready":                   {rpc: "ServerReady", method: "GET"},
+		"/v2/models/stats":                   {rpc: "ModelStatistics", method: "GET"},
+		"/v2/models/a":                       {rpc: "ModelMetadata", method: "GET", model: "a"},
+		"/v2/models/a/versions/3":            {rpc: "ModelMetadata", method: "GET", model: "a", version: "3"},
+		"/v2/models/a/ready":                 {rpc: "ModelReady", method: "GET", model: "a"},
+		"/v2/models/a/versions/3/ready":      {rpc: "ModelReady", method: "GET", model: "a", version: "3"},
+		"/v2/models/a%2Fb/infer":             {rpc: "ModelInfer", method: "POST", model: "a/b"},
+		"/v2/models/a/versions/1/infer":      {rpc: "ModelInfer", method: "POST", model: "a", version: "1"},
+		"/v2/models/a/config":                {rpc: "ModelConfig", method: "GET", model: "a"},
+		"/v2/models/a/versions/1/stats":      {rpc: "ModelStatistics", method: "GET", model: "a", version: "1"},
+		"/v2/models/a%20b/versions/x%2Fy":    {rpc: "ModelMetadata", method: "GET", model: "a b", version: "x/y"},
+		"/v2/repository/index":               {rpc: "RepositoryIndex", method: "POST"},
+		"/v2/repository/models/a/load":       {rpc: "RepositoryModelLoad", method: "POST", model: "a"},
+		"/v2/repository/models/a%2Fb/unload": {rpc: "RepositoryModelUnload", method: "POST", model: "a/b"},
 	} {
 		got, err := parseRoute("GET", path)
 		if err != nil || got != want {
@@ -362,7 +365,8 @@ func TestParseRoute(t *testing.T) {
 		}
 	}
 	for _, path := range []string{"/", "/v1/models/a", "/v2/models", "/v2/models/", "/v2/models/a/explain",
-		"/v2/models/a/versions", "/v2/health", "/v2/models/a/ready/x", "/v2/models/%zz"} {
+		"/v2/models/a/versions", "/v2/health", "/v2/models/a/ready/x", "/v2/models/%zz",
+		"/v2/repository/models/a", "/v2/repository/models/a/delete", "/v2/repository/models//load"} {
 		if _, err := parseRoute("GET", path); err == nil {
 			t.Errorf("%s: routed", path)
 		}
@@ -444,4 +448,47 @@ func FuzzParseJSON(f *testing.F) {
 			t.Fatalf("%q: written back as %q: %v", data, appendJSONValue(nil, v), err)
 		}
 	})
+}
+
+func TestDecodeRepositoryRequests(t *testing.T) {
+	in, err := decodeRepositoryRequest("RepositoryIndex", "", []byte(`{"ready": true}`))
+	if err != nil || !in.(*inferencepb.RepositoryIndexRequest).Ready {
+		t.Fatalf("index: %v %v", in, err)
+	}
+	in, err = decodeRepositoryRequest("RepositoryIndex", "", nil)
+	if err != nil || in.(*inferencepb.RepositoryIndexRequest).Ready {
+		t.Fatalf("index without a body: %v %v", in, err)
+	}
+	in, err = decodeRepositoryRequest("RepositoryModelLoad", "m", []byte(
+		`{"parameters": {"config": "{}", "n": 3, "b": true, "file:1/model.bin": "AAE="}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	load := in.(*inferencepb.RepositoryModelLoadRequest)
+	p := load.Parameters
+	if load.ModelName != "m" || p["config"].GetStringParam() != "{}" || p["n"].GetInt64Param() != 3 ||
+		!p["b"].GetBoolParam() || !bytes.Equal(p["file:1/model.bin"].GetBytesParam(), []byte{0, 1}) {
+		t.Fatalf("load %v", load)
+	}
+	in, err = decodeRepositoryRequest("RepositoryModelUnload", "m", []byte(`{"parameters": {"unload_dependents": false}}`))
+	if err != nil || in.(*inferencepb.RepositoryModelUnloadRequest).ModelName != "m" {
+		t.Fatalf("unload %v %v", in, err)
+	}
+	for body, msg := range map[string]string{
+		`{"ready": 1}`:                     "request.ready: expected true or false, got 1",
+		`{"parameters": {"x": [1]}}`:       "parameters.x: a parameter must be a boolean, integer or string, got an array",
+		`{"parameters": {"x": 1.5}}`:       "parameters.x: expected an integer, got 1.5",
+		`{"parameters": {"file:a": "%%"}}`: "parameters.file:a: a file: parameter is base64 content",
+		`[`:                                "request body: invalid JSON at byte 1: unexpected end of input",
+		`{"parameters": "x"}`:              `parameters: expected a JSON object, got "x"`,
+	} {
+		rpc := "RepositoryModelLoad"
+		if strings.Contains(body, "ready") {
+			rpc = "RepositoryIndex"
+		}
+		_, err := decodeRepositoryRequest(rpc, "m", []byte(body))
+		if err == nil || !strings.HasPrefix(err.Error(), msg) || err.(*restError).status != 400 {
+			t.Errorf("%s: got %v, want %q", body, err, msg)
+		}
+	}
 }

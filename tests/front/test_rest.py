@@ -429,6 +429,40 @@ def test_deadline_header(rest_front: BridgeProcess, rest_gate: Gate) -> None:
     assert status == 504 and "deadline" in answer["error"].lower()
 
 
+def test_repository_index_unload_and_load(rest_front: BridgeProcess) -> None:
+    """Triton's repository extension over REST: the index equals the gRPC one; unload and load
+    reach every worker (the model is unready, then serves again on both)."""
+    c, s = client(rest_front), stub(rest_front)
+    index = s.RepositoryIndex(pb.RepositoryIndexRequest())
+    want = [{"name": m.name, "version": m.version, "state": m.state, "reason": m.reason}
+            for m in index.models]
+    assert rest_json(c, "POST", "/v2/repository/index") == (200, want)
+    assert rest_json(c, "POST", "/v2/repository/index", b'{"ready": true}')[0] == 200
+    model = dt_model("UINT32")
+    status, _, data = c.request("POST", f"/v2/repository/models/{model}/unload")
+    assert (status, data) == (200, b"")
+    for _ in range(4):  # answered by either worker: unready on both
+        assert rest_json(c, "GET", f"/v2/models/{model}/ready")[0] in (404, 503)
+        assert s.ModelReady(pb.ModelReadyRequest(name=model)).ready is False
+    status, _, data = c.request("POST", f"/v2/repository/models/{model}/load", b"{}")
+    assert (status, data) == (200, b"")
+    for _ in range(4):
+        assert rest_json(c, "GET", f"/v2/models/{model}/ready") == (
+            200, {"name": model, "ready": True})
+    status, doc, got = rest_infer(rest_front, model, {"x": sample("UINT32")},
+                                  binary_inputs=False, binary_outputs=False)
+    assert status == 200, doc
+    assert_same(got["y"], grpc_infer(rest_front, model, {"x": sample("UINT32")})["y"])
+    err = grpc_error(s.RepositoryModelLoad, pb.RepositoryModelLoadRequest(model_name="nope"))
+    status, answer = rest_json(c, "POST", "/v2/repository/models/nope/load")
+    assert (status, answer) == (http_status_of(err.code()), {"error": err.details()})
+    assert "nope" in answer["error"]
+
+
+def http_status_of(code: grpc.StatusCode) -> int:
+    return rest_runner.REST_STATUS[code.name]
+
+
 # --- the conformance suite over REST -----------------------------------------------------------
 
 
