@@ -101,15 +101,15 @@ def serve_main(argv: Sequence[str]) -> int:
               file=sys.stderr)
         return 2
     if settings.frontend == "native":
+        problem = preflight(settings)
+        if problem is not None:
+            print(f"jaxport serve: error: {problem}", file=sys.stderr)
+            return 1
         binary = front_binary(settings)
         if not os.access(binary, os.X_OK):
             print(f"jaxport serve: error: the native front {binary} is not built: run "
                   "`make front` (needs Go), or serve with `--frontend python`",
                   file=sys.stderr)
-            return 1
-        problem = preflight(settings)
-        if problem is not None:
-            print(f"jaxport serve: error: {problem}", file=sys.stderr)
             return 1
         sys.stdout.flush()
         sys.stderr.flush()

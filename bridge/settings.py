@@ -291,14 +291,14 @@ class Settings:
                     raise SettingsError(f"{var}={env[var]!r}: {exc}") from None
             elif f.metadata.get("required"):
                 raise SettingsError(f"--{_flag(f.name)} (or {var}) is required")
+        # A flag of the native front given with --frontend python is a mistake; the same
+        # setting from the environment (ambient, shared by both) is ignored.
         if values.get("frontend") == "python":
             for name in NATIVE_ONLY:
-                if name in values:
-                    given = (f"--{_flag(name)}" if getattr(ns, name) is not None
-                             else ENV_PREFIX + name.upper())
+                if getattr(ns, name) is not None:
                     raise SettingsError(
-                        f"{given} is a setting of the native front; drop it, or serve with "
-                        "--frontend native")
+                        f"--{_flag(name)} is a setting of the native front; drop it, or serve "
+                        "with --frontend native")
         return cls(**values)
 
 

@@ -70,8 +70,7 @@ def test_missing_front_binary_is_one_line(repository: Path, tmp_path: Path) -> N
 @pytest.mark.parametrize(("args", "env", "given"), [
     (("--workers", "3"), {}, "--workers"),
     (("--http-port", "8080"), {}, "--http-port"),
-    (("--front-binary", "/x"), {}, "--front-binary"),
-    ((), {"JAXPORT_WORKERS": "3"}, "JAXPORT_WORKERS"),
+    (("--front-binary", "/x"), {"JAXPORT_WORKERS": "3"}, "--front-binary"),
 ])
 def test_native_only_flags_are_refused_by_the_python_frontend(
         repository: Path, args: tuple[str, ...], env: dict[str, str], given: str) -> None:
@@ -80,6 +79,14 @@ def test_native_only_flags_are_refused_by_the_python_frontend(
     assert one_error_line(proc) == (
         f"jaxport serve: error: {given} is a setting of the native front; drop it, or serve "
         "with --frontend native")
+
+
+def test_native_settings_from_the_environment_are_ignored_by_the_python_frontend(
+        repository: Path) -> None:
+    proc = serve("--repository", str(repository), "--frontend", "python", "--port", "70000",
+                 env={"JAXPORT_WORKERS": "3", "JAXPORT_FRONT_BINARY": "/x"})
+    assert proc.returncode == 2
+    assert one_error_line(proc) == "jaxport serve: error: --port must be in 0..65535, got 70000"
 
 
 def test_bad_frontend_is_one_line(repository: Path) -> None:
