@@ -154,3 +154,16 @@ def test_kinds_without_a_check_in_the_program_are_not_wanted(tmp_path: Path, cap
     assert not m.checks.codes and not m.checks.golden_kinds
     assert [g.name for g in m.goldens] == ["case0", "case1"]
     assert "warning" not in capsys.readouterr().err
+
+
+def test_search_with_batch_sizes(tmp_path: Path) -> None:
+    """The first program's search covers every kind; later programs search nothing more."""
+    mod = model_module("checked")
+    specs = {k: jax.ShapeDtypeStruct(s, d) for k, (d, s) in mod.BATCHED_INPUTS.items()}
+    m = api.export(mod.predict_batched, mod.init(jax.random.key(0)), specs, tmp_path / "m",
+                   quiet=True, checks=C.KINDS, batch_sizes=[1, 4], goldens=1)
+    assert list(m.checks.golden_kinds) == list(C.KINDS)
+    searched = {g.name: (g.batch_size, g.expected_check) for g in m.goldens
+                if "search" in g.name}
+    assert searched and all(b == 1 for b, _ in searched.values()), searched
+    assert {g.expected_check for g in m.goldens} >= set(C.KINDS)
