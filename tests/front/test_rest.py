@@ -110,8 +110,10 @@ def rest_gate(tmp_path_factory: pytest.TempPathFactory) -> Gate:
 @pytest.fixture(scope="module")
 def rest_front(front_binary: Path, rest_repo: Path, rest_gate: Gate,
                tmp_path_factory: pytest.TempPathFactory) -> Iterator[BridgeProcess]:
-    """A front with two workers, REST on a free port (--port 0 implies --http-port 0)."""
-    with BridgeProcess(rest_repo, env=rest_gate.env, workdir=tmp_path_factory.mktemp("rest"),
+    """A front with two workers, REST on a free port (--port 0 implies --http-port 0), system
+    shared memory on."""
+    with BridgeProcess(rest_repo, "--system-shared-memory", env=rest_gate.env,
+                       workdir=tmp_path_factory.mktemp("rest"),
                        command=front_command(front_binary, "--workers", "2")) as f:
         yield f
 
@@ -319,6 +321,42 @@ def test_mixed_json_and_binary_inputs_and_outputs(rest_front: BridgeProcess) -> 
     assert_same(np.frombuffer(data[split:], np.float32).reshape(2, 3), want["total"])
     assert doc["outputs"][1]["data"] == want["greater"].ravel().tolist()
     assert len(data) == split + want["total"].nbytes
+
+
+def test_shared_memory_parameters_over_rest(rest_front: BridgeProcess) -> None:
+    """Regions registered over gRPC, used from REST through the shared-memory parameters
+    (forwarded as they are): the output lands in the region, the answer carries no data."""
+    import os
+
+    from jaxport.client import InferenceClient, SharedMemoryRegion
+
+    model, x = dt_model("FP32"), sample("FP32")
+    want = grpc_infer(rest_front, model, {"x": x})["y"]
+    tag = f"jaxport_rest_{os.getpid()}"
+    with InferenceClient(rest_front.address, timeout=120) as grpc_client, \
+            SharedMemoryRegion("rin", f"/{tag}_in", x.nbytes) as r_in, \
+            SharedMemoryRegion("rout", f"/{tag}_out", x.nbytes) as r_out:
+        r_in.write(x)
+        grpc_client.register_system_shared_memory(r_in)
+        grpc_client.register_system_shared_memory(r_out)
+        try:
+            for _ in range(2):  # both workers map the regions
+                body = json.dumps({
+                    "inputs": [{"name": "x", "shape": [2, 3], "datatype": "FP32", "parameters": {
+                        "shared_memory_region": "rin", "shared_memory_byte_size": x.nbytes}}],
+                    "outputs": [{"name": "y", "parameters": {
+                        "shared_memory_region": "rout",
+                        "shared_memory_byte_size": x.nbytes}}]}).encode()
+                status, doc = rest_json(client(rest_front), "POST", f"/v2/models/{model}/infer",
+                                        body)
+                assert status == 200, doc
+                assert doc["outputs"] == [{"name": "y", "datatype": "FP32", "shape": [2, 3],
+                                           "parameters": {"shared_memory_byte_size": x.nbytes,
+                                                          "shared_memory_region": "rout"}}]
+                assert_same(np.frombuffer(r_out.view(0, x.nbytes), np.float32).reshape(2, 3),
+                            want)
+        finally:
+            grpc_client.unregister_system_shared_memory()
 
 
 def test_curl(rest_front: BridgeProcess, tmp_path: Path) -> None:
