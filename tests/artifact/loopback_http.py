@@ -1,7 +1,13 @@
 """A real, read-only HTTP server on 127.0.0.1 (port 0) serving one directory, for the tests of
 artifacts and repositories read by URL. Python's `http.server` (GET/HEAD only: nothing can be
 written through it); every requested path is recorded, so a test can show what was read over
-HTTP. Imported by tests/artifact and tests/bridge/test_repository_*.py under this unique name.
+HTTP. Imported by tests/artifact, tests/bridge/test_repository_*.py and tests/scale under this
+unique name.
+
+`url_serve_command(url)`: a `jaxport serve` command line (for `BridgeProcess(command=...)`)
+whose repository is `url`: `server.run` on the parsed settings with `--repository` replaced by
+the URL, i.e. the path the CLI takes once its flag parsing keeps URLs (today it parses
+--repository as a local Path). Everything else is the real server.
 """
 
 from __future__ import annotations
@@ -9,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import http.server
+import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -46,3 +53,18 @@ def serving(directory: Path) -> Iterator[Served]:
         server.shutdown()
         server.server_close()
         thread.join()
+
+
+_SERVE_URL = (
+    "import dataclasses, sys\n"
+    "from jaxport.bridge import server\n"
+    "from jaxport.bridge.settings import Settings\n"
+    "settings = Settings.from_argv(sys.argv[2:])\n"
+    "sys.exit(server.run(dataclasses.replace(settings, repository=sys.argv[1])))\n"
+)
+
+
+def url_serve_command(url: str) -> list[str]:
+    """`BridgeProcess(placeholder_dir, command=url_serve_command(url))`: the bridge serves the
+    repository at `url` (the --repository BridgeProcess passes is replaced)."""
+    return [sys.executable, "-c", _SERVE_URL, url]

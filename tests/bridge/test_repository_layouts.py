@@ -29,7 +29,7 @@ from jaxport.bridge.repository import READY, UNAVAILABLE, Repository, check_root
 from jaxport.protocol.errors import NotFoundError
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "artifact"))
-from loopback_http import serving
+from loopback_http import serving, url_serve_command
 
 
 def _flip_a_byte(path: Path) -> None:
@@ -267,21 +267,10 @@ def test_check_root_is_light(tmp_path: Path) -> None:
 
 # -- a real bridge serving a repository by URL ---------------------------------------------------
 
-#: `jaxport serve` after argument parsing (`server.run(settings)`), with `--repository` replaced
-#: by the URL given first: the path the CLI takes once its flag parsing keeps URLs (today it
-#: parses --repository as a local Path). Everything else is the real server.
-SERVE_URL = (
-    "import dataclasses, sys\n"
-    "from jaxport.bridge import server\n"
-    "from jaxport.bridge.settings import Settings\n"
-    "settings = Settings.from_argv(sys.argv[2:])\n"
-    "sys.exit(server.run(dataclasses.replace(settings, repository=sys.argv[1])))\n"
-)
-
-
 def test_bridge_serves_a_repository_over_http(tmp_path: Path, artifacts: dict[str, Path]
                                               ) -> None:
-    """A real server on a repository behind a loopback HTTP server: the goldens of two models
+    """A real server (`server.run` on the settings, loopback_http.url_serve_command) on a
+    repository behind a loopback HTTP server: the goldens of two models
     (BF16/INT64/BOOL included) through a real client; the tampered chunk behind the URL is
     refused at load with the reason the same tampering on disk gets."""
     from jaxport.client import InferenceClient
@@ -296,7 +285,7 @@ def test_bridge_serves_a_repository_over_http(tmp_path: Path, artifacts: dict[st
     placeholder = tmp_path / "placeholder"  # the --repository BridgeProcess passes; replaced
     placeholder.mkdir()
     with serving(root) as http, BridgeProcess(
-            placeholder, command=[sys.executable, "-c", SERVE_URL, http.url]) as bridge, \
+            placeholder, command=url_serve_command(http.url)) as bridge, \
             InferenceClient(bridge.address, timeout=60) as client:
         for name in ("mlp", "mixed"):
             cases = golden_cases(artifacts[name])
