@@ -31,16 +31,20 @@ def markdown(results: dict[str, Any]) -> str:
         f"{_load(results.get('loadavg_start'))}, at end {_load(results.get('loadavg_end'))}: "
         "anything above ~0.5 means other processes shared the 2 cores during the run.",
         "",
-        "## Closed loop, MLP 512-2048-2048-512 f32, batch-1 requests",
-        "",
-        "Server CPU is split by thread: XLA's (`tf_*`: execution and its intra-op pool) and the "
-        "rest (gRPC, Python: the process total minus XLA's threads). Rows/exec "
-        "= real rows per program execution (ModelStatistics), i.e. how full dynamic batches are.",
-        "",
-        "| configuration | conc. | req/s | p50 ms | p90 ms | p99 ms | errors | server CPU ms/req "
-        "| of which XLA / other | client CPU ms/req | rows/exec |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
+    if results["configs"]:  # absent from a run of other sections only (--only)
+        lines += [
+            "## Closed loop, MLP 512-2048-2048-512 f32, batch-1 requests",
+            "",
+            "Server CPU is split by thread: XLA's (`tf_*`: execution and its intra-op pool) and "
+            "the rest (gRPC, Python: the process total minus XLA's threads). Rows/exec "
+            "= real rows per program execution (ModelStatistics), i.e. how full dynamic batches "
+            "are.",
+            "",
+            "| configuration | conc. | req/s | p50 ms | p90 ms | p99 ms | errors | server CPU "
+            "ms/req | of which XLA / other | client CPU ms/req | rows/exec |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        ]
 
     def ms(v: float | None) -> str:
         return _f(None if v is None else v * 1e3, 3)
