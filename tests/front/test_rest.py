@@ -323,6 +323,29 @@ def test_mixed_json_and_binary_inputs_and_outputs(rest_front: BridgeProcess) -> 
     assert len(data) == split + want["total"].nbytes
 
 
+def test_bytes_outputs_as_json_strings_and_binary(rest_front: BridgeProcess) -> None:
+    """BYTES outputs (Triton's classification extension, the parameter forwarded): as JSON
+    strings, and as length-prefixed binary data, both equal to the gRPC answer."""
+    x = np.array([[1, 5, 2], [4, 3, 0]], np.float32)
+    req = pb.ModelInferRequest(model_name="cf_fp32")
+    req.inputs.add(name="data_in", datatype="FP32", shape=[2, 3])
+    req.raw_input_contents.append(x.tobytes())
+    req.outputs.add(name="data_out").parameters["classification"].int64_param = 3
+    resp = stub(rest_front).ModelInfer(req, timeout=60)
+    (out,) = resp.outputs
+    assert out.datatype == "BYTES"
+    want = rest_runner.decode_bytes_elements(resp.raw_output_contents[0])
+    for binary in (False, True):
+        status, doc, got = rest_infer(
+            rest_front, "cf_fp32", {"data_in": x}, binary_inputs=True, binary_outputs=binary,
+            outputs=[{"name": "data_out", "parameters": {"classification": 3}}])
+        assert status == 200, doc
+        assert doc["outputs"][0]["shape"] == list(out.shape)
+        if not binary:
+            assert doc["outputs"][0]["data"] == [e.decode() for e in want]
+        assert list(got["data_out"].ravel()) == want
+
+
 def test_shared_memory_parameters_over_rest(rest_front: BridgeProcess) -> None:
     """Regions registered over gRPC, used from REST through the shared-memory parameters
     (forwarded as they are): the output lands in the region, the answer carries no data."""
