@@ -140,6 +140,24 @@ def test_cli_params_path_picks_train_state_params(tmp_path: Path) -> None:
     assert "opt_state" in lines[0] and "params" in lines[0] and "step" in lines[0]
 
 
+def test_cli_params_path_of_a_standard_train_state(tmp_path: Path) -> None:
+    """Flax's usual TrainState holds variables["params"] (no "params" level): --params-path
+    params with a function applying {"params": params}, as docs/guide-flax.md says."""
+    mod = model_module("linen_mlp")
+    variables = mod.init(jax.random.key(1))
+    state = train_state.TrainState.create(apply_fn=mod.model.apply,
+                                          params=variables["params"], tx=optax.sgd(0.1))
+    with ocp.StandardCheckpointer() as saver:
+        saver.save(tmp_path / "ckpt", state)
+    out = tmp_path / "ts" / "1"
+    args = model_cli_args("linen_mlp", out, "--goldens", "1")
+    args[args.index("linen_mlp:init")] = str(tmp_path / "ckpt")
+    args[args.index("linen_mlp:predict")] = "linen_mlp:predict_bare"
+    proc = run_cli([*args, "--params-path", "params"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    _golden_matches(out, lambda x: mod.predict(variables, x))
+
+
 def test_cli_msgpack_params(tmp_path: Path) -> None:
     mod = model_module("linen_mlp")
     variables = mod.init(jax.random.key(2))
