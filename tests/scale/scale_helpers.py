@@ -56,11 +56,9 @@ def suite_models() -> Any:
 
 
 def export_suite_model(model: Any, out: Path) -> None:
-    """One suite model exported to `out` as tests/conformance/run.py exports it."""
-    from jaxport.exporter.api import export
-
-    export(model.fn, model.params, model.inputs, out, output_names=model.output_names or None,
-           goldens=model.goldens, quiet=True, checks=list(model.checks) or None)
+    """One suite model exported to `out` with every option it needs (batch sizes, labels,
+    x64): the suite's one export call, `models.export_model`, as `make conformance` does."""
+    suite_models().export_model(model, out)
 
 
 def export_suite(repository: Path) -> Path:

@@ -22,9 +22,12 @@ from jaxport.protocol.gen.inference import grpc_service_pb2 as pb
 from jaxport.protocol.gen.inference import grpc_service_pb2_grpc as pb_grpc
 from scale_helpers import CONFORMANCE, REPO, ServeCluster
 
-#: What Serve can claim: everything but Triton's system shared memory (replicas are on other
-#: hosts than the caller; the RPCs answer UNIMPLEMENTED, see docs/scale-out.md).
-FEATURES = "jaxport-models,versions,bf16,triton-stream,triton-config,checkify"
+#: What Serve can claim: every feature of the suite's table (tests/conformance/features.json)
+#: but Triton's system shared memory (replicas are on other hosts than the caller; the RPCs
+#: answer UNIMPLEMENTED, see docs/scale-out.md).
+FEATURES = ",".join(
+    f for f in json.loads((CONFORMANCE / "features.json").read_text())["features"]
+    if f != "triton-shm")
 STEP_TIMEOUT_S = 600
 
 
