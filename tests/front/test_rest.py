@@ -658,11 +658,12 @@ def test_sigterm_drains_a_rest_call_in_flight(front_binary: Path, rest_repo: Pat
             gate.wait_held(model, 1, calls=[call])
             front.send_signal(signal.SIGTERM)
             wait_until(lambda: refused(port), "the REST port to refuse new connections")
-            assert not call.done()  # still held at the gate, and not cut
+            assert not call.done(), f"{call.result()} {front.log_text()[-3000:]}"  # still held
         status, doc, got = call.result(timeout=120)
-        assert status == 200, doc
+        assert status == 200, f"{doc} {front.log_text()[-3000:]}"
         assert_same(got["y"], want)
-        assert front.wait(120) == 0  # drained: the REST call finished within the grace period
+        # Drained: the REST call finished within the grace period.
+        assert front.wait(120) == 0, front.log_text()[-3000:]
 
 
 def refused(port: int) -> bool:
@@ -672,6 +673,8 @@ def refused(port: int) -> bool:
         socket.create_connection(("127.0.0.1", port), timeout=5).close()
     except ConnectionRefusedError:
         return True
+    except OSError:  # e.g. a connect timeout on a loaded machine: ask again
+        return False
     return False
 
 
