@@ -55,6 +55,18 @@ def suite_models() -> Any:
     return sys.modules[name]
 
 
+def conformance_run() -> Any:
+    """tests/conformance/run.py (how `make conformance` runs each language's runner), loaded by
+    path under a unique name, like `suite_models`."""
+    name = "jaxport_conformance_run"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, CONFORMANCE / "run.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
 def export_suite_model(model: Any, out: Path) -> None:
     """One suite model exported to `out` with every option it needs (batch sizes, labels,
     x64): the suite's one export call, `models.export_model`, as `make conformance` does."""

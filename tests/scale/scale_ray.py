@@ -20,7 +20,7 @@ import pytest
 from jaxport.bridge.ray import NODE_KEY, REPLICA_KEY
 from jaxport.protocol.gen.inference import grpc_service_pb2 as pb
 from jaxport.protocol.gen.inference import grpc_service_pb2_grpc as pb_grpc
-from scale_helpers import CONFORMANCE, REPO, ServeCluster
+from scale_helpers import CONFORMANCE, REPO, ServeCluster, conformance_run
 
 #: What Serve can claim: every feature of the suite's table (tests/conformance/features.json)
 #: but Triton's system shared memory (replicas are on other hosts than the caller; the RPCs
@@ -38,16 +38,26 @@ def _stub(cluster: ServeCluster) -> pb_grpc.GRPCInferenceServiceStub:
     return pb_grpc.GRPCInferenceServiceStub(channel)
 
 
-def test_conformance_runner_through_serve(serve_cluster: ServeCluster) -> None:
-    """The Python conformance runner, unchanged, against Serve's gRPC port."""
-    proc = subprocess.run(
-        [sys.executable, str(CONFORMANCE / "runner.py"), "--url", serve_cluster.url,
-         "--features", FEATURES],
-        cwd=REPO, capture_output=True, text=True, timeout=STEP_TIMEOUT_S)
-    print(proc.stdout[-6000:], proc.stderr[-3000:])
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
-    assert "conformance python: " in proc.stdout
-    assert " 0 failed" in proc.stdout
+@pytest.mark.parametrize("lang", ["python", "go", "java"])
+def test_conformance_runner_through_serve(serve_cluster: ServeCluster, lang: str) -> None:
+    """Each language's conformance runner, unchanged, as `make conformance` runs it
+    (tests/conformance/run.py), against Serve's gRPC port. Go and Java are required here as
+    in `make test` (never skipped)."""
+    run = conformance_run()
+    assert not run.missing_toolchains([lang]), run.missing_toolchains([lang])
+    for label, cmd, cwd in run.language_steps(lang, serve_cluster.url, False):
+        if lang == "java":  # the one extra runner argument its Maven property passes
+            cmd = [*cmd, f"-Dconformance.option=--features={FEATURES}"]
+        else:
+            cmd = [*cmd, "--features", FEATURES]
+        proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True,
+                              timeout=run.STEP_TIMEOUT_S)
+        out = run.ANSI.sub("", proc.stdout)
+        print(f"{label}: {out[-3000:]} {proc.stderr[-2000:]}")
+        assert proc.returncode == 0, f"{label}: " + out[-4000:] + proc.stderr[-2000:]
+        summary = run.SUMMARY.search(out)
+        assert summary is not None, f"{label}: no summary line: {out[-2000:]}"
+        assert int(summary.group(2)) > 0 and summary.group(3) == "0", summary.group(0)
 
 
 def test_conformance_runner_on_a_repository_over_http(suite_repository: Path,
