@@ -61,6 +61,8 @@ def _ca(cn: str) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
     cert = (
         _builder(cn, _name(cn), key.public_key())
         .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()),
+                       critical=False)
         .add_extension(
             x509.KeyUsage(
                 digital_signature=True, content_commitment=False, key_encipherment=False,
@@ -76,8 +78,17 @@ def _ca(cn: str) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
 
 def _leaf(cn: str, ca_key, ca_cert: x509.Certificate, *, server: bool):
     key = _key()
-    b = _builder(cn, ca_cert.subject, key.public_key()).add_extension(
-        x509.BasicConstraints(ca=False, path_length=None), critical=True
+    # Key identifiers: Python's ssl (VERIFY_X509_STRICT, on by default from 3.13) requires the
+    # Authority Key Identifier that real CAs always set.
+    b = (
+        _builder(cn, ca_cert.subject, key.public_key())
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()),
+                       critical=False)
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()),
+            critical=False,
+        )
     )
     if server:
         b = b.add_extension(
