@@ -14,7 +14,6 @@ package main
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -22,7 +21,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -50,30 +48,6 @@ type restServer struct {
 	lis   net.Listener
 }
 
-// restTLSConfig builds the net/http TLS configuration from the files serverCredentials
-// (security.go) has already checked and worded every error for: same certificate, same client
-// CA and the same RequireAndVerifyClientCert for mTLS.
-func restTLSConfig(cert, key, clientCA string) (*tls.Config, error) {
-	pair, err := tls.LoadX509KeyPair(cert, key)
-	if err != nil {
-		return nil, fmt.Errorf("--tls-cert/--tls-key: %v", err)
-	}
-	cfg := &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}
-	if clientCA != "" {
-		caPEM, err := os.ReadFile(clientCA)
-		if err != nil {
-			return nil, err
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(caPEM) {
-			return nil, fmt.Errorf("--tls-client-ca '%s' is not a PEM certificate bundle", clientCA)
-		}
-		cfg.ClientCAs = pool
-		cfg.ClientAuth = tls.RequireAndVerifyClientCert
-	}
-	return cfg, nil
-}
-
 // startREST listens on --http-port (TLS when configured) and serves in the background; the
 // bound port is returned.
 func (f *front) startREST(token []byte) (*restServer, int, error) {
@@ -90,7 +64,7 @@ func (f *front) startREST(token []byte) (*restServer, int, error) {
 		ErrorLog:          slog.NewLogLogger(slog.Default().Handler(), slog.LevelWarn),
 	}
 	if f.tlsCert != "" {
-		cfg, err := restTLSConfig(f.tlsCert, f.tlsKey, f.tlsClientCA)
+		cfg, err := serverTLSConfig(f.tlsCert, f.tlsKey, f.tlsClientCA)
 		if err != nil {
 			lis.Close()
 			return nil, 0, err

@@ -48,6 +48,16 @@ func readPEM(path, what, flag string) ([]byte, error) {
 
 // serverCredentials: nil for plaintext; TLS, or mTLS with a client CA.
 func serverCredentials(cert, key, clientCA string) (credentials.TransportCredentials, error) {
+	cfg, err := serverTLSConfig(cert, key, clientCA)
+	if cfg == nil || err != nil {
+		return nil, err
+	}
+	return credentials.NewTLS(cfg), nil
+}
+
+// serverTLSConfig: the one reading of the TLS flags, shared by gRPC and REST; nil for
+// plaintext, every error one line naming the flag and file.
+func serverTLSConfig(cert, key, clientCA string) (*tls.Config, error) {
 	if cert == "" && key == "" {
 		if clientCA != "" {
 			return nil, fmt.Errorf("--tls-client-ca needs --tls-cert and --tls-key (mTLS = TLS + a client CA)")
@@ -92,7 +102,7 @@ func serverCredentials(cert, key, clientCA string) (credentials.TransportCredent
 		cfg.ClientCAs = pool
 		cfg.ClientAuth = tls.RequireAndVerifyClientCert
 	}
-	return credentials.NewTLS(cfg), nil
+	return cfg, nil
 }
 
 // readTokenFile: one printable-ASCII token without spaces, surrounding whitespace stripped.
