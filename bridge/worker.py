@@ -93,7 +93,6 @@ from typing import Any
 
 import grpc
 from google.protobuf import message_factory
-from google.protobuf.message import DecodeError
 from jaxport.bridge.interceptor import status_of
 from jaxport.bridge.settings import Settings, SettingsError
 
@@ -466,6 +465,8 @@ class Connection:
                 threading.Thread(target=self._follow, name="worker-call", daemon=True).start()
             try:
                 job()
+            except Exception:  # never lose a thread: the idle count must stay true
+                log.exception("call failed outside the servicer")
             finally:
                 with self._threads_lock:
                     self._idle += 1
@@ -511,7 +512,7 @@ class Connection:
                 return True
             try:
                 stream.put(_parse(methods[method_index], payload))
-            except DecodeError:
+            except Exception:  # grpcio: any deserializer failure
                 stream.put(_Aborted(grpc.StatusCode.INTERNAL, DESERIALIZE_FAILED))
             return True
         if ftype not in (CALL, STREAM_OPEN) or method_index >= len(methods):
@@ -550,7 +551,7 @@ class Connection:
         try:
             try:
                 request = _parse(method, payload)
-            except DecodeError:
+            except Exception:  # grpcio: any deserializer failure
                 code, message, body = grpc.StatusCode.INTERNAL.value[0], DESERIALIZE_FAILED, b""
             else:
                 try:
