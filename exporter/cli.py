@@ -377,13 +377,17 @@ def verify_main(argv: Sequence[str]) -> int:
                        help="this run: |actual - expected| <= A + R*|expected| for every float "
                             "output, replacing the per-dtype rules (docs: Tolerances)")
         p.add_argument("--rtol", type=float, metavar="R", help="see --atol")
+        p.add_argument("--allow-unexecuted", action="store_true",
+                       help="when none of the artifact's platforms is present here, check the "
+                            "checksums only and pass (default: an error)")
         ns = p.parse_args(list(argv))
         checks = [c.strip() for c in ns.checks.split(",") if c.strip()]
         unknown = [c for c in checks if c not in verify.CHECKS]
         if unknown:
             raise UsageError(f"--checks: unknown check {unknown[0]!r}; "
                              f"choose from {', '.join(verify.CHECKS)}")
-        results = verify.run_checks(ns.artifact_dir, checks=checks, atol=ns.atol, rtol=ns.rtol)
+        results = verify.run_checks(ns.artifact_dir, checks=checks, atol=ns.atol, rtol=ns.rtol,
+                                    allow_unexecuted=ns.allow_unexecuted)
         print(verify.format_table(results))
         failed = [r.check for r in results if r.status == "fail" or (
             ns.require_iree and r.check == "iree" and r.status == "skip")]

@@ -12,6 +12,13 @@ module is importable and fails if it was imported. Checks:
 4. `iree`       - `iree-compile` + `iree-run-module` (C runtime CLI) with every argument in
    manifest order equals the goldens (skipped when IREE is not installed).
 
+Platforms: `jaxexport` and `pjrt` run on every platform the artifact lists that is present
+here (`present_platforms`: what jax finds in a fresh process with the caller's environment,
+JAX_PLATFORMS included), once per platform. IREE compiles for llvm-cpu, so it runs when the
+artifact lists `cpu`. An artifact none of whose platforms is present cannot be executed here:
+`run_checks` refuses it (one line naming the listed and the present platforms) unless
+`allow_unexecuted=True`, which runs the checksums only.
+
 Trust model: `jaxexport` deserializes the artifact; run verify only on artifacts you trust.
 Checksums establish integrity, not authenticity.
 """
@@ -52,12 +59,16 @@ __all__ = [
     "find_iree_tool",
     "format_table",
     "iree_compile_command",
+    "present_platforms",
     "run_checks",
     "set_override",
     "ulp",
 ]
 
 CHECKS = ("checksums", "jaxexport", "pjrt", "iree")
+# The checks that execute the program with jax's runtime on a platform (IREE is llvm-cpu).
+PLATFORM_CHECKS = ("jaxexport", "pjrt")
+KNOWN_PLATFORMS = ("cpu", "cuda", "rocm", "tpu")
 
 # (atol, rtol) per dtype: pass when |actual - expected| <= atol + rtol * |expected|.
 # Floating point differs between compilers (XLA vs IREE codegen: different tanh/exp
@@ -269,27 +280,93 @@ def run_checks(
     parallel: int = 2,
     atol: float | None = None,
     rtol: float | None = None,
+    allow_unexecuted: bool = False,
 ) -> list[CheckResult]:
     """Run each check in its own fresh `python -I` process (`parallel` at a time).
 
-    `atol`/`rtol` replace the tolerance rules for every float output (docs/artifact-format.md
-    "Tolerances"). Returns the results in `checks` order.
+    `jaxexport` and `pjrt` run once per platform of the artifact that is present here
+    (`present_platforms`); their results are named `jaxexport@cuda` etc. when there are
+    several. An artifact none of whose platforms is present raises ExportError naming both
+    lists, unless `allow_unexecuted` (then only `checksums` runs and the execution checks are
+    reported skipped). `atol`/`rtol` replace the tolerance rules for every float output
+    (docs/artifact-format.md "Tolerances"). Returns the results in `checks` order.
     """
     for flag, value in (("atol", atol), ("rtol", rtol)):
         if value is not None and not (value >= 0 and math.isfinite(value)):
             raise ExportError(f"--{flag} must be a finite number >= 0, got {value}")
     root = Path(artifact_dir).resolve()
-    manifest_mod.load(root)  # a clear one-line error before spawning anything
+    m = manifest_mod.load(root)  # a clear one-line error before spawning anything
     for check in checks:
         if check not in CHECKS:
             raise ExportError(f"unknown check {check!r}; choose from {', '.join(CHECKS)}")
+    listed = list(m.platforms)
+    executing = [c for c in checks if c in PLATFORM_CHECKS]
+    here = present_platforms(timeout) if executing else []
+    runnable = [p for p in listed if p in here]
+    skipped: dict[str, CheckResult] = {}
+    if executing and not runnable:
+        message = (f"none of the artifact's platforms ({', '.join(listed)}) is available here "
+                   f"(present: {', '.join(here) or 'none'}), so nothing can execute the program")
+        if not allow_unexecuted:
+            raise ExportError(f"{message}; run verify on a machine with one of them, or pass "
+                              "--allow-unexecuted to check the checksums only")
+        skipped = {c: CheckResult(c, "skip", message) for c in checks if c != "checksums"}
+    tasks: list[tuple[str, str]] = []
+    for check in checks:
+        if check in skipped:
+            continue
+        if check in PLATFORM_CHECKS:
+            tasks += [(check, p) for p in runnable]
+        else:
+            tasks.append((check, "cpu"))
     with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
-        return list(pool.map(lambda c: _run_worker(c, root, timeout, (atol, rtol)), checks))
+        done = list(pool.map(
+            lambda t: _run_worker(t[0], root, timeout, (atol, rtol), t[1]), tasks))
+    if len(runnable) > 1:
+        for (check, platform), result in zip(tasks, done, strict=True):
+            if check in PLATFORM_CHECKS:
+                result.check = f"{check}@{platform}"
+    by_check: dict[str, list[CheckResult]] = {}
+    for (check, _), result in zip(tasks, done, strict=True):
+        by_check.setdefault(check, []).append(result)
+    return [r for c in checks for r in (by_check.get(c) or [skipped[c]])]
+
+
+# Run with the caller's environment in a fresh isolated process: what a worker will find.
+_PROBE = (
+    "import json, jax\n"
+    "found = []\n"
+    f"for p in {KNOWN_PLATFORMS!r}:\n"
+    "    try:\n"
+    "        if jax.devices(p):\n"
+    "            found.append(p)\n"
+    "    except RuntimeError:\n"
+    "        pass\n"
+    "print(json.dumps(found))\n"
+)
+
+
+def present_platforms(timeout: float = 300.0) -> list[str]:
+    """The jax platforms (cpu, cuda, rocm, tpu) with a device here, as a verify worker sees
+    them: probed in a fresh `python -I` process with this process's environment (so
+    JAX_PLATFORMS=cpu limits it to cpu)."""
+    with tempfile.TemporaryDirectory(prefix="jaxport-verify-") as cwd:
+        proc = subprocess.run([sys.executable, "-I", "-c", _PROBE], capture_output=True,
+                              text=True, timeout=timeout, cwd=cwd, env=_worker_env())
+    try:
+        found = json.loads(proc.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        raise ExportError(f"cannot list the platforms present here: jax failed to start "
+                          f"(exit {proc.returncode}): {tail}") from None
+    return [str(p) for p in found]
 
 
 def _run_worker(check: str, root: Path, timeout: float,
-                tolerance: tuple[float | None, float | None] = (None, None)) -> CheckResult:
-    cmd = [sys.executable, "-I", "-m", "jaxport.exporter.verify", "--worker", check, str(root)]
+                tolerance: tuple[float | None, float | None] = (None, None),
+                platform: str = "cpu") -> CheckResult:
+    cmd = [sys.executable, "-I", "-m", "jaxport.exporter.verify", "--worker", check, str(root),
+           "--platform", platform]
     atol, rtol = tolerance
     if atol is not None:
         cmd += ["--atol", repr(float(atol))]
@@ -310,10 +387,11 @@ def _run_worker(check: str, root: Path, timeout: float,
 
 
 def _worker_env() -> dict[str, str]:
+    """The caller's environment (JAX_PLATFORMS included: it says which platforms verify may
+    use), without PYTHONPATH."""
     env = dict(os.environ)
     env.pop("PYTHONPATH", None)  # -I ignores it anyway; make the intent explicit
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    env["JAX_PLATFORMS"] = "cpu"
     return env
 
 
@@ -363,8 +441,10 @@ def _cases(
 
 
 def _argument_values(m: manifest_pb2.Manifest, program: manifest_pb2.Program,
-                     case: jaxport.artifact.Golden, params: dict[str, np.ndarray]) -> list[Any]:
-    """Every @main argument for one golden case, bound purely from the manifest order."""
+                     case: jaxport.artifact.Golden, params: dict[str, np.ndarray],
+                     platform: str = "cpu") -> list[Any]:
+    """Every @main argument for one golden case, bound purely from the manifest order (the
+    platform index is `platform`'s position in the manifest's platforms)."""
     values: list[Any] = []
     for arg in program.arguments:
         if arg.role == _ARG.ARGUMENT_ROLE_PARAMETER:
@@ -373,7 +453,7 @@ def _argument_values(m: manifest_pb2.Manifest, program: manifest_pb2.Program,
             values.append(case.inputs[arg.name])
         elif arg.role == _ARG.ARGUMENT_ROLE_PLATFORM_INDEX:
             # The manifest's dtype (int32, or int64 when lowered under jax_enable_x64).
-            values.append(np.asarray(list(m.platforms).index("cpu"),
+            values.append(np.asarray(list(m.platforms).index(platform),
                                      manifest_mod.numpy_dtype(arg.dtype)))
         else:
             raise ArtifactError(
@@ -463,36 +543,33 @@ def _check_manifest_matches(exp: Any, m: manifest_pb2.Manifest,
             )
 
 
-def _check_jaxexport(art: jaxport.artifact.Artifact) -> CheckResult:
+def _check_jaxexport(art: jaxport.artifact.Artifact, platform: str) -> CheckResult:
     import jax
 
     m = art.manifest
     goldens = art.goldens()
     comps: dict[str, Comparison] = {}
+    device = jax.devices(platform)[0]
     for program in m.programs:  # every batch size's program (one when unbatched)
         exp = art.exported(program.batch_size)
         _check_manifest_matches(exp, m, program)
-        if "cpu" not in exp.platforms:
-            return CheckResult("jaxexport", "skip",
-                               f"not exported for cpu ({list(exp.platforms)})")
         refs = f32_reference(art, program, _cases(goldens, program))
         for case in _cases(goldens, program):
             # Stored parameters and the case's inputs in the exported pytree; zeros for
             # leaves jax dropped (any value of the right type).
             args, kwargs = art.call_arguments(case.inputs, program.batch_size)
+            args, kwargs = jax.device_put((args, kwargs), device)
             results = jax.tree.leaves(exp.call(*args, **kwargs))
             _compare_case(program, results, _expected(case), comps, refs.get(case.name))
-    return _result("jaxexport", comps, _cases_detail(goldens, m))
+    return _result("jaxexport", comps, _cases_detail(goldens, m) + f", on {platform}")
 
 
-def _check_pjrt(art: jaxport.artifact.Artifact) -> CheckResult:
+def _check_pjrt(art: jaxport.artifact.Artifact, platform: str) -> CheckResult:
     import jax
     from jax.extend import backend as jex_backend
 
     m = art.manifest
-    if "cpu" not in m.platforms:
-        return CheckResult("pjrt", "skip", f"not exported for cpu ({list(m.platforms)})")
-    client = jex_backend.get_backend("cpu")
+    client = jex_backend.get_backend(platform)
     device = client.local_devices()[0]
     goldens = art.goldens()
     comps: dict[str, Comparison] = {}
@@ -510,12 +587,12 @@ def _check_pjrt(art: jaxport.artifact.Artifact) -> CheckResult:
         params = art.parameters()
         refs = f32_reference(art, program, _cases(goldens, program))
         for case in _cases(goldens, program):
-            values = _argument_values(m, program, case, params)
+            values = _argument_values(m, program, case, params, platform)
             buffers = [jax.device_put(v, device) for v in values]
             out = executable.execute_sharded(buffers).disassemble_into_single_device_arrays()
             _compare_case(program, [np.asarray(o[0]) for o in out], _expected(case), comps,
                           refs.get(case.name))
-    return _result("pjrt", comps, _cases_detail(goldens, m))
+    return _result("pjrt", comps, _cases_detail(goldens, m) + f", on {platform}")
 
 
 def _iree_type(shape: Sequence[int], dtype: manifest_pb2.DType) -> str:
@@ -542,7 +619,8 @@ def _check_iree(art: jaxport.artifact.Artifact) -> CheckResult:
         return CheckResult("iree", "skip", "IREE not installed "
                            "(pip install iree-base-compiler iree-base-runtime)")
     if "cpu" not in m.platforms:
-        return CheckResult("iree", "skip", f"not exported for cpu ({list(m.platforms)})")
+        return CheckResult("iree", "skip", "IREE compiles for llvm-cpu and the artifact is not "
+                           f"exported for cpu ({', '.join(m.platforms)})")
     goldens = art.goldens()
     comps: dict[str, Comparison] = {}
     for program in m.programs:  # every batch size's program (one when unbatched)
@@ -624,7 +702,7 @@ def _result(check: str, comps: dict[str, Comparison], detail: str) -> CheckResul
     return CheckResult(check, "pass" if ok else "fail", detail, list(comps.values()))
 
 
-def _worker(check: str, artifact_dir: str) -> CheckResult:
+def _worker(check: str, artifact_dir: str, platform: str = "cpu") -> CheckResult:
     # Checksums are a check of their own: the others read the artifact without hashing it.
     art = jaxport.artifact.open(artifact_dir, verify_checksums=False)
     m = art.manifest
@@ -633,8 +711,10 @@ def _worker(check: str, artifact_dir: str) -> CheckResult:
         import jax
 
         jax.config.update("jax_enable_x64", True)
-    result = {"checksums": _check_checksums, "jaxexport": _check_jaxexport,
-              "pjrt": _check_pjrt, "iree": _check_iree}[check](art)
+    if check in PLATFORM_CHECKS:
+        result = {"jaxexport": _check_jaxexport, "pjrt": _check_pjrt}[check](art, platform)
+    else:
+        result = {"checksums": _check_checksums, "iree": _check_iree}[check](art)
     if source_module and source_module in sys.modules:
         return CheckResult(check, "fail", f"the model's module {source_module!r} was imported")
     if source_module and importlib.util.find_spec(source_module.split(".")[0]) is None:
@@ -648,10 +728,11 @@ def _worker_main(argv: Sequence[str]) -> int:
     parser.add_argument("artifact_dir")
     parser.add_argument("--atol", type=float)
     parser.add_argument("--rtol", type=float)
+    parser.add_argument("--platform", default="cpu", choices=KNOWN_PLATFORMS)
     ns = parser.parse_args(argv)
     set_override(ns.atol, ns.rtol)
     try:
-        result = _worker(ns.worker, ns.artifact_dir)
+        result = _worker(ns.worker, ns.artifact_dir, ns.platform)
     except ExportError as exc:
         result = CheckResult(ns.worker, "fail", str(exc))
     except Exception as exc:

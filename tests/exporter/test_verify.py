@@ -73,15 +73,41 @@ def test_multi_platform_has_platform_index_argument(tmp_path: Path, capsys) -> N
     assert rc == 0, text
 
 
-def test_lowering_only_platform_is_recorded_and_runtime_checks_skip(tmp_path: Path,
-                                                                    capsys) -> None:
+def test_cuda_only_artifact_is_not_passed_on_a_machine_without_cuda(tmp_path: Path) -> None:
+    """Lowering for cuda works here (no GPU needed); verify cannot execute it, so it fails in
+    one line naming the listed and the present platforms, instead of passing with every
+    execution check skipped. --allow-unexecuted accepts the checksums only."""
+    assert verify.present_platforms() == ["cpu"]  # this machine: the premise of the test
     art = tmp_path / "cuda" / "1"
     m = export_model("mlp", art, platforms=("cuda",), goldens=1)
     assert list(m.platforms) == ["cuda"]
     assert m.programs[0].arguments[0].role == manifest_pb2.ARGUMENT_ROLE_PARAMETER
-    rc, text = _verify(art, capsys)
-    assert rc == 0, text
-    assert "not exported for cpu" in text and "checksums: pass" in text
+    proc = run_cli(["verify", str(art)], tmp_path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert proc.stdout == ""
+    assert proc.stderr.strip() == (
+        "jaxport verify: error: none of the artifact's platforms (cuda) is available here "
+        "(present: cpu), so nothing can execute the program; run verify on a machine with one "
+        "of them, or pass --allow-unexecuted to check the checksums only")
+    accepted = run_cli(["verify", str(art), "--allow-unexecuted"], tmp_path)
+    assert accepted.returncode == 0, accepted.stdout + accepted.stderr
+    assert "checksums: pass" in accepted.stdout
+    for check in ("jaxexport", "pjrt", "iree"):
+        assert f"{check}: skip: none of the artifact's platforms (cuda)" in accepted.stdout
+
+
+def test_verify_executes_on_the_listed_platform_present(tmp_path: Path) -> None:
+    """A cuda+cpu artifact is executed on cpu (the one present), platform index 1 bound from
+    the manifest; the worker environment is the caller's (JAX_PLATFORMS is not forced)."""
+    art = tmp_path / "cudacpu" / "1"
+    m = export_model("mlp", art, platforms=("cuda", "cpu"), goldens=1)
+    assert m.programs[0].arguments[0].role == manifest_pb2.ARGUMENT_ROLE_PLATFORM_INDEX
+    results = {r.check: r for r in verify.run_checks(art)}
+    assert set(results) == set(verify.CHECKS)
+    for check in ("jaxexport", "pjrt", "iree"):
+        assert results[check].status == "pass", (check, results[check].detail)
+    assert ", on cpu" in results["jaxexport"].detail
+    assert ", on cpu" in results["pjrt"].detail
 
 
 def _damaged(artifacts, tmp_path: Path) -> Path:
