@@ -60,6 +60,7 @@ def export(
     require_check_goldens: bool = False,
     golden_inputs: Mapping[str, Any] | None = None,
     labels: Mapping[str, str | os.PathLike[str]] | None = None,
+    vjp_order: int = 0,
 ) -> manifest_pb2.Manifest:
     """Export `fn(params, *inputs)` as a jaxport artifact in `out_dir`; returns its manifest.
 
@@ -100,12 +101,19 @@ def export(
     `labels` ({output: path of a UTF-8 text file, one class label per line}) copies each file
     into the artifact (`labels/<output>.txt`, checksummed) as that output's `labels_file`; the
     line count must equal the output's last dimension (see jaxport.exporter.labels).
+
+    `vjp_order` (default 0) serializes each `.jaxexport` with that many levels of VJP
+    (`Exported.serialize(vjp_order=...)`, recorded as `manifest.vjp_order`), so a consumer can
+    `jax.grad` the loaded program (`jaxport.artifact.open(dir).exported().call`) up to that
+    order; 0 artifacts refuse differentiation with jax's "No VJP is available".
     """
     out_dir = Path(out_dir)
     if out_dir.exists() and not force:
         raise ExportError(write.exists_message(out_dir))
     if goldens < 0:
         raise ExportError(f"goldens must be >= 0, got {goldens}")
+    if isinstance(vjp_order, bool) or not isinstance(vjp_order, int) or vjp_order < 0:
+        raise ExportError(f"vjp_order (--vjp-order) must be an integer >= 0, got {vjp_order!r}")
     if golden_inputs and checks:
         raise ExportError("golden_inputs (--golden-inputs) with checks: give the cases as "
                           "check_goldens (--check-goldens), which records their check outputs")
@@ -132,13 +140,15 @@ def export(
         lowered = [
             _lower(fn, host_params, batch_size, specs, output_names=output_names,
                    platforms=plats, fn_name=fn_name, checks=checks,
-                   max_constant_bytes=max_constant_bytes, progress=progress)
+                   max_constant_bytes=max_constant_bytes, progress=progress,
+                   vjp_order=vjp_order)
             for batch_size, specs in program_mod.program_inputs(input_specs, sizes)
         ]
         manifest = program_mod.describe(
             lowered, input_specs, fn_name=fn_name, source_function=source_function,
             name=name or (out_dir.parent.name if out_dir.name.isdigit() else out_dir.name),
         )
+        manifest.vjp_order = vjp_order
         labels_mod.check_labels(manifest, label_files)
         kept = set(lowered[0].exported.module_kept_var_idx)  # the same in every program
         param_idx = [i.leaf_index for i in infos if i.kind == "parameter"]
@@ -198,6 +208,7 @@ def _lower(
     checks: Sequence[str] | str | None,
     max_constant_bytes: int,
     progress: Progress,
+    vjp_order: int = 0,
 ) -> program_mod.Lowered:
     """Trace, lower and inspect `fn` for one size (batch size 0: the unbatched program)."""
     where = f" (batch size {batch_size})" if batch_size else ""
@@ -211,7 +222,7 @@ def _lower(
     return program_mod.Lowered(
         batch_size=batch_size, inputs=inputs, infos=trace.leaf_infos(params, inputs),
         export_fn=export_fn, exported=exported, text=text, module=info,
-        serialized=trace.serialize(exported),
+        serialized=trace.serialize(exported, vjp_order),
     )
 
 

@@ -220,6 +220,9 @@ def _export_parser() -> _Parser:
     p.add_argument("--check-goldens", metavar="MODULE:FUNCTION",
                    help="FUNCTION() returns {case name: inputs in --input order}: extra goldens, "
                         "one passing and one tripping each check kind")
+    p.add_argument("--vjp-order", type=int, default=0, metavar="N",
+                   help="serialize N levels of reverse-mode derivatives with the program, so "
+                        "jax.grad works on the loaded artifact (default 0: forward only)")
     p.add_argument("--require-check-goldens", action="store_true",
                    help="with --checks: fail when no golden case trips an enabled kind (after "
                         "the exporter's bounded search for tripping inputs); default: a warning")
@@ -308,6 +311,8 @@ def export_main(argv: Sequence[str]) -> int:
             raise ExportError(f"output directory {out} already exists; pass --force to replace it")
         if ns.goldens < 0:
             raise UsageError(f"--goldens must be >= 0, got {ns.goldens}")
+        if ns.vjp_order < 0:
+            raise UsageError(f"--vjp-order must be >= 0, got {ns.vjp_order}")
         labels = _parse_labels(ns.labels)
         if ns.max_constant_bytes is not None and ns.max_constant_bytes < 0:
             raise UsageError(f"--max-constant-bytes must be >= 0, got {ns.max_constant_bytes}")
@@ -344,7 +349,7 @@ def export_main(argv: Sequence[str]) -> int:
             platforms=ns.platforms.split(","), force=ns.force, name=ns.name, quiet=ns.quiet,
             source_function=ns.function, checks=check_kinds, check_goldens=check_goldens,
             require_check_goldens=ns.require_check_goldens,
-            labels=labels,
+            labels=labels, vjp_order=ns.vjp_order,
             **({"batch_sizes": batch_sizes} if batch_sizes is not None else {}),
             **({"max_constant_bytes": ns.max_constant_bytes}
                if ns.max_constant_bytes is not None else {}),

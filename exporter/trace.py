@@ -430,12 +430,21 @@ def lower(
         raise describe_trace_error(exc, fn_name, params) from None
 
 
-def serialize(exported: jax_export.Exported) -> bytes:
-    """`Exported.serialize()`, explaining a missing flatbuffers install in one line."""
+def serialize(exported: jax_export.Exported, vjp_order: int = 0) -> bytes:
+    """`Exported.serialize(vjp_order)`, explaining a missing flatbuffers install and a function
+    jax cannot differentiate in one line each."""
     try:
-        return bytes(exported.serialize())
+        return bytes(exported.serialize(vjp_order=vjp_order))
     except ImportError as exc:
         raise ExportError(
             f"cannot write model.jaxexport: {str(exc).splitlines()[0]} "
             "(flatbuffers is not a jax dependency: pip install flatbuffers)"
+        ) from None
+    except Exception as exc:
+        if not vjp_order:
+            raise
+        first = (str(exc).strip().splitlines() or [""])[0]
+        raise ExportError(
+            f"cannot serialize with vjp_order {vjp_order} (--vjp-order): jax could not export "
+            f"the derivative: {type(exc).__name__}: {first}"
         ) from None

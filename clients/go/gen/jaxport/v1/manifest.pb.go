@@ -189,7 +189,11 @@ type Manifest struct {
 	// Runtime checks (jax.experimental.checkify) compiled into the programs, if any.
 	Checks *Checks `protobuf:"bytes,13,opt,name=checks,proto3" json:"checks,omitempty"`
 	// Batching description; absent when the model has no batch dimension.
-	Batching      *Batching `protobuf:"bytes,14,opt,name=batching,proto3" json:"batching,omitempty"`
+	Batching *Batching `protobuf:"bytes,14,opt,name=batching,proto3" json:"batching,omitempty"`
+	// Levels of reverse-mode derivatives serialized with every `.jaxexport` program
+	// (`Exported.serialize(vjp_order=...)`): a Python consumer can take `jax.grad` of the
+	// deserialized program up to this order. 0: forward only (jax refuses differentiation).
+	VjpOrder      uint32 `protobuf:"varint,15,opt,name=vjp_order,json=vjpOrder,proto3" json:"vjp_order,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -320,6 +324,13 @@ func (x *Manifest) GetBatching() *Batching {
 		return x.Batching
 	}
 	return nil
+}
+
+func (x *Manifest) GetVjpOrder() uint32 {
+	if x != nil {
+		return x.VjpOrder
+	}
+	return 0
 }
 
 // Versions of the tools and formats that produced the artifact.
@@ -1395,7 +1406,7 @@ var File_jaxport_v1_manifest_proto protoreflect.FileDescriptor
 const file_jaxport_v1_manifest_proto_rawDesc = "" +
 	"\n" +
 	"\x19jaxport/v1/manifest.proto\x12\n" +
-	"jaxport.v1\"\xed\x04\n" +
+	"jaxport.v1\"\x8a\x05\n" +
 	"\bManifest\x12%\n" +
 	"\x0eschema_version\x18\x01 \x01(\rR\rschemaVersion\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12'\n" +
@@ -1412,7 +1423,8 @@ const file_jaxport_v1_manifest_proto_rawDesc = "" +
 	"\x05files\x18\v \x03(\v2\x15.jaxport.v1.FileEntryR\x05files\x120\n" +
 	"\agoldens\x18\f \x03(\v2\x16.jaxport.v1.GoldenCaseR\agoldens\x12*\n" +
 	"\x06checks\x18\r \x01(\v2\x12.jaxport.v1.ChecksR\x06checks\x120\n" +
-	"\bbatching\x18\x0e \x01(\v2\x14.jaxport.v1.BatchingR\bbatching\"\xce\x01\n" +
+	"\bbatching\x18\x0e \x01(\v2\x14.jaxport.v1.BatchingR\bbatching\x12\x1b\n" +
+	"\tvjp_order\x18\x0f \x01(\rR\bvjpOrder\"\xce\x01\n" +
 	"\bVersions\x12\x18\n" +
 	"\ajaxport\x18\x01 \x01(\tR\ajaxport\x12\x10\n" +
 	"\x03jax\x18\x02 \x01(\tR\x03jax\x12\x16\n" +
