@@ -61,6 +61,7 @@ def export(
     golden_inputs: Mapping[str, Any] | None = None,
     labels: Mapping[str, str | os.PathLike[str]] | None = None,
     vjp_order: int = 0,
+    allow_custom_calls: Sequence[str] = (),
 ) -> manifest_pb2.Manifest:
     """Export `fn(params, *inputs)` as a jaxport artifact in `out_dir`; returns its manifest.
 
@@ -106,6 +107,11 @@ def export(
     (`Exported.serialize(vjp_order=...)`, recorded as `manifest.vjp_order`), so a consumer can
     `jax.grad` the loaded program (`jaxport.artifact.open(dir).exported().call`) up to that
     order; 0 artifacts refuse differentiation with jax's "No VJP is available".
+
+    `allow_custom_calls` (e.g. ["my_ffi_kernel"]) exports custom-call targets outside jax's
+    guaranteed-stable list (`DisabledSafetyCheck.custom_call`); they are recorded in
+    `manifest.allowed_custom_calls` and a warning says consumers need that kernel. A target
+    the programs do not call is refused (a typo would otherwise go unnoticed).
     """
     out_dir = Path(out_dir)
     if out_dir.exists() and not force:
@@ -121,6 +127,7 @@ def export(
         raise ExportError("require_check_goldens (--require-check-goldens) without checks: it "
                           "only applies with checks (--checks)")
     plats = trace.check_platforms(platforms)
+    allowed = _check_allowed_custom_calls(allow_custom_calls)
     label_files = labels_mod.read_labels(labels)
     fn_name = source_function or getattr(fn, "__name__", "function")
     progress = Progress(quiet=quiet)
@@ -141,7 +148,7 @@ def export(
             _lower(fn, host_params, batch_size, specs, output_names=output_names,
                    platforms=plats, fn_name=fn_name, checks=checks,
                    max_constant_bytes=max_constant_bytes, progress=progress,
-                   vjp_order=vjp_order)
+                   vjp_order=vjp_order, allow_custom_calls=allowed)
             for batch_size, specs in program_mod.program_inputs(input_specs, sizes)
         ]
         manifest = program_mod.describe(
@@ -149,6 +156,19 @@ def export(
             name=name or (out_dir.parent.name if out_dir.name.isdigit() else out_dir.name),
         )
         manifest.vjp_order = vjp_order
+        if allowed:
+            used = {t for low in lowered for t in low.module.custom_call_targets}
+            unused = [t for t in allowed if t not in used]
+            if unused:
+                raise ExportError(
+                    f"--allow-custom-call {unused[0]}: {fn_name} has no custom call to "
+                    f"{unused[0]!r} (its custom calls: {', '.join(sorted(used)) or 'none'})")
+            manifest.allowed_custom_calls.extend(allowed)
+            progress.warn(
+                f"custom call target(s) {', '.join(allowed)} are outside jax's compatibility "
+                "guarantee (exported with --allow-custom-call): consumers need that kernel "
+                "registered under the same name (e.g. jax.ffi.register_ffi_target) to run this "
+                "artifact, and no jax or StableHLO version promise covers it")
         labels_mod.check_labels(manifest, label_files)
         kept = set(lowered[0].exported.module_kept_var_idx)  # the same in every program
         param_idx = [i.leaf_index for i in infos if i.kind == "parameter"]
@@ -209,13 +229,14 @@ def _lower(
     max_constant_bytes: int,
     progress: Progress,
     vjp_order: int = 0,
+    allow_custom_calls: Sequence[str] = (),
 ) -> program_mod.Lowered:
     """Trace, lower and inspect `fn` for one size (batch size 0: the unbatched program)."""
     where = f" (batch size {batch_size})" if batch_size else ""
     _step(progress, batch_size, f"tracing and lowering {fn_name}")
     export_fn = trace.prepare_function(fn, params, inputs, output_names, fn_name)
     export_fn = checks_mod.apply_checks(export_fn, fn, params, inputs, checks)
-    exported = trace.lower(export_fn, params, inputs, platforms, fn_name)
+    exported = trace.lower(export_fn, params, inputs, platforms, fn_name, allow_custom_calls)
     text = exported.mlir_module()
     info = module_mod.inspect_module(text, what=fn_name + where,
                                      max_constant_bytes=max_constant_bytes)
@@ -224,6 +245,22 @@ def _lower(
         export_fn=export_fn, exported=exported, text=text, module=info,
         serialized=trace.serialize(exported, vjp_order),
     )
+
+
+def _check_allowed_custom_calls(targets: Sequence[str] | str) -> list[str]:
+    """The allowed custom-call target names: a list of distinct non-empty names."""
+    if isinstance(targets, str):
+        raise ExportError(f"allow_custom_calls must be a list of target names, got the string "
+                          f"{targets!r} (write [{targets!r}])")
+    names = list(targets)
+    for t in names:
+        if not isinstance(t, str) or not t.strip() or t != t.strip():
+            raise ExportError(f"--allow-custom-call {t!r}: expected a custom-call target name, "
+                              "e.g. --allow-custom-call my_ffi_kernel")
+    if len(set(names)) != len(names):
+        dup = next(t for t in names if names.count(t) > 1)
+        raise ExportError(f"--allow-custom-call {dup}: given twice")
+    return names
 
 
 def _step(progress: Progress, batch_size: int, message: str) -> None:

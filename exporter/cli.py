@@ -220,6 +220,10 @@ def _export_parser() -> _Parser:
     p.add_argument("--check-goldens", metavar="MODULE:FUNCTION",
                    help="FUNCTION() returns {case name: inputs in --input order}: extra goldens, "
                         "one passing and one tripping each check kind")
+    p.add_argument("--allow-custom-call", action="append", default=[], metavar="TARGET",
+                   help="export a custom-call target outside jax's compatibility guarantee "
+                        "(an FFI kernel); repeat per target. Consumers must register the same "
+                        "kernel; recorded in the manifest and warned about")
     p.add_argument("--vjp-order", type=int, default=0, metavar="N",
                    help="serialize N levels of reverse-mode derivatives with the program, so "
                         "jax.grad works on the loaded artifact (default 0: forward only)")
@@ -349,7 +353,7 @@ def export_main(argv: Sequence[str]) -> int:
             platforms=ns.platforms.split(","), force=ns.force, name=ns.name, quiet=ns.quiet,
             source_function=ns.function, checks=check_kinds, check_goldens=check_goldens,
             require_check_goldens=ns.require_check_goldens,
-            labels=labels, vjp_order=ns.vjp_order,
+            labels=labels, vjp_order=ns.vjp_order, allow_custom_calls=ns.allow_custom_call,
             **({"batch_sizes": batch_sizes} if batch_sizes is not None else {}),
             **({"max_constant_bytes": ns.max_constant_bytes}
                if ns.max_constant_bytes is not None else {}),
@@ -391,6 +395,11 @@ def verify_main(argv: Sequence[str]) -> int:
         if unknown:
             raise UsageError(f"--checks: unknown check {unknown[0]!r}; "
                              f"choose from {', '.join(verify.CHECKS)}")
+        from jaxport.artifact import manifest as manifest_mod
+
+        loaded = manifest_mod.load(Path(ns.artifact_dir).resolve())
+        for line in verify.manifest_warnings(loaded):
+            print(f"jaxport verify: warning: {line}", file=sys.stderr)
         results = verify.run_checks(ns.artifact_dir, checks=checks, atol=ns.atol, rtol=ns.rtol,
                                     allow_unexecuted=ns.allow_unexecuted)
         print(verify.format_table(results))

@@ -396,13 +396,17 @@ def lower(
     inputs: Mapping[str, jax.ShapeDtypeStruct],
     platforms: Sequence[str],
     fn_name: str,
+    allow_custom_calls: Sequence[str] = (),
 ) -> jax_export.Exported:
-    """`jax.export.export(jax.jit(fn))` with its failure modes mapped to ExportErrors."""
+    """`jax.export.export(jax.jit(fn))` with its failure modes mapped to ExportErrors.
+
+    `allow_custom_calls` names custom-call targets outside jax's guaranteed-stable list that
+    may be exported anyway (`DisabledSafetyCheck.custom_call`)."""
     params_spec = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), params)
+    disabled = [jax_export.DisabledSafetyCheck.custom_call(t) for t in allow_custom_calls]
     try:
-        return jax_export.export(jax.jit(export_fn.fn), platforms=tuple(platforms))(
-            params_spec, *inputs.values()
-        )
+        return jax_export.export(jax.jit(export_fn.fn), platforms=tuple(platforms),
+                                 disabled_checks=disabled)(params_spec, *inputs.values())
     except NotImplementedError as exc:
         if "host_callbacks" in str(exc):
             raise ExportError(
@@ -414,10 +418,13 @@ def lower(
         text = str(exc)
         if "custom calls whose targets have no compatibility guarantees" in text:
             targets = sorted(set(re.findall(r"custom_call @([\w$.\-]+)", text)))
+            flags = " ".join(f"--allow-custom-call {t}" for t in targets) or \
+                "--allow-custom-call TARGET"
             raise ExportError(
-                f"{fn_name} uses custom calls with no compatibility guarantee "
-                f"({', '.join(targets) or 'unnamed'}); a consumer's runtime would not have "
-                "them: use standard jax ops"
+                f"{fn_name} uses custom call target(s) {', '.join(targets) or '(unnamed)'} "
+                "outside jax's compatibility guarantee; a consumer's runtime must register the "
+                f"same kernel to run it: if yours will, pass {flags} "
+                "(allow_custom_calls=), else use standard jax ops"
             ) from None
         if "was exported for platforms" in text or "Unknown platform" in text.lower():
             raise ExportError(

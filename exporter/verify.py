@@ -59,6 +59,7 @@ __all__ = [
     "find_iree_tool",
     "format_table",
     "iree_compile_command",
+    "manifest_warnings",
     "present_platforms",
     "run_checks",
     "set_override",
@@ -330,6 +331,18 @@ def run_checks(
     for (check, _), result in zip(tasks, done, strict=True):
         by_check.setdefault(check, []).append(result)
     return [r for c in checks for r in (by_check.get(c) or [skipped[c]])]
+
+
+def manifest_warnings(m: manifest_pb2.Manifest) -> list[str]:
+    """One line per thing about the artifact a consumer must know before running it."""
+    out = []
+    if m.allowed_custom_calls:
+        out.append(
+            f"the programs call custom call target(s) {', '.join(m.allowed_custom_calls)} "
+            "outside jax's compatibility guarantee (exported with --allow-custom-call): a "
+            "consumer must register the same kernel to run them; verify's workers have none, "
+            "so their execution checks fail")
+    return out
 
 
 # Run with the caller's environment in a fresh isolated process: what a worker will find.

@@ -193,9 +193,15 @@ type Manifest struct {
 	// Levels of reverse-mode derivatives serialized with every `.jaxexport` program
 	// (`Exported.serialize(vjp_order=...)`): a Python consumer can take `jax.grad` of the
 	// deserialized program up to this order. 0: forward only (jax refuses differentiation).
-	VjpOrder      uint32 `protobuf:"varint,15,opt,name=vjp_order,json=vjpOrder,proto3" json:"vjp_order,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	VjpOrder uint32 `protobuf:"varint,15,opt,name=vjp_order,json=vjpOrder,proto3" json:"vjp_order,omitempty"`
+	// Custom-call targets the exporter was told to allow (`--allow-custom-call`) because they
+	// are outside jax's list of targets with a compatibility guarantee (an FFI kernel, a
+	// Triton-backed Pallas kernel). No stability promise covers them: a consumer must register
+	// a kernel of the same name and semantics (e.g. `jax.ffi.register_ffi_target`) to run the
+	// programs. Each is also in the `Program.custom_call_targets` of the programs that call it.
+	AllowedCustomCalls []string `protobuf:"bytes,16,rep,name=allowed_custom_calls,json=allowedCustomCalls,proto3" json:"allowed_custom_calls,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *Manifest) Reset() {
@@ -331,6 +337,13 @@ func (x *Manifest) GetVjpOrder() uint32 {
 		return x.VjpOrder
 	}
 	return 0
+}
+
+func (x *Manifest) GetAllowedCustomCalls() []string {
+	if x != nil {
+		return x.AllowedCustomCalls
+	}
+	return nil
 }
 
 // Versions of the tools and formats that produced the artifact.
@@ -1406,7 +1419,7 @@ var File_jaxport_v1_manifest_proto protoreflect.FileDescriptor
 const file_jaxport_v1_manifest_proto_rawDesc = "" +
 	"\n" +
 	"\x19jaxport/v1/manifest.proto\x12\n" +
-	"jaxport.v1\"\x8a\x05\n" +
+	"jaxport.v1\"\xbc\x05\n" +
 	"\bManifest\x12%\n" +
 	"\x0eschema_version\x18\x01 \x01(\rR\rschemaVersion\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12'\n" +
@@ -1424,7 +1437,8 @@ const file_jaxport_v1_manifest_proto_rawDesc = "" +
 	"\agoldens\x18\f \x03(\v2\x16.jaxport.v1.GoldenCaseR\agoldens\x12*\n" +
 	"\x06checks\x18\r \x01(\v2\x12.jaxport.v1.ChecksR\x06checks\x120\n" +
 	"\bbatching\x18\x0e \x01(\v2\x14.jaxport.v1.BatchingR\bbatching\x12\x1b\n" +
-	"\tvjp_order\x18\x0f \x01(\rR\bvjpOrder\"\xce\x01\n" +
+	"\tvjp_order\x18\x0f \x01(\rR\bvjpOrder\x120\n" +
+	"\x14allowed_custom_calls\x18\x10 \x03(\tR\x12allowedCustomCalls\"\xce\x01\n" +
 	"\bVersions\x12\x18\n" +
 	"\ajaxport\x18\x01 \x01(\tR\ajaxport\x12\x10\n" +
 	"\x03jax\x18\x02 \x01(\tR\x03jax\x12\x16\n" +
