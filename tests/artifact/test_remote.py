@@ -180,3 +180,49 @@ def test_a_bad_index_is_refused_naming_the_file(tmp_path: Path, text: str, words
         index_mod.read(tmp_path)
     assert str(info.value).startswith(f"{tmp_path / 'index.json'}")
     assert words in str(info.value)
+
+
+#: Opens the artifact at argv[1] in a fresh process (TensorStore reads its CA settings from the
+#: environment) and prints its first golden's max error, or the one-line refusal.
+HTTPS_CONSUMER = (
+    "import sys\n"
+    "import numpy as np\n"
+    "import jaxport.artifact\n"
+    "try:\n"
+    "    art = jaxport.artifact.open(sys.argv[1])\n"
+    "except jaxport.artifact.ArtifactError as exc:\n"
+    "    print('refused', exc)\n"
+    "    sys.exit(0)\n"
+    "g = art.goldens()[0]\n"
+    "out = art.call(g.inputs)\n"
+    "print('ok', max(float(np.max(np.abs(out[k] - v))) for k, v in g.outputs.items()))\n"
+)
+
+
+def test_open_over_https(repo: Path, tmp_path: Path) -> None:
+    """https:// with a certificate from a CA TensorStore is told to trust
+    (TENSORSTORE_CA_BUNDLE): opened and checked; without that CA: refused in one line."""
+    import os
+    import subprocess
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from support.certs import make_pki
+
+    pki = make_pki(tmp_path / "pki")
+    with serving(repo, tls=(pki.server_cert, pki.server_key)) as https:
+        assert https.url.startswith("https://")
+        url = f"{https.url}/nested/1"
+        env = {k: v for k, v in os.environ.items() if not k.startswith("TENSORSTORE_CA")}
+        trusted = subprocess.run([sys.executable, "-c", HTTPS_CONSUMER, url], text=True,
+                                 capture_output=True, timeout=300,
+                                 env={**env, "TENSORSTORE_CA_BUNDLE": str(pki.ca_cert)})
+        untrusted = subprocess.run([sys.executable, "-c", HTTPS_CONSUMER, url], text=True,
+                                   capture_output=True, timeout=300, env=env)
+        assert "/nested/1/weights/" in " ".join(https.requests)
+    assert trusted.returncode == 0, trusted.stderr[-2000:]
+    verdict, value = trusted.stdout.split()
+    assert verdict == "ok" and float(value) < 1e-5
+    assert untrusted.returncode == 0, untrusted.stderr[-2000:]
+    assert untrusted.stdout.startswith(f"refused {url}/manifest.json: cannot read: ")
+    assert len(untrusted.stdout.strip().splitlines()) == 1
