@@ -84,6 +84,8 @@ def markdown(results: dict[str, Any]) -> str:
                 f"| {row['pct_memcpy']:.1f}% | {'-' if shm_pct is None else f'{shm_pct:.1f}%'} "
                 f"| {row['errors']} |"
             )
+    if results.get("front_error"):
+        lines += ["", f"Native front section not run: {results['front_error']}"]
     if results.get("front"):
         from tests.bench.front import markdown as front_markdown
 
