@@ -17,6 +17,7 @@ size 0. Each step lives in the module named for it:
 from __future__ import annotations
 
 import contextlib
+import datetime
 import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -62,6 +63,7 @@ def export(
     labels: Mapping[str, str | os.PathLike[str]] | None = None,
     vjp_order: int = 0,
     allow_custom_calls: Sequence[str] = (),
+    calling_convention: int | None = None,
 ) -> manifest_pb2.Manifest:
     """Export `fn(params, *inputs)` as a jaxport artifact in `out_dir`; returns its manifest.
 
@@ -112,6 +114,12 @@ def export(
     guaranteed-stable list (`DisabledSafetyCheck.custom_call`); they are recorded in
     `manifest.allowed_custom_calls` and a warning says consumers need that kernel. A target
     the programs do not call is refused (a typo would otherwise go unnoticed).
+
+    `calling_convention` (default: jax's) lowers `@main` with that
+    `Exported.calling_convention_version`, for a consumer whose jax is older; it must be in the
+    range this jax can export (`jax.export.minimum/maximum_supported_calling_convention_version`).
+    The manifest records it (`versions.calling_convention`) and the export time (`exported_at`,
+    UTC; `SOURCE_DATE_EPOCH` when set, for reproducible builds).
     """
     out_dir = Path(out_dir)
     if out_dir.exists() and not force:
@@ -127,6 +135,7 @@ def export(
         raise ExportError("require_check_goldens (--require-check-goldens) without checks: it "
                           "only applies with checks (--checks)")
     plats = trace.check_platforms(platforms)
+    convention = _calling_convention(calling_convention)
     allowed = _check_allowed_custom_calls(allow_custom_calls)
     label_files = labels_mod.read_labels(labels)
     fn_name = source_function or getattr(fn, "__name__", "function")
@@ -143,7 +152,8 @@ def export(
     infos = trace.leaf_infos(host_params, input_specs)
     # 64-bit leaves need x64 for tracing, lowering AND computing goldens; scoped, so the
     # caller's process keeps its own setting.
-    with jax.enable_x64(True) if trace.needs_x64(infos) else contextlib.nullcontext():
+    with jax.enable_x64(True) if trace.needs_x64(infos) else contextlib.nullcontext(), \
+            convention:
         lowered = [
             _lower(fn, host_params, batch_size, specs, output_names=output_names,
                    platforms=plats, fn_name=fn_name, checks=checks,
@@ -156,6 +166,7 @@ def export(
             name=name or (out_dir.parent.name if out_dir.name.isdigit() else out_dir.name),
         )
         manifest.vjp_order = vjp_order
+        manifest.exported_at = _exported_at()
         if allowed:
             used = {t for low in lowered for t in low.module.custom_call_targets}
             unused = [t for t in allowed if t not in used]
@@ -245,6 +256,31 @@ def _lower(
         export_fn=export_fn, exported=exported, text=text, module=info,
         serialized=trace.serialize(exported, vjp_order),
     )
+
+
+def _calling_convention(version: int | None) -> contextlib.AbstractContextManager[Any]:
+    """A context in which jax lowers with calling convention `version` (None: jax's default)."""
+    if version is None:
+        return contextlib.nullcontext()
+    from jax import export as jax_export
+    from jax._src import config as jax_config  # the flag's own context manager (thread-local)
+
+    low = jax_export.minimum_supported_calling_convention_version
+    high = jax_export.maximum_supported_calling_convention_version
+    if isinstance(version, bool) or not isinstance(version, int) or not low <= version <= high:
+        raise ExportError(
+            f"calling convention {version!r} (--calling-convention) is outside the range jax "
+            f"{jax.__version__} can export: {low}..{high}; an older consumer needs an older "
+            "jax to export for it")
+    return jax_config.jax_export_calling_convention_version(version)
+
+
+def _exported_at() -> str:
+    """Now in UTC (manifest `exported_at`), or SOURCE_DATE_EPOCH's time when it is set."""
+    epoch = os.environ.get("SOURCE_DATE_EPOCH", "").strip()
+    when = (datetime.datetime.fromtimestamp(int(epoch), datetime.UTC) if epoch.isdigit()
+            else datetime.datetime.now(datetime.UTC))
+    return when.strftime(manifest_mod.EXPORTED_AT_FORMAT)
 
 
 def _check_allowed_custom_calls(targets: Sequence[str] | str) -> list[str]:

@@ -224,6 +224,9 @@ def _export_parser() -> _Parser:
                    help="export a custom-call target outside jax's compatibility guarantee "
                         "(an FFI kernel); repeat per target. Consumers must register the same "
                         "kernel; recorded in the manifest and warned about")
+    p.add_argument("--calling-convention", type=int, metavar="N",
+                   help="lower @main with jax calling convention version N, for a consumer "
+                        "with an older jax (default: this jax's; range: jax's supported one)")
     p.add_argument("--vjp-order", type=int, default=0, metavar="N",
                    help="serialize N levels of reverse-mode derivatives with the program, so "
                         "jax.grad works on the loaded artifact (default 0: forward only)")
@@ -354,6 +357,7 @@ def export_main(argv: Sequence[str]) -> int:
             source_function=ns.function, checks=check_kinds, check_goldens=check_goldens,
             require_check_goldens=ns.require_check_goldens,
             labels=labels, vjp_order=ns.vjp_order, allow_custom_calls=ns.allow_custom_call,
+            calling_convention=ns.calling_convention,
             **({"batch_sizes": batch_sizes} if batch_sizes is not None else {}),
             **({"max_constant_bytes": ns.max_constant_bytes}
                if ns.max_constant_bytes is not None else {}),

@@ -335,7 +335,7 @@ def run_checks(
 
 def manifest_warnings(m: manifest_pb2.Manifest) -> list[str]:
     """One line per thing about the artifact a consumer must know before running it."""
-    out = []
+    out = manifest_mod.compatibility_warnings(m)
     if m.allowed_custom_calls:
         out.append(
             f"the programs call custom call target(s) {', '.join(m.allowed_custom_calls)} "

@@ -10,7 +10,9 @@ not authenticity. Only deserialize artifacts from a source you trust.
 
 from __future__ import annotations
 
+import datetime
 import hashlib
+import importlib.metadata
 import json
 import math
 import os
@@ -26,12 +28,17 @@ from jaxport.protocol import dtypes
 from jaxport.protocol.gen.jaxport.v1 import manifest_pb2
 
 __all__ = [
+    "BACKWARD_COMPATIBILITY_DAYS",
+    "EXPORTED_AT_FORMAT",
     "MANIFEST_FILE",
     "MAX_SUPPORTED_SCHEMA_VERSION",
     "MIN_SUPPORTED_SCHEMA_VERSION",
     "SCHEMA_VERSION",
+    "CompatibilityWarning",
     "check_paths",
+    "compatibility_warnings",
     "dtype_message",
+    "exported_at",
     "load",
     "numpy_dtype",
     "parse",
@@ -51,6 +58,17 @@ MIN_SUPPORTED_SCHEMA_VERSION = 1
 MAX_SUPPORTED_SCHEMA_VERSION = 1
 
 MANIFEST_FILE = "manifest.json"
+
+# jax's promise for serialized `jax.export` artifacts (jax documentation, "Exporting and
+# serializing staged-out computations", section "Compatibility guarantees"): an artifact runs
+# with jax versions released up to 6 months after the exporting one (backward compatibility),
+# and with versions up to 3 weeks older (forward compatibility).
+BACKWARD_COMPATIBILITY_DAYS = 183
+EXPORTED_AT_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
+
+
+class CompatibilityWarning(UserWarning):
+    """An artifact outside jax's compatibility window (too old, or newer than this jax)."""
 
 _ROLE = manifest_pb2.ArgumentRole
 _RROLE = manifest_pb2.ResultRole
@@ -195,9 +213,60 @@ def _check_position(entry: manifest_pb2.Argument | manifest_pb2.Result, i: int, 
         raise ArtifactError(f"{source}: {what} has no role")
 
 
+def exported_at(manifest: manifest_pb2.Manifest, source: str = MANIFEST_FILE
+                ) -> datetime.datetime | None:
+    """When the artifact was exported (UTC), or None when unknown (written before the field)."""
+    if not manifest.exported_at:
+        return None
+    try:
+        return datetime.datetime.strptime(manifest.exported_at, EXPORTED_AT_FORMAT).replace(
+            tzinfo=datetime.UTC)
+    except ValueError:
+        raise ArtifactError(f"{source}: exportedAt {manifest.exported_at!r} is not a UTC "
+                            "timestamp like 2026-12-01T00:41:07Z") from None
+
+
+def _version_tuple(text: str) -> tuple[int, ...] | None:
+    parts = text.split(".")
+    return tuple(int(p) for p in parts) if all(p.isdigit() for p in parts) else None
+
+
+def compatibility_warnings(manifest: manifest_pb2.Manifest, *,
+                           now: datetime.datetime | None = None,
+                           jax_version: str | None = None) -> list[str]:
+    """One line per way the artifact may be outside jax's compatibility window: exported more
+    than BACKWARD_COMPATIBILITY_DAYS ago (a jax released since may refuse it), or by a jax
+    newer than the one installed here (`jax_version`, default: installed; jax promises only 3
+    weeks of forward compatibility). An artifact without `exported_at` has an unknown age."""
+    out = []
+    when = exported_at(manifest)
+    if when is not None:
+        age = ((now or datetime.datetime.now(datetime.UTC)) - when).days
+        if age > BACKWARD_COMPATIBILITY_DAYS:
+            out.append(
+                f"exported {when:%Y-%m-%d} with jax {manifest.versions.jax}, {age} days ago: "
+                "older than jax's 6-month backward-compatibility window for serialized exports "
+                "(jax docs, jax.export 'Compatibility guarantees'); a jax released since may "
+                "refuse it (override at your own risk: jax_export_deserialize_expired_versions)"
+                ", so re-export it with the current jax")
+    if jax_version is None:
+        try:
+            jax_version = importlib.metadata.version("jax")
+        except importlib.metadata.PackageNotFoundError:
+            jax_version = ""
+    mine, theirs = _version_tuple(jax_version), _version_tuple(manifest.versions.jax)
+    if mine is not None and theirs is not None and mine < theirs:
+        out.append(
+            f"exported with jax {manifest.versions.jax}, newer than this jax {jax_version}: "
+            "jax promises only 3 weeks of forward compatibility (jax docs, jax.export "
+            "'Compatibility guarantees'); upgrade jax here or re-export with this one")
+    return out
+
+
 def validate(manifest: manifest_pb2.Manifest, source: str = MANIFEST_FILE) -> None:
     """Check the manifest's invariants (manifest.proto); ArtifactError names the field."""
     _check_schema_version(manifest.schema_version, source)
+    exported_at(manifest, source)
     if not manifest.programs:
         raise ArtifactError(f"{source}: no programs")
     multi_platform = len(manifest.platforms) > 1

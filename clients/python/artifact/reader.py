@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import io
 import os
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -72,9 +73,15 @@ def open(path: str | os.PathLike[str] | Location, *, verify_checksums: bool = Tr
 
     `path` is a local directory, a `file://` URL or an `http(s)://` URL of one
     (`jaxport.artifact.location`): by URL every file, weights included, is read over HTTP
-    and checked exactly as a local one, and no manifest path may leave the URL's prefix."""
+    and checked exactly as a local one, and no manifest path may leave the URL's prefix.
+
+    An artifact outside jax's compatibility window (`exportedAt` more than 6 months ago, or
+    exported by a newer jax than this one) gives one `manifest.CompatibilityWarning` line per
+    reason; an artifact without `exportedAt` (written before the field) has an unknown age."""
     root = locate(path)
     manifest = manifest_mod.load(root)
+    for line in manifest_mod.compatibility_warnings(manifest):
+        warnings.warn(f"{root}: {line}", manifest_mod.CompatibilityWarning, stacklevel=2)
     manifest_mod.check_paths(root, manifest)
     if verify_checksums:
         manifest_mod.verify_files(root, manifest)

@@ -200,8 +200,12 @@ type Manifest struct {
 	// a kernel of the same name and semantics (e.g. `jax.ffi.register_ffi_target`) to run the
 	// programs. Each is also in the `Program.custom_call_targets` of the programs that call it.
 	AllowedCustomCalls []string `protobuf:"bytes,16,rep,name=allowed_custom_calls,json=allowedCustomCalls,proto3" json:"allowed_custom_calls,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// When the artifact was exported: UTC, RFC 3339 to the second ("2026-12-01T00:41:07Z").
+	// Readers warn when it is older than jax's 6-month backward-compatibility window. Empty in
+	// artifacts written before this field existed: their age is unknown and nothing is warned.
+	ExportedAt    string `protobuf:"bytes,17,opt,name=exported_at,json=exportedAt,proto3" json:"exported_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Manifest) Reset() {
@@ -346,6 +350,13 @@ func (x *Manifest) GetAllowedCustomCalls() []string {
 	return nil
 }
 
+func (x *Manifest) GetExportedAt() string {
+	if x != nil {
+		return x.ExportedAt
+	}
+	return ""
+}
+
 // Versions of the tools and formats that produced the artifact.
 type Versions struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
@@ -354,7 +365,8 @@ type Versions struct {
 	Jaxlib  string                 `protobuf:"bytes,3,opt,name=jaxlib,proto3" json:"jaxlib,omitempty"`
 	// StableHLO version the portable bytecode targets (e.g. "1.10.3").
 	StablehloTarget string `protobuf:"bytes,4,opt,name=stablehlo_target,json=stablehloTarget,proto3" json:"stablehlo_target,omitempty"`
-	// `Exported.calling_convention_version`.
+	// `Exported.calling_convention_version`: jax's default, or the one chosen with
+	// `--calling-convention` for an older consumer.
 	CallingConvention uint32 `protobuf:"varint,5,opt,name=calling_convention,json=callingConvention,proto3" json:"calling_convention,omitempty"`
 	// Version of the `Exported.serialize()` flatbuffer format.
 	Serialization uint32 `protobuf:"varint,6,opt,name=serialization,proto3" json:"serialization,omitempty"`
@@ -1419,7 +1431,7 @@ var File_jaxport_v1_manifest_proto protoreflect.FileDescriptor
 const file_jaxport_v1_manifest_proto_rawDesc = "" +
 	"\n" +
 	"\x19jaxport/v1/manifest.proto\x12\n" +
-	"jaxport.v1\"\xbc\x05\n" +
+	"jaxport.v1\"\xdd\x05\n" +
 	"\bManifest\x12%\n" +
 	"\x0eschema_version\x18\x01 \x01(\rR\rschemaVersion\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12'\n" +
@@ -1438,7 +1450,9 @@ const file_jaxport_v1_manifest_proto_rawDesc = "" +
 	"\x06checks\x18\r \x01(\v2\x12.jaxport.v1.ChecksR\x06checks\x120\n" +
 	"\bbatching\x18\x0e \x01(\v2\x14.jaxport.v1.BatchingR\bbatching\x12\x1b\n" +
 	"\tvjp_order\x18\x0f \x01(\rR\bvjpOrder\x120\n" +
-	"\x14allowed_custom_calls\x18\x10 \x03(\tR\x12allowedCustomCalls\"\xce\x01\n" +
+	"\x14allowed_custom_calls\x18\x10 \x03(\tR\x12allowedCustomCalls\x12\x1f\n" +
+	"\vexported_at\x18\x11 \x01(\tR\n" +
+	"exportedAt\"\xce\x01\n" +
 	"\bVersions\x12\x18\n" +
 	"\ajaxport\x18\x01 \x01(\tR\ajaxport\x12\x10\n" +
 	"\x03jax\x18\x02 \x01(\tR\x03jax\x12\x16\n" +

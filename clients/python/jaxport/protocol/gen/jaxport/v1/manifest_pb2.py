@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19jaxport/v1/manifest.proto\x12\njaxport.v1\"\x8d\x04\n\x08Manifest\x12\x16\n\x0eschema_version\x18\x01 \x01(\r\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x17\n\x0fsource_function\x18\x03 \x01(\t\x12&\n\x08versions\x18\x04 \x01(\x0b\x32\x14.jaxport.v1.Versions\x12\x11\n\tplatforms\x18\x05 \x03(\t\x12\x12\n\nnr_devices\x18\x06 \x01(\r\x12%\n\x08programs\x18\x07 \x03(\x0b\x32\x13.jaxport.v1.Program\x12/\n\x0e\x64ropped_leaves\x18\x08 \x03(\x0b\x32\x17.jaxport.v1.DroppedLeaf\x12&\n\x06inputs\x18\t \x03(\x0b\x32\x16.jaxport.v1.TensorSpec\x12\'\n\x07outputs\x18\n \x03(\x0b\x32\x16.jaxport.v1.TensorSpec\x12$\n\x05\x66iles\x18\x0b \x03(\x0b\x32\x15.jaxport.v1.FileEntry\x12\'\n\x07goldens\x18\x0c \x03(\x0b\x32\x16.jaxport.v1.GoldenCase\x12\"\n\x06\x63hecks\x18\r \x01(\x0b\x32\x12.jaxport.v1.Checks\x12&\n\x08\x62\x61tching\x18\x0e \x01(\x0b\x32\x14.jaxport.v1.Batching\x12\x11\n\tvjp_order\x18\x0f \x01(\r\x12\x1c\n\x14\x61llowed_custom_calls\x18\x10 \x03(\t\"\x85\x01\n\x08Versions\x12\x0f\n\x07jaxport\x18\x01 \x01(\t\x12\x0b\n\x03jax\x18\x02 \x01(\t\x12\x0e\n\x06jaxlib\x18\x03 \x01(\t\x12\x18\n\x10stablehlo_target\x18\x04 \x01(\t\x12\x1a\n\x12\x63\x61lling_convention\x18\x05 \x01(\r\x12\x15\n\rserialization\x18\x06 \x01(\r\"\xc8\x01\n\x07Program\x12\x13\n\x0bmlirbc_file\x18\x01 \x01(\t\x12\x11\n\tmlir_file\x18\x02 \x01(\t\x12\x16\n\x0ejaxexport_file\x18\x03 \x01(\t\x12\x12\n\nbatch_size\x18\x04 \x01(\r\x12\'\n\targuments\x18\x05 \x03(\x0b\x32\x14.jaxport.v1.Argument\x12#\n\x07results\x18\x06 \x03(\x0b\x32\x12.jaxport.v1.Result\x12\x1b\n\x13\x63ustom_call_targets\x18\x07 \x03(\t\"H\n\x05\x44Type\x12\r\n\x05numpy\x18\x01 \x01(\t\x12\x0c\n\x04mlir\x18\x02 \x01(\t\x12\x10\n\x08\x64\x61tatype\x18\x03 \x01(\t\x12\x10\n\x08itemsize\x18\x04 \x01(\r\"`\n\nTensorSpec\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05shape\x18\x02 \x03(\x03\x12 \n\x05\x64type\x18\x03 \x01(\x0b\x32\x11.jaxport.v1.DType\x12\x13\n\x0blabels_file\x18\x04 \x01(\t\"\xe8\x01\n\x08\x41rgument\x12\r\n\x05index\x18\x01 \x01(\r\x12&\n\x04role\x18\x02 \x01(\x0e\x32\x18.jaxport.v1.ArgumentRole\x12\x0c\n\x04name\x18\x03 \x01(\t\x12\x10\n\x08key_path\x18\x04 \x01(\t\x12\x12\n\nleaf_index\x18\x05 \x01(\x05\x12\r\n\x05shape\x18\x06 \x03(\x03\x12 \n\x05\x64type\x18\x07 \x01(\x0b\x32\x11.jaxport.v1.DType\x12\x11\n\tbyte_size\x18\x08 \x01(\x04\x12\x1d\n\x15tensorstore_spec_json\x18\t \x01(\t\x12\x0e\n\x06sha256\x18\n \x01(\t\"\xb5\x01\n\x06Result\x12\r\n\x05index\x18\x01 \x01(\r\x12$\n\x04role\x18\x02 \x01(\x0e\x32\x16.jaxport.v1.ResultRole\x12\x0c\n\x04name\x18\x03 \x01(\t\x12\r\n\x05shape\x18\x04 \x03(\x03\x12 \n\x05\x64type\x18\x05 \x01(\x0b\x32\x11.jaxport.v1.DType\x12\x11\n\tbyte_size\x18\x06 \x01(\x04\x12$\n\x05\x63heck\x18\x07 \x01(\x0b\x32\x15.jaxport.v1.CheckLeaf\"O\n\x0b\x44roppedLeaf\x12\x12\n\nleaf_index\x18\x01 \x01(\x05\x12\x10\n\x08key_path\x18\x02 \x01(\t\x12\x0c\n\x04name\x18\x03 \x01(\t\x12\x0c\n\x04kind\x18\x04 \x01(\t\"=\n\tFileEntry\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x12\n\nsize_bytes\x18\x02 \x01(\x04\x12\x0e\n\x06sha256\x18\x03 \x01(\t\"\x9d\x03\n\nGoldenCase\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x32\n\x06inputs\x18\x02 \x03(\x0b\x32\".jaxport.v1.GoldenCase.InputsEntry\x12\x34\n\x07outputs\x18\x03 \x03(\x0b\x32#.jaxport.v1.GoldenCase.OutputsEntry\x12?\n\rcheck_outputs\x18\x04 \x03(\x0b\x32(.jaxport.v1.GoldenCase.CheckOutputsEntry\x12\x16\n\x0e\x65xpected_error\x18\x05 \x01(\t\x12\x16\n\x0e\x65xpected_check\x18\x06 \x01(\t\x12\x12\n\nbatch_size\x18\x07 \x01(\r\x1a-\n\x0bInputsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x1a.\n\x0cOutputsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x1a\x33\n\x11\x43heckOutputsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"U\n\x06\x43hecks\x12\x0f\n\x07\x65nabled\x18\x01 \x03(\t\x12$\n\x05\x63odes\x18\x02 \x03(\x0b\x32\x15.jaxport.v1.ErrorCode\x12\x14\n\x0cgolden_kinds\x18\x03 \x03(\t\")\n\tCheckLeaf\x12\x0c\n\x04part\x18\x01 \x01(\t\x12\x0e\n\x06\x65\x66\x66\x65\x63t\x18\x02 \x01(\r\"y\n\tErrorCode\x12\x0c\n\x04\x63ode\x18\x01 \x01(\x05\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12\x0e\n\x06\x65\x66\x66\x65\x63t\x18\x03 \x01(\r\x12\x18\n\x10message_template\x18\x04 \x01(\t\x12\x14\n\x0cpayload_size\x18\x05 \x01(\r\x12\x10\n\x08location\x18\x06 \x01(\t\"P\n\x08\x42\x61tching\x12\x13\n\x0b\x62\x61tch_sizes\x18\x01 \x03(\r\x12\x16\n\x0e\x62\x61tched_inputs\x18\x02 \x03(\t\x12\x17\n\x0f\x62\x61tched_outputs\x18\x03 \x03(\t*\x9e\x01\n\x0c\x41rgumentRole\x12\x1d\n\x19\x41RGUMENT_ROLE_UNSPECIFIED\x10\x00\x12\x1b\n\x17\x41RGUMENT_ROLE_PARAMETER\x10\x01\x12\x17\n\x13\x41RGUMENT_ROLE_INPUT\x10\x02\x12 \n\x1c\x41RGUMENT_ROLE_PLATFORM_INDEX\x10\x03\x12\x17\n\x13\x41RGUMENT_ROLE_TOKEN\x10\x04*o\n\nResultRole\x12\x1b\n\x17RESULT_ROLE_UNSPECIFIED\x10\x00\x12\x16\n\x12RESULT_ROLE_OUTPUT\x10\x01\x12\x15\n\x11RESULT_ROLE_CHECK\x10\x02\x12\x15\n\x11RESULT_ROLE_TOKEN\x10\x03\x42[\n\x17\x64\x65v.jaxport.manifest.v1P\x01Z>github.com/jaxport/jaxport/clients/go/gen/jaxport/v1;jaxportv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19jaxport/v1/manifest.proto\x12\njaxport.v1\"\xa2\x04\n\x08Manifest\x12\x16\n\x0eschema_version\x18\x01 \x01(\r\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x17\n\x0fsource_function\x18\x03 \x01(\t\x12&\n\x08versions\x18\x04 \x01(\x0b\x32\x14.jaxport.v1.Versions\x12\x11\n\tplatforms\x18\x05 \x03(\t\x12\x12\n\nnr_devices\x18\x06 \x01(\r\x12%\n\x08programs\x18\x07 \x03(\x0b\x32\x13.jaxport.v1.Program\x12/\n\x0e\x64ropped_leaves\x18\x08 \x03(\x0b\x32\x17.jaxport.v1.DroppedLeaf\x12&\n\x06inputs\x18\t \x03(\x0b\x32\x16.jaxport.v1.TensorSpec\x12\'\n\x07outputs\x18\n \x03(\x0b\x32\x16.jaxport.v1.TensorSpec\x12$\n\x05\x66iles\x18\x0b \x03(\x0b\x32\x15.jaxport.v1.FileEntry\x12\'\n\x07goldens\x18\x0c \x03(\x0b\x32\x16.jaxport.v1.GoldenCase\x12\"\n\x06\x63hecks\x18\r \x01(\x0b\x32\x12.jaxport.v1.Checks\x12&\n\x08\x62\x61tching\x18\x0e \x01(\x0b\x32\x14.jaxport.v1.Batching\x12\x11\n\tvjp_order\x18\x0f \x01(\r\x12\x1c\n\x14\x61llowed_custom_calls\x18\x10 \x03(\t\x12\x13\n\x0b\x65xported_at\x18\x11 \x01(\t\"\x85\x01\n\x08Versions\x12\x0f\n\x07jaxport\x18\x01 \x01(\t\x12\x0b\n\x03jax\x18\x02 \x01(\t\x12\x0e\n\x06jaxlib\x18\x03 \x01(\t\x12\x18\n\x10stablehlo_target\x18\x04 \x01(\t\x12\x1a\n\x12\x63\x61lling_convention\x18\x05 \x01(\r\x12\x15\n\rserialization\x18\x06 \x01(\r\"\xc8\x01\n\x07Program\x12\x13\n\x0bmlirbc_file\x18\x01 \x01(\t\x12\x11\n\tmlir_file\x18\x02 \x01(\t\x12\x16\n\x0ejaxexport_file\x18\x03 \x01(\t\x12\x12\n\nbatch_size\x18\x04 \x01(\r\x12\'\n\targuments\x18\x05 \x03(\x0b\x32\x14.jaxport.v1.Argument\x12#\n\x07results\x18\x06 \x03(\x0b\x32\x12.jaxport.v1.Result\x12\x1b\n\x13\x63ustom_call_targets\x18\x07 \x03(\t\"H\n\x05\x44Type\x12\r\n\x05numpy\x18\x01 \x01(\t\x12\x0c\n\x04mlir\x18\x02 \x01(\t\x12\x10\n\x08\x64\x61tatype\x18\x03 \x01(\t\x12\x10\n\x08itemsize\x18\x04 \x01(\r\"`\n\nTensorSpec\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05shape\x18\x02 \x03(\x03\x12 \n\x05\x64type\x18\x03 \x01(\x0b\x32\x11.jaxport.v1.DType\x12\x13\n\x0blabels_file\x18\x04 \x01(\t\"\xe8\x01\n\x08\x41rgument\x12\r\n\x05index\x18\x01 \x01(\r\x12&\n\x04role\x18\x02 \x01(\x0e\x32\x18.jaxport.v1.ArgumentRole\x12\x0c\n\x04name\x18\x03 \x01(\t\x12\x10\n\x08key_path\x18\x04 \x01(\t\x12\x12\n\nleaf_index\x18\x05 \x01(\x05\x12\r\n\x05shape\x18\x06 \x03(\x03\x12 \n\x05\x64type\x18\x07 \x01(\x0b\x32\x11.jaxport.v1.DType\x12\x11\n\tbyte_size\x18\x08 \x01(\x04\x12\x1d\n\x15tensorstore_spec_json\x18\t \x01(\t\x12\x0e\n\x06sha256\x18\n \x01(\t\"\xb5\x01\n\x06Result\x12\r\n\x05index\x18\x01 \x01(\r\x12$\n\x04role\x18\x02 \x01(\x0e\x32\x16.jaxport.v1.ResultRole\x12\x0c\n\x04name\x18\x03 \x01(\t\x12\r\n\x05shape\x18\x04 \x03(\x03\x12 \n\x05\x64type\x18\x05 \x01(\x0b\x32\x11.jaxport.v1.DType\x12\x11\n\tbyte_size\x18\x06 \x01(\x04\x12$\n\x05\x63heck\x18\x07 \x01(\x0b\x32\x15.jaxport.v1.CheckLeaf\"O\n\x0b\x44roppedLeaf\x12\x12\n\nleaf_index\x18\x01 \x01(\x05\x12\x10\n\x08key_path\x18\x02 \x01(\t\x12\x0c\n\x04name\x18\x03 \x01(\t\x12\x0c\n\x04kind\x18\x04 \x01(\t\"=\n\tFileEntry\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x12\n\nsize_bytes\x18\x02 \x01(\x04\x12\x0e\n\x06sha256\x18\x03 \x01(\t\"\x9d\x03\n\nGoldenCase\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x32\n\x06inputs\x18\x02 \x03(\x0b\x32\".jaxport.v1.GoldenCase.InputsEntry\x12\x34\n\x07outputs\x18\x03 \x03(\x0b\x32#.jaxport.v1.GoldenCase.OutputsEntry\x12?\n\rcheck_outputs\x18\x04 \x03(\x0b\x32(.jaxport.v1.GoldenCase.CheckOutputsEntry\x12\x16\n\x0e\x65xpected_error\x18\x05 \x01(\t\x12\x16\n\x0e\x65xpected_check\x18\x06 \x01(\t\x12\x12\n\nbatch_size\x18\x07 \x01(\r\x1a-\n\x0bInputsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x1a.\n\x0cOutputsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x1a\x33\n\x11\x43heckOutputsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"U\n\x06\x43hecks\x12\x0f\n\x07\x65nabled\x18\x01 \x03(\t\x12$\n\x05\x63odes\x18\x02 \x03(\x0b\x32\x15.jaxport.v1.ErrorCode\x12\x14\n\x0cgolden_kinds\x18\x03 \x03(\t\")\n\tCheckLeaf\x12\x0c\n\x04part\x18\x01 \x01(\t\x12\x0e\n\x06\x65\x66\x66\x65\x63t\x18\x02 \x01(\r\"y\n\tErrorCode\x12\x0c\n\x04\x63ode\x18\x01 \x01(\x05\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12\x0e\n\x06\x65\x66\x66\x65\x63t\x18\x03 \x01(\r\x12\x18\n\x10message_template\x18\x04 \x01(\t\x12\x14\n\x0cpayload_size\x18\x05 \x01(\r\x12\x10\n\x08location\x18\x06 \x01(\t\"P\n\x08\x42\x61tching\x12\x13\n\x0b\x62\x61tch_sizes\x18\x01 \x03(\r\x12\x16\n\x0e\x62\x61tched_inputs\x18\x02 \x03(\t\x12\x17\n\x0f\x62\x61tched_outputs\x18\x03 \x03(\t*\x9e\x01\n\x0c\x41rgumentRole\x12\x1d\n\x19\x41RGUMENT_ROLE_UNSPECIFIED\x10\x00\x12\x1b\n\x17\x41RGUMENT_ROLE_PARAMETER\x10\x01\x12\x17\n\x13\x41RGUMENT_ROLE_INPUT\x10\x02\x12 \n\x1c\x41RGUMENT_ROLE_PLATFORM_INDEX\x10\x03\x12\x17\n\x13\x41RGUMENT_ROLE_TOKEN\x10\x04*o\n\nResultRole\x12\x1b\n\x17RESULT_ROLE_UNSPECIFIED\x10\x00\x12\x16\n\x12RESULT_ROLE_OUTPUT\x10\x01\x12\x15\n\x11RESULT_ROLE_CHECK\x10\x02\x12\x15\n\x11RESULT_ROLE_TOKEN\x10\x03\x42[\n\x17\x64\x65v.jaxport.manifest.v1P\x01Z>github.com/jaxport/jaxport/clients/go/gen/jaxport/v1;jaxportv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -38,42 +38,42 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_GOLDENCASE_OUTPUTSENTRY']._serialized_options = b'8\001'
   _globals['_GOLDENCASE_CHECKOUTPUTSENTRY']._loaded_options = None
   _globals['_GOLDENCASE_CHECKOUTPUTSENTRY']._serialized_options = b'8\001'
-  _globals['_ARGUMENTROLE']._serialized_start=2395
-  _globals['_ARGUMENTROLE']._serialized_end=2553
-  _globals['_RESULTROLE']._serialized_start=2555
-  _globals['_RESULTROLE']._serialized_end=2666
+  _globals['_ARGUMENTROLE']._serialized_start=2416
+  _globals['_ARGUMENTROLE']._serialized_end=2574
+  _globals['_RESULTROLE']._serialized_start=2576
+  _globals['_RESULTROLE']._serialized_end=2687
   _globals['_MANIFEST']._serialized_start=42
-  _globals['_MANIFEST']._serialized_end=567
-  _globals['_VERSIONS']._serialized_start=570
-  _globals['_VERSIONS']._serialized_end=703
-  _globals['_PROGRAM']._serialized_start=706
-  _globals['_PROGRAM']._serialized_end=906
-  _globals['_DTYPE']._serialized_start=908
-  _globals['_DTYPE']._serialized_end=980
-  _globals['_TENSORSPEC']._serialized_start=982
-  _globals['_TENSORSPEC']._serialized_end=1078
-  _globals['_ARGUMENT']._serialized_start=1081
-  _globals['_ARGUMENT']._serialized_end=1313
-  _globals['_RESULT']._serialized_start=1316
-  _globals['_RESULT']._serialized_end=1497
-  _globals['_DROPPEDLEAF']._serialized_start=1499
-  _globals['_DROPPEDLEAF']._serialized_end=1578
-  _globals['_FILEENTRY']._serialized_start=1580
-  _globals['_FILEENTRY']._serialized_end=1641
-  _globals['_GOLDENCASE']._serialized_start=1644
-  _globals['_GOLDENCASE']._serialized_end=2057
-  _globals['_GOLDENCASE_INPUTSENTRY']._serialized_start=1911
-  _globals['_GOLDENCASE_INPUTSENTRY']._serialized_end=1956
-  _globals['_GOLDENCASE_OUTPUTSENTRY']._serialized_start=1958
-  _globals['_GOLDENCASE_OUTPUTSENTRY']._serialized_end=2004
-  _globals['_GOLDENCASE_CHECKOUTPUTSENTRY']._serialized_start=2006
-  _globals['_GOLDENCASE_CHECKOUTPUTSENTRY']._serialized_end=2057
-  _globals['_CHECKS']._serialized_start=2059
-  _globals['_CHECKS']._serialized_end=2144
-  _globals['_CHECKLEAF']._serialized_start=2146
-  _globals['_CHECKLEAF']._serialized_end=2187
-  _globals['_ERRORCODE']._serialized_start=2189
-  _globals['_ERRORCODE']._serialized_end=2310
-  _globals['_BATCHING']._serialized_start=2312
-  _globals['_BATCHING']._serialized_end=2392
+  _globals['_MANIFEST']._serialized_end=588
+  _globals['_VERSIONS']._serialized_start=591
+  _globals['_VERSIONS']._serialized_end=724
+  _globals['_PROGRAM']._serialized_start=727
+  _globals['_PROGRAM']._serialized_end=927
+  _globals['_DTYPE']._serialized_start=929
+  _globals['_DTYPE']._serialized_end=1001
+  _globals['_TENSORSPEC']._serialized_start=1003
+  _globals['_TENSORSPEC']._serialized_end=1099
+  _globals['_ARGUMENT']._serialized_start=1102
+  _globals['_ARGUMENT']._serialized_end=1334
+  _globals['_RESULT']._serialized_start=1337
+  _globals['_RESULT']._serialized_end=1518
+  _globals['_DROPPEDLEAF']._serialized_start=1520
+  _globals['_DROPPEDLEAF']._serialized_end=1599
+  _globals['_FILEENTRY']._serialized_start=1601
+  _globals['_FILEENTRY']._serialized_end=1662
+  _globals['_GOLDENCASE']._serialized_start=1665
+  _globals['_GOLDENCASE']._serialized_end=2078
+  _globals['_GOLDENCASE_INPUTSENTRY']._serialized_start=1932
+  _globals['_GOLDENCASE_INPUTSENTRY']._serialized_end=1977
+  _globals['_GOLDENCASE_OUTPUTSENTRY']._serialized_start=1979
+  _globals['_GOLDENCASE_OUTPUTSENTRY']._serialized_end=2025
+  _globals['_GOLDENCASE_CHECKOUTPUTSENTRY']._serialized_start=2027
+  _globals['_GOLDENCASE_CHECKOUTPUTSENTRY']._serialized_end=2078
+  _globals['_CHECKS']._serialized_start=2080
+  _globals['_CHECKS']._serialized_end=2165
+  _globals['_CHECKLEAF']._serialized_start=2167
+  _globals['_CHECKLEAF']._serialized_end=2208
+  _globals['_ERRORCODE']._serialized_start=2210
+  _globals['_ERRORCODE']._serialized_end=2331
+  _globals['_BATCHING']._serialized_start=2333
+  _globals['_BATCHING']._serialized_end=2413
 # @@protoc_insertion_point(module_scope)

@@ -32,7 +32,7 @@ RESULT_ROLE_CHECK: ResultRole
 RESULT_ROLE_TOKEN: ResultRole
 
 class Manifest(_message.Message):
-    __slots__ = ("schema_version", "name", "source_function", "versions", "platforms", "nr_devices", "programs", "dropped_leaves", "inputs", "outputs", "files", "goldens", "checks", "batching", "vjp_order", "allowed_custom_calls")
+    __slots__ = ("schema_version", "name", "source_function", "versions", "platforms", "nr_devices", "programs", "dropped_leaves", "inputs", "outputs", "files", "goldens", "checks", "batching", "vjp_order", "allowed_custom_calls", "exported_at")
     SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     SOURCE_FUNCTION_FIELD_NUMBER: _ClassVar[int]
@@ -49,6 +49,7 @@ class Manifest(_message.Message):
     BATCHING_FIELD_NUMBER: _ClassVar[int]
     VJP_ORDER_FIELD_NUMBER: _ClassVar[int]
     ALLOWED_CUSTOM_CALLS_FIELD_NUMBER: _ClassVar[int]
+    EXPORTED_AT_FIELD_NUMBER: _ClassVar[int]
     schema_version: int
     name: str
     source_function: str
@@ -65,7 +66,8 @@ class Manifest(_message.Message):
     batching: Batching
     vjp_order: int
     allowed_custom_calls: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, schema_version: _Optional[int] = ..., name: _Optional[str] = ..., source_function: _Optional[str] = ..., versions: _Optional[_Union[Versions, _Mapping]] = ..., platforms: _Optional[_Iterable[str]] = ..., nr_devices: _Optional[int] = ..., programs: _Optional[_Iterable[_Union[Program, _Mapping]]] = ..., dropped_leaves: _Optional[_Iterable[_Union[DroppedLeaf, _Mapping]]] = ..., inputs: _Optional[_Iterable[_Union[TensorSpec, _Mapping]]] = ..., outputs: _Optional[_Iterable[_Union[TensorSpec, _Mapping]]] = ..., files: _Optional[_Iterable[_Union[FileEntry, _Mapping]]] = ..., goldens: _Optional[_Iterable[_Union[GoldenCase, _Mapping]]] = ..., checks: _Optional[_Union[Checks, _Mapping]] = ..., batching: _Optional[_Union[Batching, _Mapping]] = ..., vjp_order: _Optional[int] = ..., allowed_custom_calls: _Optional[_Iterable[str]] = ...) -> None: ...
+    exported_at: str
+    def __init__(self, schema_version: _Optional[int] = ..., name: _Optional[str] = ..., source_function: _Optional[str] = ..., versions: _Optional[_Union[Versions, _Mapping]] = ..., platforms: _Optional[_Iterable[str]] = ..., nr_devices: _Optional[int] = ..., programs: _Optional[_Iterable[_Union[Program, _Mapping]]] = ..., dropped_leaves: _Optional[_Iterable[_Union[DroppedLeaf, _Mapping]]] = ..., inputs: _Optional[_Iterable[_Union[TensorSpec, _Mapping]]] = ..., outputs: _Optional[_Iterable[_Union[TensorSpec, _Mapping]]] = ..., files: _Optional[_Iterable[_Union[FileEntry, _Mapping]]] = ..., goldens: _Optional[_Iterable[_Union[GoldenCase, _Mapping]]] = ..., checks: _Optional[_Union[Checks, _Mapping]] = ..., batching: _Optional[_Union[Batching, _Mapping]] = ..., vjp_order: _Optional[int] = ..., allowed_custom_calls: _Optional[_Iterable[str]] = ..., exported_at: _Optional[str] = ...) -> None: ...
 
 class Versions(_message.Message):
     __slots__ = ("jaxport", "jax", "jaxlib", "stablehlo_target", "calling_convention", "serialization")
