@@ -116,7 +116,7 @@ class Settings:
                       parse=Path, required=True)
     )
     frontend: str = field(
-        default="python",
+        default="native",
         metadata=_opt("'native': the Go front (jaxport-front, built by make setup / make front) "
                       "speaks gRPC and --workers Python processes execute; 'python': grpcio's "
                       "server in this one process", choices=FRONTENDS),

@@ -49,12 +49,24 @@ def test_serve_execs_the_native_front(front_binary: Path, repository: Path,
     assert server.proc is not None and server.proc.returncode == 0
 
 
-def test_default_workers_is_two(front_binary: Path, repository: Path, tmp_path: Path) -> None:
-    server = BridgeProcess(repository, "--frontend", "native", frontend="default",
+def test_serve_uses_the_native_front_with_two_workers_by_default(
+        front_binary: Path, repository: Path, tmp_path: Path) -> None:
+    """Plain `jaxport serve` (no --frontend, no --workers) is the native front, 2 workers."""
+    server = BridgeProcess(repository, frontend="default",
                            env={"JAXPORT_FRONT_BINARY": str(front_binary)},
                            workdir=tmp_path / "serve")
+    assert "--frontend" not in server.command
     with server:
+        assert "jaxport front: listening on 127.0.0.1:" in server.stdout_text()
         assert sorted(r["worker"] for r in worker_ready_records(server)) == [0, 1]
+        assert stub(server).ServerReady(pb.ServerReadyRequest(), timeout=60).ready
+
+
+def test_python_frontend_is_grpcio_in_one_process(repository: Path, tmp_path: Path) -> None:
+    with BridgeProcess(repository, frontend="python", workdir=tmp_path / "py") as server:
+        assert "jaxport serve: listening on 127.0.0.1:" in server.stdout_text()
+        assert worker_ready_records(server) == []
+        assert stub(server).ServerReady(pb.ServerReadyRequest(), timeout=60).ready
 
 
 def test_missing_front_binary_is_one_line(repository: Path, tmp_path: Path) -> None:
