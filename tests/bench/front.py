@@ -9,7 +9,9 @@ batch sizes 8,64,256,512 for dynamic batching, fed the same 8-row requests). Cas
   server process and, for the front, of each worker child), split front vs workers;
 - 16 MiB each way over the wire (the elementwise model, c=1, the bench's Python client since
   ghz cannot raise its 4 MiB receive limit): MB/s vs an in-run numpy memcpy;
-- dynamic batching at c=64 vs the unbatched model, both on the native front.
+- dynamic batching at c=64 vs the unbatched model, both on the native front;
+- diagnostic: the front's transport floor, its workers answering ModelInfer from a cache
+  (`tests/bench/floor_worker.py`): what front + framing cost without the model core's Python.
 
 Every server's answer to the load's request is checked against JAX before the load (ghz does
 not look at answers). No assertions on timings: ratios go into the bench results.
@@ -245,9 +247,8 @@ def front_vs_python(server: ServerCtx, pool: Any, work: Path, repo: Path, rounds
               "--metrics-port", "-1", "--log-level", "WARNING"]
     worker_cmd = f"{sys.executable} -m jaxport.bridge.worker"
 
-    def native(n: int, *extra: str) -> list[str]:
-        return [str(front_bin), "--worker-cmd", worker_cmd, "--workers", str(n), *common,
-                *extra]
+    def native(n: int, *extra: str, cmd: str = worker_cmd) -> list[str]:
+        return [str(front_bin), "--worker-cmd", cmd, "--workers", str(n), *common, *extra]
 
     configs: dict[str, tuple[list[str], list[str], Path, bytes, np.ndarray, list[int]]] = {
         "python": ([*py, *common], ["mlp8", "ew16"], data, raw, expected, [1, 16, 64]),
@@ -258,6 +259,11 @@ def front_vs_python(server: ServerCtx, pool: Any, work: Path, repo: Path, rounds
         configs[f"front {n}w batching"] = (
             native(n, "--batching-models", "mlp8_batched:2000"), ["mlp8_batched"], bdata,
             braw, bexpected, [64])
+    # Diagnostic: the same front and workers with ModelInfer answered from a cache
+    # (tests/bench/floor_worker.py): the transport without the model core's Python.
+    configs[f"front {DEFAULT_WORKERS}w transport floor"] = (
+        native(DEFAULT_WORKERS, cmd=f"{sys.executable} -m tests.bench.floor_worker"), ["mlp8"],
+        data, raw, expected, [1, 16])
     cells: dict[str, dict[int, list[dict[str, Any]]]] = {}
     large: dict[str, list[float]] = {}
     x16 = np.random.default_rng(7).standard_normal(16 * (1 << 20) // 4).astype(np.float32)
@@ -380,6 +386,17 @@ def targets(front: dict[str, Any], default_workers: int) -> list[dict[str, Any]]
         large["pct_memcpy"] / 100 if large else None, ">= 0.10", lambda r: r >= 0.1)
     add(f"c=64 batching req/s / no batching req/s, {w}",
         ratio(batching.get(64), nat.get(64), "rps"), ">= 3.00", lambda r: r >= 3)
+    floor = lv.get(f"front {default_workers}w transport floor", {})
+
+    def diag(name: str, value: float | None) -> None:
+        out.append({"name": f"(diagnostic) {name}", "required": "-", "met": None,
+                    "measured": "-" if value is None else f"{value:.3g}"})
+
+    diag(f"c=16 req/s, {w} transport floor (ModelInfer from a cache) / python",
+         ratio(floor.get(16), py.get(16), "rps"))
+    diag(f"c=1 p50, {w} transport floor / python", ratio(floor.get(1), py.get(1), "p50_ms"))
+    diag(f"c=16 server CPU per request, {w} transport floor / python",
+         ratio(floor.get(16), py.get(16), "server_cpu_ms_per_req"))
     return out
 
 
