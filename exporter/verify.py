@@ -337,11 +337,8 @@ def manifest_warnings(m: manifest_pb2.Manifest) -> list[str]:
     """One line per thing about the artifact a consumer must know before running it."""
     out = manifest_mod.compatibility_warnings(m)
     if m.allowed_custom_calls:
-        out.append(
-            f"the programs call custom call target(s) {', '.join(m.allowed_custom_calls)} "
-            "outside jax's compatibility guarantee (exported with --allow-custom-call): a "
-            "consumer must register the same kernel to run them; verify's workers have none, "
-            "so their execution checks fail")
+        out.append("verify's workers register no custom-call kernel, so their execution "
+                   f"checks fail on {', '.join(m.allowed_custom_calls)}")
     return out
 
 

@@ -105,8 +105,14 @@ def test_allowed_custom_call_is_recorded_warned_and_runs_with_the_kernel(
     assert json.loads((out / "manifest.json").read_text())["allowedCustomCalls"] == [TARGET]
     assert f"stablehlo.custom_call @{TARGET}" in (out / "model.mlir").read_text()
 
+    # Opening it says what the consumer needs (the bridge loads through open() too).
+    with pytest.warns(manifest.CompatibilityWarning) as caught:
+        art = artifact.open(out)
+    assert [str(w.message) for w in caught] == [
+        f"{out}: the programs call custom call target(s) {TARGET} outside jax's compatibility "
+        "guarantee (exported with --allow-custom-call): the process running them must "
+        "register the same kernel (e.g. jax.ffi.register_ffi_target)"]
     # The golden was computed by the kernel: x @ w + 1.
-    art = artifact.open(out)
     (golden,) = art.goldens()
     w = art.parameters()["params.w"]
     np.testing.assert_allclose(golden.outputs["output"], golden.inputs["x"] @ w + 1.0,
@@ -121,11 +127,12 @@ def test_allowed_custom_call_is_recorded_warned_and_runs_with_the_kernel(
     # verify names the target in a warning line (checksums need no kernel).
     checked = run_cli(["verify", str(out), "--checks", "checksums"], tmp_path)
     assert checked.returncode == 0, checked.stdout + checked.stderr
-    assert checked.stderr.strip() == (
+    assert checked.stderr.strip().splitlines() == [
         f"jaxport verify: warning: the programs call custom call target(s) {TARGET} outside "
-        "jax's compatibility guarantee (exported with --allow-custom-call): a consumer must "
-        "register the same kernel to run them; verify's workers have none, so their execution "
-        "checks fail")
+        "jax's compatibility guarantee (exported with --allow-custom-call): the process running "
+        "them must register the same kernel (e.g. jax.ffi.register_ffi_target)",
+        "jaxport verify: warning: verify's workers register no custom-call kernel, so their "
+        f"execution checks fail on {TARGET}"]
 
 
 def test_allowing_a_target_the_program_does_not_call_is_refused(ffi_model: Path,

@@ -237,8 +237,15 @@ def compatibility_warnings(manifest: manifest_pb2.Manifest, *,
     """One line per way the artifact may be outside jax's compatibility window: exported more
     than BACKWARD_COMPATIBILITY_DAYS ago (a jax released since may refuse it), or by a jax
     newer than the one installed here (`jax_version`, default: installed; jax promises only 3
-    weeks of forward compatibility). An artifact without `exported_at` has an unknown age."""
+    weeks of forward compatibility), or calling custom-call targets no promise covers
+    (`allowed_custom_calls`). An artifact without `exported_at` has an unknown age."""
     out = []
+    if manifest.allowed_custom_calls:
+        out.append(
+            f"the programs call custom call target(s) "
+            f"{', '.join(manifest.allowed_custom_calls)} outside jax's compatibility guarantee "
+            "(exported with --allow-custom-call): the process running them must register the "
+            "same kernel (e.g. jax.ffi.register_ffi_target)")
     when = exported_at(manifest)
     if when is not None:
         age = ((now or datetime.datetime.now(datetime.UTC)) - when).days
