@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import re
 import shutil
@@ -235,6 +236,8 @@ def run_against_bridge(name: str, bridge_args: list[str], repository: Path, work
                     break
             if key not in results:
                 failed_steps.append(f"{key}: runner produced no summary")
+        if kind == "native" and "python" in languages:
+            run_rest(name, bridge, results, failed_steps, env)
         if client_pair is not None:
             no_cert = {**(env or {}), "JAXPORT_CONFORMANCE_CERT": None,
                        "JAXPORT_CONFORMANCE_KEY": None}
@@ -253,6 +256,28 @@ def run_against_bridge(name: str, bridge_args: list[str], repository: Path, work
     finally:
         rc = bridge.stop()
         print(f"conformance: bridge ({name}) stopped by pid (exit {rc})", flush=True)
+
+
+def run_rest(name: str, bridge, results: dict[str, tuple[int, int]], failed_steps: list[str],
+             env: dict[str, str | None] | None) -> None:
+    """The Python REST runner against the native front's --http-port (the same TLS/token
+    settings come through JAXPORT_CONFORMANCE_* in `env`)."""
+    ports = json.loads(bridge.port_file.read_text())
+    if int(ports.get("http_port", -1)) < 0:
+        failed_steps.append(f"python-rest ({name}): the front reported no http_port")
+        return
+    label = f"python REST runner ({name})"
+    log: list[str] = []
+    rc = run_step(label, [sys.executable, str(HERE / "rest_runner.py"), "--url",
+                          f"127.0.0.1:{ports['http_port']}", "--cases", str(CASES)],
+                  REPO, log, env)
+    found = SUMMARY.findall("".join(log))
+    if found:
+        results[f"{found[-1][0]} ({name})"] = (int(found[-1][1]), int(found[-1][2]))
+    else:
+        failed_steps.append(f"python-rest ({name}): runner produced no summary")
+    if rc != 0:
+        failed_steps.append(label)
 
 
 def build_native_front(work: Path, workers: int) -> tuple[str, list[str]] | None:
