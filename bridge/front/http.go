@@ -300,7 +300,7 @@ func (r *restServer) call(ctx context.Context, rpc string, in, out proto.Message
 		return &restError{http.StatusRequestEntityTooLarge, fmt.Sprintf(
 			"the request translates to a %d-byte message; --max-message-bytes is %d", len(payload), r.f.maxMessageBytes)}
 	}
-	mode, merge := restForwardMode(rpc)
+	mode, merge := forwarding(rpc)
 	res, err := r.f.unary(ctx, methodIndex(rpc), mem.BufferSlice{mem.SliceBuffer(payload)}, mode, merge)
 	if err != nil {
 		return err
@@ -317,24 +317,6 @@ func (r *restServer) call(ctx context.Context, rpc string, in, out proto.Message
 		return status.Errorf(codes.Internal, "cannot parse the worker's %s response: %v", rpc, err)
 	}
 	return nil
-}
-
-// restForwardMode is how serviceDesc (service.go) forwards the RPC `name`, so a REST call
-// reaches the workers exactly as the gRPC call does (a batching model's owner for ModelInfer,
-// every worker merged for statistics, a loading worker for ServerReady). TODO(service.go
-// owner): export this choice from service.go as one function used by serviceDesc and here.
-func restForwardMode(name string) (forwardMode, func([][]byte) ([]byte, error)) {
-	switch {
-	case broadcast[name]:
-		return forwardAll, nil
-	case gathered[name] != nil:
-		return forwardGather, gathered[name]
-	case name == "ServerReady":
-		return forwardReadiness, nil
-	case name == "ModelInfer":
-		return forwardRouted, nil
-	}
-	return forwardOne, nil
 }
 
 // readBody reads at most limit bytes; a larger body is refused with 413 naming the limit.

@@ -95,18 +95,7 @@ func (f *front) serviceDesc() *grpc.ServiceDesc {
 			})
 			continue
 		}
-		mode := forwardOne
-		switch {
-		case broadcast[name]:
-			mode = forwardAll
-		case gathered[name] != nil:
-			mode = forwardGather
-		case name == "ServerReady":
-			mode = forwardReadiness
-		case name == "ModelInfer":
-			mode = forwardRouted
-		}
-		merge := gathered[name]
+		mode, merge := forwarding(name)
 		desc.Methods = append(desc.Methods, grpc.MethodDesc{
 			MethodName: name,
 			Handler: func(_ any, ctx context.Context, dec func(any) error, interceptor grpc.UnaryServerInterceptor) (any, error) {
@@ -126,6 +115,24 @@ func (f *front) serviceDesc() *grpc.ServiceDesc {
 		})
 	}
 	return desc
+}
+
+// forwarding is how the unary RPC `name` reaches the workers, for gRPC (serviceDesc) and REST
+// (http.go) alike: every worker (repository and shared-memory control), every worker merged
+// (statistics), a still-loading worker first (ServerReady), a batching model's owner
+// (ModelInfer), else the least busy worker.
+func forwarding(name string) (forwardMode, func([][]byte) ([]byte, error)) {
+	switch {
+	case broadcast[name]:
+		return forwardAll, nil
+	case gathered[name] != nil:
+		return forwardGather, gathered[name]
+	case name == "ServerReady":
+		return forwardReadiness, nil
+	case name == "ModelInfer":
+		return forwardRouted, nil
+	}
+	return forwardOne, nil
 }
 
 var rr atomic.Uint64
