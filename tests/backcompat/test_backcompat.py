@@ -54,16 +54,26 @@ def test_old_artifact_without_export_date_has_unknown_age(art: Path) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error", manifest.CompatibilityWarning)
         opened = jaxport.artifact.open(art)
-    for golden in opened.goldens():
-        out = opened.call(golden.inputs)
+    _assert_computes_goldens(opened, opened.goldens(), art.name)
+
+
+def _assert_computes_goldens(runner: jaxport.artifact.Artifact,
+                             goldens: list[jaxport.artifact.Golden], what: str) -> None:
+    """`runner.call` on each golden's inputs equals its outputs within verify's tolerances."""
+    assert goldens, f"{what}: no golden cases"
+    comps: dict[str, verify.Comparison] = {}
+    for golden in goldens:
+        out = runner.call(golden.inputs)
         for name, want in golden.outputs.items():
-            assert out[name].shape == want.shape
-            assert abs(out[name] - want).max() <= 1e-5 + 1e-4 * abs(want).max(), name
+            verify.compare(name, out[name], want, comps)
+    failed = {n: (c.max_abs, c.tolerance) for n, c in comps.items() if not c.passed}
+    assert not failed, f"{what}: {failed}"
 
 
 @pytest.mark.parametrize("art", GOLDENS, ids=lambda p: p.name)
 def test_reexport_today_has_the_same_contract(art: Path, tmp_path: Path) -> None:
-    """Exporting the same model now must describe @main the same way (order, names, types)."""
+    """Exporting the same model now must describe @main the same way (order, names, types),
+    and compute the stored goldens (the old export's outputs) within verify's tolerances."""
     old = manifest.load(art)
     module_name, fn_name = old.source_function.split(":")
     mod = __import__(module_name)
@@ -79,3 +89,5 @@ def test_reexport_today_has_the_same_contract(art: Path, tmp_path: Path) -> None
                 + [(r.index, r.role, r.name, tuple(r.shape), r.dtype.numpy) for r in prog.results])
 
     assert contract(new) == contract(old)
+    _assert_computes_goldens(jaxport.artifact.open(tmp_path / "new"),
+                             jaxport.artifact.open(art).goldens(), f"re-export of {art.name}")
