@@ -8,6 +8,7 @@ imported when asked for, so `jaxport infer` and `jaxport model` never load JAX.
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from collections.abc import Callable, Sequence
 from importlib import metadata
@@ -81,6 +82,12 @@ def usage() -> str:
 def _load(command: str) -> Callable[[list[str]], int] | str:
     """The subcommand's main function, or a one-line error explaining what is missing."""
     module_name, function, _, needs_full = SUBCOMMANDS[command]
+    if not needs_full:
+        # The client commands' errors are one line: gRPC's C core would print its own log
+        # lines around them (e.g. when a server refuses the TLS handshake); the failure still
+        # reaches the user through the status. Set before grpc is first imported; a caller's
+        # own setting wins.
+        os.environ.setdefault("GRPC_VERBOSITY", "NONE")
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
