@@ -203,6 +203,10 @@ def export(
                 if goldens:
                     _step(progress, low.batch_size, f"computing {goldens} golden case(s)")
                     goldens_mod.write_goldens(tmp, manifest, low, device_params, goldens, seed)
+                    if vjp_order:
+                        goldens_mod.write_gradient_golden(tmp, manifest, low,
+                                                          manifest.programs[-1], device_params,
+                                                          seed)
                 if golden_inputs:
                     used |= goldens_mod.write_given_goldens(tmp, manifest, low, device_params,
                                                             golden_inputs)

@@ -21,7 +21,13 @@ from jaxport.exporter.program import Lowered
 from jaxport.protocol import dtypes
 from jaxport.protocol.gen.jaxport.v1 import manifest_pb2
 
-__all__ = ["params_on_device", "sample_inputs", "write_given_goldens", "write_goldens"]
+__all__ = [
+    "params_on_device",
+    "sample_inputs",
+    "write_given_goldens",
+    "write_goldens",
+    "write_gradient_golden",
+]
 
 
 def sample_inputs(
@@ -86,6 +92,42 @@ def write_goldens(
     specs = {k: (tuple(v.shape), np.dtype(v.dtype)) for k, v in lowered.inputs.items()}
     for i in range(count):
         add(f"{lowered.golden_prefix}case{i}", sample_inputs(specs, seed + i))
+
+
+def write_gradient_golden(root: Path, manifest: manifest_pb2.Manifest, lowered: Lowered,
+                          program: manifest_pb2.Program, params: Any, seed: int) -> None:
+    """For a differentiable artifact (vjp_order >= 1): give the program's first golden case
+    seeded output cotangents and the VJP the original (jitted) function gives for them.
+
+    Cotangents are N(0, 1) for floating-point results and zero (float0) for the others (check
+    outputs, integers); gradients are stored for the floating-point `@main` arguments, by
+    argument name. Consumers compare `jax.vjp` of the loaded program against them.
+    """
+    case = next((g for g in manifest.goldens
+                 if g.batch_size == lowered.batch_size and g.outputs), None)
+    if case is None:
+        return
+    specs = {k: np.dtype(v.dtype) for k, v in lowered.inputs.items()}
+    inputs = [goldens_io.load_npy(root / case.inputs[k], dt) for k, dt in specs.items()]
+    results, vjp_fn = jax.vjp(lowered.export_fn.fn, params, *inputs)
+    rng = np.random.default_rng(seed)
+    cotangents, stored = [], {}
+    for name, value in zip(lowered.export_fn.result_names, results, strict=True):
+        if np.issubdtype(value.dtype, np.inexact):
+            ct = rng.standard_normal(value.shape).astype(value.dtype)
+            if name in lowered.export_fn.output_names:
+                stored[name] = ct
+        else:
+            ct = np.zeros(value.shape, jax.dtypes.float0)
+        cotangents.append(ct)
+    leaves = jax.tree.leaves(vjp_fn(type(results)(cotangents)))
+    grads = {}
+    for arg in program.arguments:
+        if arg.leaf_index >= 0 and np.issubdtype(np.dtype(leaves[arg.leaf_index].dtype),
+                                                 np.inexact):
+            grads[arg.name] = np.asarray(leaves[arg.leaf_index])
+    case.output_cotangents.update(goldens_io.write_arrays(root, case.name, "cotangents", stored))
+    case.gradients.update(goldens_io.write_arrays(root, case.name, "gradients", grads))
 
 
 def _case_writer(root: Path, manifest: manifest_pb2.Manifest, lowered: Lowered, params: Any

@@ -571,7 +571,30 @@ def _check_jaxexport(art: jaxport.artifact.Artifact, platform: str) -> CheckResu
             args, kwargs = jax.device_put((args, kwargs), device)
             results = jax.tree.leaves(exp.call(*args, **kwargs))
             _compare_case(program, results, _expected(case), comps, refs.get(case.name))
+            if case.gradients:
+                _compare_gradients(exp, program, case, args, comps)
     return _result("jaxexport", comps, _cases_detail(goldens, m) + f", on {platform}")
+
+
+def _compare_gradients(exp: Any, program: manifest_pb2.Program,
+                       case: jaxport.artifact.Golden, args: Sequence[Any],
+                       comps: dict[str, Comparison]) -> None:
+    """`jax.vjp` of the loaded program (its serialized VJP, vjp_order >= 1) with the case's
+    output cotangents equals the gradients `jax.vjp` of the original gave: one row per
+    argument, `grad <name>`."""
+    import jax
+
+    results, vjp_fn = jax.vjp(exp.call, *args)
+    leaves, tree = jax.tree.flatten(results)
+    names = [r.name for r in program.results if r.role != _RES.RESULT_ROLE_TOKEN]
+    cts = [case.output_cotangents[n] if n in case.output_cotangents else
+           np.zeros(v.shape, jax.dtypes.float0 if not np.issubdtype(v.dtype, np.inexact)
+                    else v.dtype)
+           for n, v in zip(names, leaves, strict=True)]
+    grads = jax.tree.leaves(vjp_fn(jax.tree.unflatten(tree, cts)))
+    by_name = {a.name: a.leaf_index for a in program.arguments}
+    for name, want in case.gradients.items():
+        compare(f"grad {name}", np.asarray(grads[by_name[name]]), want, comps)
 
 
 def _check_pjrt(art: jaxport.artifact.Artifact, platform: str) -> CheckResult:

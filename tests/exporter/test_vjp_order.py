@@ -16,8 +16,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from exporter_helpers import model_cli_args, model_module, run_cli
+from jaxport import artifact
 from jaxport.artifact import manifest
-from jaxport.exporter import api
+from jaxport.exporter import api, verify
 from jaxport.exporter.errors import ExportError
 
 # Run by `python -I`: jaxport.artifact + jax only; the model module is not importable.
@@ -83,6 +84,37 @@ def test_grad_of_loaded_vjp_order_1_artifact_equals_grad_of_the_original(tmp_pat
         np.testing.assert_allclose(got[f"params.{k}"], np.asarray(v), rtol=1e-5, atol=1e-6,
                                    err_msg=k)
     assert float(np.abs(got["x"]).max()) > 0.1  # a gradient with something in it
+
+
+def test_gradient_golden_is_written_and_verified(tmp_path: Path) -> None:
+    """A vjp-order artifact's first case carries output cotangents and the gradients of the
+    original function; verify's jaxexport check reproduces them from the loaded program, and a
+    wrong stored gradient fails it naming the argument."""
+    art = tmp_path / "mlp" / "1"
+    mod = model_module("mlp")
+    params = mod.init(jax.random.key(0))
+    m = api.export(mod.predict, params, {"x": jax.ShapeDtypeStruct((4, 16), np.float32)}, art,
+                   quiet=True, goldens=2, vjp_order=1, source_function="mlp:predict")
+    first, second = m.goldens
+    assert sorted(first.output_cotangents) == ["output"] and not second.output_cotangents
+    assert sorted(first.gradients) == ["params.b1", "params.b2", "params.w1", "params.w2", "x"]
+    golden = artifact.open(art).goldens()[0]
+    _, vjp_fn = jax.vjp(mod.predict, params, golden.inputs["x"])
+    want_params, want_x = vjp_fn(golden.output_cotangents["output"])
+    np.testing.assert_allclose(golden.gradients["x"], want_x, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(golden.gradients["params.w1"], want_params["w1"], rtol=1e-6,
+                               atol=1e-6)
+    (result,) = verify.run_checks(art, checks=("jaxexport",))
+    assert result.status == "pass", result.detail
+    rows = {c.output: c for c in result.comparisons}
+    assert {f"grad {n}" for n in first.gradients} <= set(rows)
+    assert all(rows[f"grad {n}"].passed for n in first.gradients)
+
+    wrong = art / first.gradients["params.w1"]
+    np.save(wrong, np.load(wrong) + 0.5)
+    (failed,) = verify.run_checks(art, checks=("jaxexport",))
+    assert failed.status == "fail"
+    assert [c.output for c in failed.comparisons if not c.passed] == ["grad params.w1"]
 
 
 def test_vjp_order_0_artifact_refuses_differentiation_with_jax_message(artifacts,

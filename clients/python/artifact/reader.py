@@ -24,7 +24,7 @@ import io
 import os
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -53,7 +53,9 @@ class Golden:
 
     A case that trips a runtime check has no `outputs`; `expected_check` names the kind and
     `expected_error` is JAX's `err.get()` text. `batch_size` is the program it belongs to
-    (0 = the unbatched program).
+    (0 = the unbatched program). In a differentiable artifact (vjp_order >= 1) the first case
+    of each program also has `output_cotangents` (by output name) and the `gradients` (by
+    argument name) `jax.vjp` of the original function gave for them.
     """
 
     name: str
@@ -63,6 +65,8 @@ class Golden:
     check_outputs: Mapping[str, np.ndarray]
     expected_check: str
     expected_error: str
+    output_cotangents: Mapping[str, np.ndarray] = field(default_factory=dict)
+    gradients: Mapping[str, np.ndarray] = field(default_factory=dict)
 
 
 def open(path: str | os.PathLike[str] | Location, *, verify_checksums: bool = True
@@ -324,6 +328,9 @@ class Artifact:
         res_dtypes = {r.name: manifest_mod.numpy_dtype(r.dtype)
                       for p in self.manifest.programs for r in p.results
                       if r.role != _RES.RESULT_ROLE_TOKEN}
+        arg_dtypes = {a.name: manifest_mod.numpy_dtype(a.dtype)
+                      for p in self.manifest.programs for a in p.arguments
+                      if a.role in (_ARG.ARGUMENT_ROLE_PARAMETER, _ARG.ARGUMENT_ROLE_INPUT)}
 
         def npy(rel: str) -> Any:
             if isinstance(self.location, LocalLocation):
@@ -336,6 +343,7 @@ class Artifact:
         return [
             Golden(case.name, case.batch_size, load(case.inputs, in_dtypes),
                    load(case.outputs, res_dtypes), load(case.check_outputs, res_dtypes),
-                   case.expected_check, case.expected_error)
+                   case.expected_check, case.expected_error,
+                   load(case.output_cotangents, res_dtypes), load(case.gradients, arg_dtypes))
             for case in self.manifest.goldens
         ]

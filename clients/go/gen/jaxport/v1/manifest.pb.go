@@ -1059,7 +1059,15 @@ type GoldenCase struct {
 	// Which check kind this case trips ("user", "index", "nan", "div"), empty if it passes.
 	ExpectedCheck string `protobuf:"bytes,6,opt,name=expected_check,json=expectedCheck,proto3" json:"expected_check,omitempty"`
 	// Batch size of the program these goldens are for (0 = the unbatched program).
-	BatchSize     uint32 `protobuf:"varint,7,opt,name=batch_size,json=batchSize,proto3" json:"batch_size,omitempty"`
+	BatchSize uint32 `protobuf:"varint,7,opt,name=batch_size,json=batchSize,proto3" json:"batch_size,omitempty"`
+	// Artifacts with vjp_order >= 1, first case of each program only: output name -> .npy path
+	// of the cotangent fed to the VJP (seeded normal values, floating-point outputs only; other
+	// results get zero cotangents).
+	OutputCotangents map[string]string `protobuf:"bytes,8,rep,name=output_cotangents,json=outputCotangents,proto3" json:"output_cotangents,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// With output_cotangents: argument name (Argument.name: an input or a parameter) -> .npy
+	// path of the VJP of the function at this case's inputs for those cotangents (what
+	// `jax.vjp` of the original function gave at export), floating-point arguments only.
+	Gradients     map[string]string `protobuf:"bytes,9,rep,name=gradients,proto3" json:"gradients,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1141,6 +1149,20 @@ func (x *GoldenCase) GetBatchSize() uint32 {
 		return x.BatchSize
 	}
 	return 0
+}
+
+func (x *GoldenCase) GetOutputCotangents() map[string]string {
+	if x != nil {
+		return x.OutputCotangents
+	}
+	return nil
+}
+
+func (x *GoldenCase) GetGradients() map[string]string {
+	if x != nil {
+		return x.Gradients
+	}
+	return nil
 }
 
 // checkify checks compiled into the programs.
@@ -1513,7 +1535,7 @@ const file_jaxport_v1_manifest_proto_rawDesc = "" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x1d\n" +
 	"\n" +
 	"size_bytes\x18\x02 \x01(\x04R\tsizeBytes\x12\x16\n" +
-	"\x06sha256\x18\x03 \x01(\tR\x06sha256\"\x8f\x04\n" +
+	"\x06sha256\x18\x03 \x01(\tR\x06sha256\"\xb2\x06\n" +
 	"\n" +
 	"GoldenCase\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12:\n" +
@@ -1523,7 +1545,9 @@ const file_jaxport_v1_manifest_proto_rawDesc = "" +
 	"\x0eexpected_error\x18\x05 \x01(\tR\rexpectedError\x12%\n" +
 	"\x0eexpected_check\x18\x06 \x01(\tR\rexpectedCheck\x12\x1d\n" +
 	"\n" +
-	"batch_size\x18\a \x01(\rR\tbatchSize\x1a9\n" +
+	"batch_size\x18\a \x01(\rR\tbatchSize\x12Y\n" +
+	"\x11output_cotangents\x18\b \x03(\v2,.jaxport.v1.GoldenCase.OutputCotangentsEntryR\x10outputCotangents\x12C\n" +
+	"\tgradients\x18\t \x03(\v2%.jaxport.v1.GoldenCase.GradientsEntryR\tgradients\x1a9\n" +
 	"\vInputsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a:\n" +
@@ -1531,6 +1555,12 @@ const file_jaxport_v1_manifest_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a?\n" +
 	"\x11CheckOutputsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1aC\n" +
+	"\x15OutputCotangentsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a<\n" +
+	"\x0eGradientsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"r\n" +
 	"\x06Checks\x12\x18\n" +
@@ -1579,7 +1609,7 @@ func file_jaxport_v1_manifest_proto_rawDescGZIP() []byte {
 }
 
 var file_jaxport_v1_manifest_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_jaxport_v1_manifest_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_jaxport_v1_manifest_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_jaxport_v1_manifest_proto_goTypes = []any{
 	(ArgumentRole)(0),   // 0: jaxport.v1.ArgumentRole
 	(ResultRole)(0),     // 1: jaxport.v1.ResultRole
@@ -1600,6 +1630,8 @@ var file_jaxport_v1_manifest_proto_goTypes = []any{
 	nil,                 // 16: jaxport.v1.GoldenCase.InputsEntry
 	nil,                 // 17: jaxport.v1.GoldenCase.OutputsEntry
 	nil,                 // 18: jaxport.v1.GoldenCase.CheckOutputsEntry
+	nil,                 // 19: jaxport.v1.GoldenCase.OutputCotangentsEntry
+	nil,                 // 20: jaxport.v1.GoldenCase.GradientsEntry
 }
 var file_jaxport_v1_manifest_proto_depIdxs = []int32{
 	3,  // 0: jaxport.v1.Manifest.versions:type_name -> jaxport.v1.Versions
@@ -1622,12 +1654,14 @@ var file_jaxport_v1_manifest_proto_depIdxs = []int32{
 	16, // 17: jaxport.v1.GoldenCase.inputs:type_name -> jaxport.v1.GoldenCase.InputsEntry
 	17, // 18: jaxport.v1.GoldenCase.outputs:type_name -> jaxport.v1.GoldenCase.OutputsEntry
 	18, // 19: jaxport.v1.GoldenCase.check_outputs:type_name -> jaxport.v1.GoldenCase.CheckOutputsEntry
-	14, // 20: jaxport.v1.Checks.codes:type_name -> jaxport.v1.ErrorCode
-	21, // [21:21] is the sub-list for method output_type
-	21, // [21:21] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	19, // 20: jaxport.v1.GoldenCase.output_cotangents:type_name -> jaxport.v1.GoldenCase.OutputCotangentsEntry
+	20, // 21: jaxport.v1.GoldenCase.gradients:type_name -> jaxport.v1.GoldenCase.GradientsEntry
+	14, // 22: jaxport.v1.Checks.codes:type_name -> jaxport.v1.ErrorCode
+	23, // [23:23] is the sub-list for method output_type
+	23, // [23:23] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_jaxport_v1_manifest_proto_init() }
@@ -1641,7 +1675,7 @@ func file_jaxport_v1_manifest_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_jaxport_v1_manifest_proto_rawDesc), len(file_jaxport_v1_manifest_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   17,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -192,7 +192,7 @@ class FileEntry(_message.Message):
     def __init__(self, path: _Optional[str] = ..., size_bytes: _Optional[int] = ..., sha256: _Optional[str] = ...) -> None: ...
 
 class GoldenCase(_message.Message):
-    __slots__ = ("name", "inputs", "outputs", "check_outputs", "expected_error", "expected_check", "batch_size")
+    __slots__ = ("name", "inputs", "outputs", "check_outputs", "expected_error", "expected_check", "batch_size", "output_cotangents", "gradients")
     class InputsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -214,6 +214,20 @@ class GoldenCase(_message.Message):
         key: str
         value: str
         def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    class OutputCotangentsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    class GradientsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     NAME_FIELD_NUMBER: _ClassVar[int]
     INPUTS_FIELD_NUMBER: _ClassVar[int]
     OUTPUTS_FIELD_NUMBER: _ClassVar[int]
@@ -221,6 +235,8 @@ class GoldenCase(_message.Message):
     EXPECTED_ERROR_FIELD_NUMBER: _ClassVar[int]
     EXPECTED_CHECK_FIELD_NUMBER: _ClassVar[int]
     BATCH_SIZE_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_COTANGENTS_FIELD_NUMBER: _ClassVar[int]
+    GRADIENTS_FIELD_NUMBER: _ClassVar[int]
     name: str
     inputs: _containers.ScalarMap[str, str]
     outputs: _containers.ScalarMap[str, str]
@@ -228,7 +244,9 @@ class GoldenCase(_message.Message):
     expected_error: str
     expected_check: str
     batch_size: int
-    def __init__(self, name: _Optional[str] = ..., inputs: _Optional[_Mapping[str, str]] = ..., outputs: _Optional[_Mapping[str, str]] = ..., check_outputs: _Optional[_Mapping[str, str]] = ..., expected_error: _Optional[str] = ..., expected_check: _Optional[str] = ..., batch_size: _Optional[int] = ...) -> None: ...
+    output_cotangents: _containers.ScalarMap[str, str]
+    gradients: _containers.ScalarMap[str, str]
+    def __init__(self, name: _Optional[str] = ..., inputs: _Optional[_Mapping[str, str]] = ..., outputs: _Optional[_Mapping[str, str]] = ..., check_outputs: _Optional[_Mapping[str, str]] = ..., expected_error: _Optional[str] = ..., expected_check: _Optional[str] = ..., batch_size: _Optional[int] = ..., output_cotangents: _Optional[_Mapping[str, str]] = ..., gradients: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class Checks(_message.Message):
     __slots__ = ("enabled", "codes", "golden_kinds")
