@@ -3,9 +3,11 @@ bridge (read), and the public API for Python consumers.
 
 One module per concept: `manifest` (schema I/O, validation, checksums), `weights` (zarr3 arrays
 via TensorStore), `goldens` (.npy cases), `paths` (the one rule for paths inside an artifact or
-repository), `checks` (the checkify table, output layout and failure text), `errors`, and
-`reader` (`open`, `Artifact`). Importing this package never imports jax; only deserializing or
-calling a program does. It imports neither `jaxport.exporter` nor `jaxport.bridge`.
+repository), `checks` (the checkify table, output layout and failure text), `errors`, `location`
+(local paths and URLs), `index` (what a URL repository holds) and `reader` (`open`, `Artifact`).
+An artifact older than jax's compatibility window warns with `CompatibilityWarning`.
+Importing this package never imports jax; only deserializing or calling a program does. It
+imports neither `jaxport.exporter` nor `jaxport.bridge`.
 
     import jaxport.artifact
     art = jaxport.artifact.open("repo/mlp/1")
@@ -22,6 +24,7 @@ from jaxport.artifact.errors import (
     ChecksumError,
     SchemaVersionError,
 )
+from jaxport.artifact.manifest import CompatibilityWarning
 from jaxport.artifact.reader import Artifact, Golden, open
 
 __all__ = [
@@ -29,6 +32,7 @@ __all__ = [
     "ArtifactError",
     "CheckFailedError",
     "ChecksumError",
+    "CompatibilityWarning",
     "Golden",
     "SchemaVersionError",
     "open",
