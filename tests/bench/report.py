@@ -89,7 +89,8 @@ def markdown(results: dict[str, Any]) -> str:
     if results.get("front"):
         from tests.bench.front import markdown as front_markdown
 
-        lines += front_markdown(results["front"], results.get("front_targets") or [])
+        lines += front_markdown(results["front"], results.get("front_targets") or [],
+                                quick=bool(results["settings"].get("quick")))
     if results.get("cold_start"):
         lines += ["", "## Cold start (process start to model ready)", "",
                   "| phase | seconds |", "|---|---:|"]
