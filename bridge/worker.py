@@ -152,6 +152,10 @@ class CallContext:
     def cancel(self) -> None:
         self._cancelled = True
 
+    def cancelled(self) -> bool:
+        """True once the front sent CANCEL: the caller went away."""
+        return self._cancelled
+
     def abort(self, code: grpc.StatusCode, details: str) -> None:
         raise _Aborted(code, details)
 
@@ -584,6 +588,9 @@ class Connection:
                     self.send(STREAM_REPLY, method.index, 0, call_id, 0, body)
             except Exception as exc:
                 code, message = _status(exc, method.full_name)
+            if code == 0 and stream.context.cancelled():
+                # The caller went away (CANCEL): counted as grpcio's server counts it.
+                code, message = grpc.StatusCode.CANCELLED.value[0], "Cancelled"
         finally:
             self._forget(call_id)
             self.worker.slots.release()  # before the end frame, as for unary calls

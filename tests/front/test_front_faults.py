@@ -26,7 +26,7 @@ import pytest
 from front_helpers import front_command
 from jaxport.protocol.gen.inference import grpc_service_pb2 as pb
 from support.bridge import BridgeProcess
-from support.gate import Gate, _running
+from support.gate import Gate
 from test_front import (
     WORKER_GONE,
     mlp_reference,
@@ -59,10 +59,7 @@ def faulty(front_binary: Path, repository: Path, fault_gate: Gate,
 
 def held_by_pid(gate: Gate, model: str) -> Counter[int]:
     """Executions of `model` held at the gate right now, per worker process."""
-    tags = {p.name.split(".", 2)[2] for p in gate.directory.glob(f"{model}.entered.*")}
-    tags -= {p.name.split(".", 2)[2] for p in gate.directory.glob(f"{model}.left.*")}
-    pids = Counter(int(t.split(".")[0]) for t in tags)
-    return Counter({pid: n for pid, n in pids.items() if _running(pid)})
+    return Counter(int(t.split(".", 1)[0]) for t in gate.held_tags(model))
 
 
 def wait_all_held(gate: Gate, model: str, n: int, errors: list[BaseException]) -> Counter[int]:

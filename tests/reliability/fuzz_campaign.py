@@ -697,11 +697,7 @@ def run_campaign(bridge, cases: int, threads: int, seed: int, rss_bound_mib: flo
     cancelled = sum(v for (m, c), v in counts.items() if c == "CANCELLED")
     if stats.kinds["raw_unary"] and not undecodable:
         problems.append(f"undecodable requests not counted as INTERNAL: {counts}")
-    # KNOWN GAP of the native front: its worker (bridge/worker.py) counts a stream the caller
-    # cancelled (CANCEL frame) as OK. Checked for jaxport serve only until the worker counts it.
-    native = "jaxport front: listening" in bridge.stdout_text()
-    if stats.codes["stream_cancel"] + stats.codes["stream_never_ending"] and not cancelled \
-            and not native:
+    if stats.codes["stream_cancel"] + stats.codes["stream_never_ending"] and not cancelled:
         problems.append(f"cancelled streams not counted as CANCELLED: {counts}")
     if problems:
         raise Violation(f"seed {seed}: " + "; ".join(problems))

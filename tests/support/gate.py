@@ -68,8 +68,17 @@ class Gate:
         """Executions of `model` waiting at the gate right now, in bridges still running (a
         bridge that exited or was killed while held never marks its executions `left`; one
         gate directory may serve several bridges)."""
+        return len(self.held_tags(model))
+
+    def held_tags(self, model: str) -> set[str]:
+        """`<pid>.<n>` of each execution counted by `held` (pid = the executing process)."""
         waiting = self._tags(model, "entered") - self._tags(model, "left")
-        return sum(1 for tag in waiting if _running(int(tag.split(".", 1)[0])))
+        return {tag for tag in waiting if _running(int(tag.split(".", 1)[0]))}
+
+    def forget(self, model: str, tag: str) -> None:
+        """Remove the `entered` marker of an execution that will never leave (its process
+        was killed), so `entered` counts only executions that can still finish."""
+        (self.directory / f"{model}.entered.{tag}").unlink()
 
     def _tags(self, model: str, state: str) -> set[str]:
         """`<pid>.<n>` of every `<model>.<state>.<pid>.<n>` marker."""
