@@ -1,0 +1,121 @@
+"""The model core's Python per ModelInfer, in one process with no transport (issue 12).
+
+    .venv/bin/python -m tests.bench.core_profile [-n 20000] [--top 25] [--model mlp8]
+        [--no-profile] [-- extra jaxport serve flags]
+
+Exports the front bench's batch-8 MLP 64 -> 256 -> 16 f32 (`tests.bench.front`), builds the
+worker `jaxport-front` starts (`jaxport.bridge.worker.Worker`: `build_core`, the servicer,
+the same settings), loads the repository, and calls ModelInfer N times with the bench's
+pre-serialized request through the worker's own frame dispatch (`Connection._dispatch` then
+the call it returns: parse, servicer, serialize, size check, reply frame, RPC metric). The
+reply frames go into a socketpair this loop drains between calls. Prints CPU us/request
+(`time.process_time`, every thread of the process) and wall us/request, then a cProfile of
+a second run (top entries by own time and by cumulative time). Prints, never asserts.
+Compare the figure before and after a change on the same machine and load (it prints the load
+average; anything above ~0.5 on this 2-core machine means other processes shared the cores).
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import os
+import pstats
+import socket
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from tests.bench import front
+
+
+def _loop(conn: object, payload: bytes, reader: socket.socket, n: int) -> None:
+    from jaxport.bridge import worker
+
+    for i in range(n):
+        run = conn._dispatch(  # type: ignore[attr-defined]
+            worker.CALL, 5, i, worker.NO_DEADLINE, payload)
+        run()
+        try:
+            while reader.recv(1 << 20):
+                pass
+        except BlockingIOError:
+            pass
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("-n", type=int, default=20000, help="timed ModelInfer calls")
+    parser.add_argument("--warmup", type=int, default=2000)
+    parser.add_argument("--top", type=int, default=25, help="cProfile rows (0 = no profile)")
+    parser.add_argument("--model", default="mlp8", choices=("mlp8", "mlp8_batched"))
+    parser.add_argument("--repeat", type=int, default=3, help="timed runs; best is reported")
+    parser.add_argument("serve_flags", nargs="*", help="after --: jaxport serve flags")
+    args = parser.parse_args(argv)
+
+    from jaxport.bridge import worker
+    from jaxport.bridge.server import prepare_process
+
+    with tempfile.TemporaryDirectory(prefix="core-profile-") as tmp:
+        repo = Path(tmp) / "repo"
+        params = front.export_models(repo)
+        payload, expected = front.request(params, args.model)
+        _, settings = worker._parse_args(
+            ["--socket", str(Path(tmp) / "unused.sock"), "--repository", str(repo),
+             *args.serve_flags])
+        prepare_process(settings)
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        w = worker.Worker(settings, listener)
+        w.load()
+        ours, reader = socket.socketpair()
+        reader.setblocking(False)
+        for s in (ours, reader):
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 20)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
+        conn = worker.Connection(w, ours)
+        method = w.methods[5]
+        assert method.name == "ModelInfer", method.name  # the wire index the front uses
+
+        # The answer once, checked (as the bench checks every server's answer).
+        response = method.handler(method.parse(payload), worker.CallContext(-1))
+        got = np.frombuffer(response.raw_output_contents[0], np.float32).reshape(expected.shape)
+        np.testing.assert_allclose(got, expected, **front.TOL)
+
+        _loop(conn, payload, reader, args.warmup)
+        print(f"load average {' / '.join(f'{v:.1f}' for v in os.getloadavg())}; "
+              f"model {args.model}; {args.n} ModelInfer calls per run, best of {args.repeat}")
+        best_cpu = best_wall = float("inf")
+        for r in range(args.repeat):
+            c0, w0 = time.process_time(), time.perf_counter()
+            _loop(conn, payload, reader, args.n)
+            cpu = (time.process_time() - c0) / args.n * 1e6
+            wall = (time.perf_counter() - w0) / args.n * 1e6
+            print(f"  run {r + 1}: {cpu:.1f} us CPU/request, {wall:.1f} us wall/request")
+            best_cpu, best_wall = min(best_cpu, cpu), min(best_wall, wall)
+        print(f"best: {best_cpu:.1f} us CPU/request ({best_wall:.1f} us wall)")
+
+        if args.top:
+            prof = cProfile.Profile()
+            prof.enable()
+            _loop(conn, payload, reader, min(args.n, 10000))
+            prof.disable()
+            for key in ("tottime", "cumulative"):
+                out = io.StringIO()
+                pstats.Stats(prof, stream=out).sort_stats(key).print_stats(args.top)
+                text = out.getvalue()
+                start = text.find("   ncalls")
+                print(f"\n-- cProfile by {key} --")
+                print(text[start:] if start >= 0 else text)
+        ours.close()
+        reader.close()
+        listener.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
