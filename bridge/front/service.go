@@ -196,7 +196,7 @@ func (f *front) pickNotReady() *conn {
 // deadlineMargin: how long before a call's deadline the front gives up on the worker.
 const deadlineMargin = 20 * time.Millisecond
 
-// answerBeforeDeadline shortens the call's deadline by deadlineMargin (at most a tenth of the
+// answerBeforeDeadline (unary calls and streams) shortens the call's deadline by deadlineMargin (at most a tenth of the
 // time left). At the deadline itself grpc-go resets the stream (RST_STREAM CANCEL, no status:
 // the caller would see CANCELLED whenever that beats its own timer); answering
 // DEADLINE_EXCEEDED just before it gives the caller of a worker that hangs the status grpc's
@@ -303,7 +303,10 @@ func (f *front) everyWorker(ctx context.Context, method uint8, payload mem.Buffe
 // stream forwards one ModelStreamInfer call to one worker: client messages as STREAM_MSG,
 // the client's half-close as STREAM_HALF_CLOSE, the worker's responses back in order.
 func (f *front) stream(ss grpc.ServerStream, method uint8) error {
-	ctx := ss.Context()
+	// As for unary calls: a stream still running at its deadline ends DEADLINE_EXCEEDED from
+	// here, not by grpc-go's reset (which a caller may read as CANCELLED).
+	ctx, cancel := answerBeforeDeadline(ss.Context())
+	defer cancel()
 	// The stream's worker is chosen by its first request (a batching model's owner).
 	first := new(rawMsg)
 	firstErr := ss.RecvMsg(first)
