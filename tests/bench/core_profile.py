@@ -55,8 +55,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--top", type=int, default=25, help="cProfile rows (0 = no profile)")
     parser.add_argument("--model", default="mlp8", choices=("mlp8", "mlp8_batched"))
     parser.add_argument("--repeat", type=int, default=3, help="timed runs; best is reported")
+    parser.add_argument("--tree", type=Path,
+                        help="A/B: run bridge/ and clients/python/jaxport/protocol/ from this "
+                             "directory instead (e.g. `git archive <commit> bridge "
+                             "clients/python/jaxport/protocol | tar -x -C DIR`)")
     parser.add_argument("serve_flags", nargs="*", help="after --: jaxport serve flags")
     args = parser.parse_args(argv)
+    if args.tree is not None:  # before any module of either package is imported
+        import jaxport.bridge
+        import jaxport.protocol
+
+        jaxport.bridge.__path__[:] = [str(args.tree / "bridge")]
+        jaxport.protocol.__path__[:] = [str(args.tree / "clients/python/jaxport/protocol")]
 
     from jaxport.bridge import worker
     from jaxport.bridge.server import prepare_process
@@ -87,7 +97,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         np.testing.assert_allclose(got, expected, **front.TOL)
 
         _loop(conn, payload, reader, args.warmup)
-        print(f"load average {' / '.join(f'{v:.1f}' for v in os.getloadavg())}; "
+        where = f"tree {args.tree}" if args.tree else "this tree"
+        print(f"{where}: load average {' / '.join(f'{v:.1f}' for v in os.getloadavg())}; "
               f"model {args.model}; {args.n} ModelInfer calls per run, best of {args.repeat}")
         best_cpu = best_wall = float("inf")
         for r in range(args.repeat):
