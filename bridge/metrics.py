@@ -74,6 +74,11 @@ class Metrics:
         # Labelled children per (model, version): `labels()` is a locked dict lookup with
         # string checks, five of them per request otherwise.
         self._per_model: dict[tuple[str, int], tuple[Any, ...]] = {}
+        # The same for the per-request admission and RPC counters (bounded key sets: model
+        # keys the admission controller was given after resolving a model, and grpc's
+        # method x status names).
+        self._admission_children: dict[tuple[str, str], Any] = {}
+        self._rpc_children: dict[tuple[str, str], Any] = {}
 
     def _children(self, model: str, version: int) -> tuple[Any, ...]:
         children = self._per_model.get((model, version))
@@ -102,11 +107,18 @@ class Metrics:
 
     def record_admission(self, model_key: str, outcome: str) -> None:
         """Hook for `AdmissionController(on_outcome=...)`; `model_key` is `name/version`."""
-        self.admission.labels(model_key.rsplit("/", 1)[0], outcome).inc()
+        child = self._admission_children.get((model_key, outcome))
+        if child is None:
+            child = self.admission.labels(model_key.rsplit("/", 1)[0], outcome)
+            self._admission_children[(model_key, outcome)] = child
+        child.inc()
 
     def record_rpc(self, method: str, code: str) -> None:
         """One RPC finished with status `code`."""
-        self.grpc.labels(method, code).inc()
+        child = self._rpc_children.get((method, code))
+        if child is None:
+            child = self._rpc_children[(method, code)] = self.grpc.labels(method, code)
+        child.inc()
 
     def record_model(self, status: VersionStatus) -> None:
         """Hook for `Repository(on_change=...)`: readiness and load-phase times."""
