@@ -9,7 +9,6 @@ statistics and the metrics.
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections.abc import Callable
 
@@ -53,11 +52,16 @@ class InferenceCore:
                 outputs, timings = model.execute(prepared, deadline=deadline)
                 return outputs
             queued = time.perf_counter_ns()
-            with self.admission.admit(f"{model.name}/{model.version}", deadline=deadline,
-                                      is_active=is_active):
+            # acquire/release rather than `admit()`'s context manager: a generator per request.
+            admission = self.admission
+            admission.acquire(model.key, deadline=deadline, is_active=is_active)
+            try:
                 admitted = time.perf_counter_ns()
-                outputs, timings = model.execute(prepared)
-            timings = dataclasses.replace(timings, queue_ns=admitted - queued)
+                outputs, t = model.execute(prepared)
+            finally:
+                admission.release(model.key)
+            timings = Timings(admitted - queued, t.input_ns, t.infer_ns, t.output_ns,
+                              t.inferences, t.executions, t.batch_rows)
             return outputs
         except ProtocolError as exc:
             code = exc.code

@@ -184,6 +184,21 @@ class AdmissionController:
         finally:
             self._release(model)
 
+    def acquire(
+        self,
+        model: str,
+        *,
+        deadline: float | None = None,
+        is_active: Callable[[], bool] | None = None,
+    ) -> None:
+        """`admit` without the context manager (the per-request path): take one slot of
+        `model` or raise an `AdmissionError`; every successful call needs one `release`."""
+        self._acquire(model, deadline, is_active)
+
+    def release(self, model: str) -> None:
+        """Give back the slot an `acquire` took."""
+        self._release(model)
+
     def _count(self, model: str, outcome: str) -> None:
         # Called with the lock held; the hook must be cheap and must not call back in.
         self._totals[outcome] += 1

@@ -108,6 +108,8 @@ class Model:
     ) -> None:
         self.name = name
         self.version = version
+        # `name/version`: the admission controller's key, built once instead of per request.
+        self.key = f"{name}/{version}"
         self.manifest = manifest
         self.engine_name = engine_name
         self.inputs: tuple[TensorSig, ...] = tuple(inputs)
