@@ -367,8 +367,12 @@ def _prepare(model: Model, request: pb.ModelInferRequest, resolve: codecs.Shared
     Requested outputs bound for shared memory are resolved into `placed` here, before any
     work, and checked against the model's output size when it is fixed.
     """
+    if not request.outputs:  # all outputs, none classified or in shared memory (the usual)
+        return model.prepare(
+            [(t.name, t.datatype, t.shape) for t in request.inputs],
+            lambda: codecs.decode_request_inputs(request, resolve))
     prepared = model.prepare(
-        ((t.name, t.datatype, t.shape) for t in request.inputs),
+        [(t.name, t.datatype, t.shape) for t in request.inputs],
         lambda: codecs.decode_request_inputs(request, resolve),
         codecs.requested_output_names(request),
         codecs.requested_classifications(request),

@@ -600,8 +600,9 @@ def encode_infer_response(
         row = dtypes.by_numpy(array.dtype)
         tensor = response.outputs.add(name=name, datatype=row.datatype, shape=array.shape)
         target = placed.get(name)
-        if target is None:
-            response.raw_output_contents.append(to_wire_bytes(array))
+        if target is None:  # to_wire_bytes with the row already looked up
+            response.raw_output_contents.append(
+                np.ascontiguousarray(array, dtype=row.numpy).tobytes())
             continue
         check_output_fits(name, row.datatype, array.shape, target.ref)
         destination = np.frombuffer(target.buffer, dtype=row.numpy, count=array.size)
