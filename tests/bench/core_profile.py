@@ -1,7 +1,7 @@
 """The model core's Python per ModelInfer, in one process with no transport (issue 12).
 
-    .venv/bin/python -m tests.bench.core_profile [-n 20000] [--top 25] [--model mlp8]
-        [--no-profile] [-- extra jaxport serve flags]
+    .venv/bin/python -m tests.bench.core_profile [-n 1000] [--repeat 20] [--top 25]
+        [--model mlp8] [--tree DIR] [-- extra jaxport serve flags]
 
 Exports the front bench's batch-8 MLP 64 -> 256 -> 16 f32 (`tests.bench.front`), builds the
 worker `jaxport-front` starts (`jaxport.bridge.worker.Worker`: `build_core`, the servicer,
@@ -9,8 +9,11 @@ the same settings), loads the repository, and calls ModelInfer N times with the 
 pre-serialized request through the worker's own frame dispatch (`Connection._dispatch` then
 the call it returns: parse, servicer, serialize, size check, reply frame, RPC metric). The
 reply frames go into a socketpair this loop drains between calls. Prints CPU us/request
-(`time.process_time`, every thread of the process) and wall us/request, then a cProfile of
-a second run (top entries by own time and by cumulative time). Prints, never asserts.
+(`time.process_time`, every thread of the process) and wall us/request of each of `--repeat`
+runs of N calls and the best run (on a loaded machine the least disturbed run is the one that
+repeats: many short runs, 20 x 1000 by default, spread less than a few long ones), then a
+cProfile of a further run (top entries by own time and by cumulative time). Prints, never
+asserts.
 Compare the figure before and after a change on the same machine and load (it prints the load
 average; anything above ~0.5 on this 2-core machine means other processes shared the cores).
 """
@@ -50,11 +53,11 @@ def _loop(conn: object, payload: bytes, reader: socket.socket, n: int) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("-n", type=int, default=20000, help="timed ModelInfer calls")
+    parser.add_argument("-n", type=int, default=1000, help="ModelInfer calls per timed run")
     parser.add_argument("--warmup", type=int, default=2000)
     parser.add_argument("--top", type=int, default=25, help="cProfile rows (0 = no profile)")
     parser.add_argument("--model", default="mlp8", choices=("mlp8", "mlp8_batched"))
-    parser.add_argument("--repeat", type=int, default=3, help="timed runs; best is reported")
+    parser.add_argument("--repeat", type=int, default=20, help="timed runs; best is reported")
     parser.add_argument("--tree", type=Path,
                         help="A/B: run bridge/ and clients/python/jaxport/protocol/ from this "
                              "directory instead (e.g. `git archive <commit> bridge "
@@ -113,7 +116,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.top:
             prof = cProfile.Profile()
             prof.enable()
-            _loop(conn, payload, reader, min(args.n, 10000))
+            _loop(conn, payload, reader, 10000)
             prof.disable()
             for key in ("tottime", "cumulative"):
                 out = io.StringIO()
