@@ -388,7 +388,8 @@ class Repository:
     def unknown_model(self, name: str, detail: str = "") -> NotFoundError:
         """NOT_FOUND for a model that is not in the repository, naming up to
         MAX_KNOWN_NAMED models it has (loaded or failed)."""
-        return NotFoundError(f"unknown model '{clip(name)}'{detail}")
+        return NotFoundError(f"unknown model '{clip(name)}'{detail} "
+                             f"({_known(self._known_names())})")
 
     def _model_versions(self, name: str) -> list[int]:
         """The versions of `name` found now; NOT_FOUND when it is no model of the repository."""
@@ -397,7 +398,9 @@ class Repository:
         if name not in found:
             where = ("" if self.single_model is not None
                      else f": no directory {clip(name)}/ in the repository")
-            raise NotFoundError(f"unknown model '{clip(name)}'{where}")
+            with self._lock:
+                names = sorted(set(self._table) | set(found))
+            raise NotFoundError(f"unknown model '{clip(name)}'{where} ({_known(names)})")
         return found[name]
 
     # -- state ---------------------------------------------------------------------------------
