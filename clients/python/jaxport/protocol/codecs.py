@@ -530,8 +530,10 @@ def decode_request_inputs(
     order) or typed contents.
     """
     inputs = request.inputs
-    _check_unique("input", (t.name for t in inputs))
-    refs = [shared_memory_ref("input", t.name, t.parameters) for t in inputs]
+    _check_unique("input", [t.name for t in inputs])
+    # An input without parameters has no shared-memory reference (skips three map lookups).
+    refs = [shared_memory_ref("input", t.name, t.parameters) if t.parameters else None
+            for t in inputs]
     resolve = shared_memory or _no_resolver
     raw = request.raw_input_contents
     if raw:
