@@ -57,4 +57,5 @@ def test_infer_errors_are_one_line(bridge, tmp_path: Path):
     assert "input 'x'" in line and "[2, 8]" in line
     proc = run_infer("--url", bridge.address, "--model", "ghost", "--input", f"x=@{x}")
     assert proc.returncode == 1
-    assert proc.stderr.strip() == "jaxport infer: error: NOT_FOUND: unknown model 'ghost'"
+    assert proc.stderr.strip().startswith(
+        "jaxport infer: error: NOT_FOUND: unknown model 'ghost' (known models: ")

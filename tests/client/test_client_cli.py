@@ -171,7 +171,8 @@ def test_server_error_is_one_line_with_code_and_message(
     done = jaxport("infer", "--url", bridge.address, "--model", "nope",
                    "--input", f"x=@{npys['x']}")
     assert done.returncode == 1
-    assert one_error_line(done) == "jaxport infer: error: NOT_FOUND: unknown model 'nope'"
+    assert one_error_line(done).startswith(
+        "jaxport infer: error: NOT_FOUND: unknown model 'nope' (known models: ")
     done = jaxport("infer", "--url", bridge.address, "--model", "echo_fp32",
                    "--input", f"x=@{npys['x']}", "--output", "zz")
     assert done.returncode == 1
