@@ -5,6 +5,7 @@ Every negative case runs on a copy in a temp dir; the real tree is never touched
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -75,7 +76,10 @@ def test_changing_a_manifest_field_number_is_a_breaking_change(proto_copy: Path)
     text = path.read_text()
     old = "  uint32 schema_version = 1;"
     assert old in text
-    path.write_text(text.replace(old, "  uint32 schema_version = 15;"))
+    # Renumber to a number no field uses yet, so the only error is the breaking change.
+    used = {int(n) for n in re.findall(r"= (\d+);", text)}
+    free = max(used) + 1
+    path.write_text(text.replace(old, f"  uint32 schema_version = {free};"))
     done = _run(
         [BUF, "breaking", "proto", "--against", REPO / "proto/baseline.binpb"], cwd=proto_copy
     )
