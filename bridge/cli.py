@@ -96,9 +96,11 @@ def serve_main(argv: Sequence[str]) -> int:
     except SettingsError as exc:
         print(f"jaxport serve: error: {exc}", file=sys.stderr)
         return 2
-    if not settings.repository.is_dir():
-        print(f"jaxport serve: error: --repository {settings.repository} is not a directory",
-              file=sys.stderr)
+    from jaxport.bridge.repository import check_root  # light: no jax
+
+    problem = check_root(settings.repository, settings.model_name)
+    if problem is not None:
+        print(f"jaxport serve: error: {problem}", file=sys.stderr)
         return 2
     if settings.frontend == "native":
         problem = preflight(settings)

@@ -73,7 +73,7 @@ NODE_KEY = "jaxport-node"
 MODEL_SETTINGS = (
     "engine", "model_version_policy", "max_inflight_per_model", "max_queue_per_model",
     "batching", "max_queue_delay_us", "preferred_batch_sizes", "batch_queue_size",
-    "batching_models", "log_level",
+    "batching_models", "log_level", "model_name",
 )
 # Arguments of the app builder that configure the Serve deployment itself (passed through).
 DEPLOYMENT_OPTIONS = (

@@ -105,6 +105,7 @@ def build_core(settings: Settings,
     repository = Repository(
         settings.repository,
         functools.partial(_load, settings=settings),
+        single_model=settings.model_name,
         version_policy=settings.model_version_policy,
         on_change=metrics.record_model if metrics else None,
     )

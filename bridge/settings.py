@@ -64,6 +64,17 @@ def _optional_path(text: str) -> Path | None:
     return Path(text) if text else None
 
 
+def _optional_str(text: str) -> str | None:
+    return text or None
+
+
+def _repository(text: str) -> Path | str:
+    """A local directory, or a URL (file://, http(s)://) kept as given."""
+    from jaxport.artifact.location import is_url
+
+    return text if is_url(text) else Path(text)
+
+
 @dataclass(frozen=True)
 class ModelBatching:
     """Dynamic batching of one model: `None` fields fall back to the global settings."""
@@ -111,9 +122,16 @@ def _parse_batching_models(text: str) -> tuple[ModelBatching, ...]:
 class Settings:
     """Configuration of one bridge process (see `docs/bridge.md` for the full table)."""
 
-    repository: Path = field(
-        metadata=_opt("model repository: DIR/<model>/<version>/ holds exporter artifacts",
-                      parse=Path, required=True)
+    repository: Path | str = field(
+        metadata=_opt("model repository: DIR/<model>/<version>/ holds exporter artifacts, or a "
+                      "file:// or http(s):// URL of one (listed by its index.json)",
+                      parse=_repository, required=True)
+    )
+    model_name: str | None = field(
+        default=None,
+        metadata=_opt("serve --repository as this ONE model (e.g. KServe's /mnt/models): the "
+                      "root is a version directory (manifest.json) or a model directory "
+                      "(1/, 2/ ...)", parse=_optional_str),
     )
     frontend: str = field(
         default="native",

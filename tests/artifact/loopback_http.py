@@ -4,10 +4,7 @@ written through it); every requested path is recorded, so a test can show what w
 HTTP. Imported by tests/artifact, tests/bridge/test_repository_*.py and tests/scale under this
 unique name.
 
-`url_serve_command(url)`: a `jaxport serve` command line (for `BridgeProcess(command=...)`)
-whose repository is `url`: `server.run` on the parsed settings with `--repository` replaced by
-the URL, i.e. the path the CLI takes once its flag parsing keeps URLs (today it parses
---repository as a local Path). Everything else is the real server.
+A bridge serves such a repository as `jaxport serve --repository URL` (`BridgeProcess(url)`).
 """
 
 from __future__ import annotations
@@ -68,18 +65,3 @@ def serving(directory: Path, tls: tuple[Path, Path] | None = None) -> Iterator[S
         server.shutdown()
         server.server_close()
         thread.join()
-
-
-_SERVE_URL = (
-    "import dataclasses, sys\n"
-    "from jaxport.bridge import server\n"
-    "from jaxport.bridge.settings import Settings\n"
-    "settings = Settings.from_argv(sys.argv[2:])\n"
-    "sys.exit(server.run(dataclasses.replace(settings, repository=sys.argv[1])))\n"
-)
-
-
-def url_serve_command(url: str) -> list[str]:
-    """`BridgeProcess(placeholder_dir, command=url_serve_command(url))`: the bridge serves the
-    repository at `url` (the --repository BridgeProcess passes is replaced)."""
-    return [sys.executable, "-c", _SERVE_URL, url]

@@ -29,7 +29,7 @@ from jaxport.bridge.repository import READY, UNAVAILABLE, Repository, check_root
 from jaxport.protocol.errors import NotFoundError
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "artifact"))
-from loopback_http import serving, url_serve_command
+from loopback_http import serving
 
 
 def _flip_a_byte(path: Path) -> None:
@@ -269,8 +269,8 @@ def test_check_root_is_light(tmp_path: Path) -> None:
 
 def test_bridge_serves_a_repository_over_http(tmp_path: Path, artifacts: dict[str, Path]
                                               ) -> None:
-    """A real server (`server.run` on the settings, loopback_http.url_serve_command) on a
-    repository behind a loopback HTTP server: the goldens of two models
+    """`jaxport serve --repository http://...` (its default frontend: the native front and its
+    workers) on a repository behind a loopback HTTP server: the goldens of two models
     (BF16/INT64/BOOL included) through a real client; the tampered chunk behind the URL is
     refused at load with the reason the same tampering on disk gets."""
     from jaxport.client import InferenceClient
@@ -282,10 +282,7 @@ def test_bridge_serves_a_repository_over_http(tmp_path: Path, artifacts: dict[st
     _flip_a_byte(_first_chunk(root / "tampered" / "1"))
     index_mod.write(root)
     (status,) = [s for s in _repository(root).load_all() if s.name == "tampered"]
-    placeholder = tmp_path / "placeholder"  # the --repository BridgeProcess passes; replaced
-    placeholder.mkdir()
-    with serving(root) as http, BridgeProcess(
-            placeholder, command=url_serve_command(http.url)) as bridge, \
+    with serving(root) as http, BridgeProcess(http.url, frontend="default") as bridge, \
             InferenceClient(bridge.address, timeout=60) as client:
         for name in ("mlp", "mixed"):
             cases = golden_cases(artifacts[name])
@@ -300,3 +297,43 @@ def test_bridge_serves_a_repository_over_http(tmp_path: Path, artifacts: dict[st
         assert "/mixed/1/manifest.json" in http.requests
         log = bridge.log_text()
     assert str(root) not in log  # nothing was read from the directory itself
+
+
+@pytest.mark.parametrize("frontend", ["python", "native"])
+def test_serve_model_name_serves_one_artifact_as_that_model(
+        tmp_path: Path, artifacts: dict[str, Path], frontend: str) -> None:
+    """`jaxport serve --repository VERSION_DIR --model-name solo` (KServe's /mnt/models holding
+    one artifact) on both frontends: the index lists only `solo`, which answers mlp's goldens;
+    another name is NOT_FOUND naming the one known model."""
+    from jaxport.client import InferenceClient, InferenceServerError
+    from support.bridge import BridgeProcess
+
+    root = tmp_path / "mnt" / "models"
+    shutil.copytree(artifacts["mlp"], root)
+    with BridgeProcess(root, "--model-name", "solo", frontend=frontend) as bridge, \
+            InferenceClient(bridge.address, timeout=60) as client:
+        assert [(m.name, m.version) for m in client.repository_index()] == [("solo", "1")]
+        for _case, inputs, want in golden_cases(artifacts["mlp"]):
+            got = client.infer("solo", inputs)
+            for output, value in want.items():
+                np.testing.assert_allclose(np.asarray(got[output]), value, rtol=1e-5, atol=1e-6)
+        with pytest.raises(InferenceServerError) as info:
+            client.infer("mlp", inputs)
+        assert info.value.code == "NOT_FOUND"
+        assert info.value.message.startswith("unknown model 'mlp'")
+        assert info.value.message.endswith("(known models: solo)")
+
+
+def test_serve_model_name_refuses_a_root_that_is_no_model(tmp_path: Path) -> None:
+    """An empty /mnt/models with --model-name: one line naming the root and what it lacks."""
+    import subprocess
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    done = subprocess.run(
+        [sys.executable, "-m", "jaxport.cli", "serve", "--repository", str(empty),
+         "--model-name", "solo"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith(f"jaxport serve: error: --repository {empty} is neither an artifact")
+    assert "model 'solo'" in line

@@ -60,8 +60,7 @@ def test_conformance_runner_through_serve(serve_cluster: ServeCluster, lang: str
         assert int(summary.group(2)) > 0 and summary.group(3) == "0", summary.group(0)
 
 
-def test_conformance_runner_on_a_repository_over_http(suite_repository: Path,
-                                                      tmp_path: Path) -> None:
+def test_conformance_runner_on_a_repository_over_http(suite_repository: Path) -> None:
     """The suite's repository behind a real loopback HTTP server (index.json, read-only), served
     by a real bridge (every artifact loaded and checksummed over HTTP): the Python conformance
     runner, unchanged, passes the same cases as through Serve. No cluster needed; it is here
@@ -70,13 +69,11 @@ def test_conformance_runner_on_a_repository_over_http(suite_repository: Path,
     from support.bridge import BridgeProcess
 
     sys.path.insert(0, str(REPO / "tests" / "artifact"))
-    from loopback_http import serving, url_serve_command
+    from loopback_http import serving
 
     index_mod.write(suite_repository)
-    placeholder = tmp_path / "placeholder"  # the --repository BridgeProcess passes; replaced
-    placeholder.mkdir()
     with serving(suite_repository) as http, BridgeProcess(
-            placeholder, command=url_serve_command(http.url), start_timeout=600) as bridge:
+            http.url, frontend="default", start_timeout=600) as bridge:
         proc = subprocess.run(
             [sys.executable, str(CONFORMANCE / "runner.py"), "--url", bridge.address,
              "--features", FEATURES],

@@ -87,13 +87,20 @@ def test_crd_validation_catches_a_bad_manifest() -> None:
     assert len(errors) == 2
 
 
+#: The one argument the runtimes add to the Containerfile's CMD: KServe puts ONE model at
+#: /mnt/models and substitutes {{.Name}} with the InferenceService's name.
+MODEL_NAME_ARG = "--model-name={{.Name}}"
+
+
 @pytest.mark.parametrize("path", RUNTIMES, ids=lambda p: p.name)
 def test_runtime_agrees_with_containerfile(path: Path) -> None:
-    """Same command line, gRPC on the h2c port the probes use, metrics where Prometheus
-    annotations point, model format jaxport over grpc-v2."""
+    """Same command line (the Containerfile's CMD plus the model name), gRPC on the h2c port
+    the probes use, metrics where Prometheus annotations point, model format jaxport over
+    grpc-v2."""
     spec = _load(path)["spec"]
     container = spec["containers"][0]
-    assert ["jaxport", "serve", *container["args"]] == _containerfile_command()
+    assert container["args"][0] == MODEL_NAME_ARG
+    assert ["jaxport", "serve", *container["args"][1:]] == _containerfile_command()
     args = dict(a.removeprefix("--").split("=", 1) for a in container["args"])
     assert args["repository"] == "/mnt/models"
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
@@ -114,23 +121,16 @@ SUBSTITUTED = {"--host=0.0.0.0": "--host=127.0.0.1", "--port=8001": "--port=0",
                "--metrics-port=8002": "--metrics-port=0"}
 
 
-def test_container_command_serves_mnt_models(tmp_path: Path) -> None:
-    """The Containerfile's ENTRYPOINT + CMD, run as is but for SUBSTITUTED, over a /mnt/models
-    holding one exported model as `<model>/<version>/`: grpc.health.v1 SERVING (the probes),
-    the goldens come back, /metrics answers on the annotated path."""
+def _run_and_call(command: list[str], mnt_models: Path, name: str, artifact: Path) -> None:
+    """`command` (ENTRYPOINT + args) run as is but for SUBSTITUTED and the /mnt/models path:
+    grpc.health.v1 SERVING (the probes), model `name` answers the artifact's goldens through a
+    real client, /metrics answers on the annotated path."""
     import urllib.request
 
     from grpc_health.v1 import health_pb2, health_pb2_grpc
     from jaxport.client import InferenceClient
-    from scale_helpers import export_suite_model, suite_models
     from support.bridge import BridgeProcess
 
-    mnt_models = tmp_path / "mnt" / "models"
-    model = next(m for m in suite_models().suite_models() if m.name == "cf_fp32")
-    artifact = mnt_models / model.name / "1"
-    export_suite_model(model, artifact)
-
-    command = _containerfile_command()
     args = [SUBSTITUTED.get(a, a) for a in command[2:]]
     args = [f"--repository={mnt_models}" if a == "--repository=/mnt/models" else a for a in args]
     assert sum(a != b for a, b in zip(args, command[2:], strict=True)) == len(SUBSTITUTED) + 1
@@ -142,12 +142,70 @@ def test_container_command_serves_mnt_models(tmp_path: Path) -> None:
             assert health.status == health_pb2.HealthCheckResponse.SERVING
         manifest = json.loads((artifact / "manifest.json").read_text())
         with InferenceClient(bridge.address) as client:
+            assert {m.name for m in client.repository_index()} == {name}
             for case in manifest["goldens"]:
                 inputs = {n: np.load(artifact / p) for n, p in case["inputs"].items()}
-                result = client.infer(model.name, inputs)
-                for name, path in case["outputs"].items():
-                    np.testing.assert_allclose(np.asarray(result[name]), np.load(artifact / path),
-                                               rtol=1e-6)
+                result = client.infer(name, inputs)
+                for output, path in case["outputs"].items():
+                    np.testing.assert_allclose(np.asarray(result[output]),
+                                               np.load(artifact / path), rtol=1e-6)
         with urllib.request.urlopen(bridge.metrics_url, timeout=30) as page:
             assert page.status == 200
-            assert b"cf_fp32" in page.read()
+            assert name.encode() in page.read()
+
+
+def _suite_model(name: str) -> object:
+    from scale_helpers import suite_models
+
+    return next(m for m in suite_models().suite_models() if m.name == name)
+
+
+def test_container_command_serves_a_repository(tmp_path: Path) -> None:
+    """The Containerfile's own ENTRYPOINT + CMD (the image run by hand, outside KServe) over a
+    /mnt/models holding a repository, `<model>/<version>/`."""
+    from scale_helpers import export_suite_model
+
+    mnt_models = tmp_path / "mnt" / "models"
+    model = _suite_model("cf_fp32")
+    artifact = mnt_models / model.name / "1"
+    export_suite_model(model, artifact)
+    _run_and_call(_containerfile_command(), mnt_models, model.name, artifact)
+
+
+@pytest.mark.parametrize("layout", ["version", "model"])
+def test_runtime_command_serves_one_model_at_mnt_models(tmp_path: Path, layout: str) -> None:
+    """The ServingRuntime's command (Containerfile ENTRYPOINT + the runtime's args, parsed from
+    servingruntime.yaml, {{.Name}} = the example InferenceService's name) over what KServe's
+    storage initializer leaves at /mnt/models for one model: a version directory
+    (`storageUri: .../mlp/1`) or a model directory (`storageUri: .../mlp`, versions 1/, 2/)."""
+    from scale_helpers import export_suite_model
+
+    name = _load(KSERVE / "inferenceservice.yaml")["metadata"]["name"]
+    runtime_args = _load(KSERVE / "servingruntime.yaml")["spec"]["containers"][0]["args"]
+    command = [*_containerfile_command()[:2],
+               *(a.replace("{{.Name}}", name) for a in runtime_args)]
+    assert f"--model-name={name}" in command
+    mnt_models = tmp_path / "mnt" / "models"
+    model = _suite_model("cf_fp32")
+    if layout == "version":
+        artifact = mnt_models
+    else:
+        export_suite_model(model, mnt_models / "1")
+        artifact = mnt_models / "2"
+    export_suite_model(model, artifact)
+    _run_and_call(command, mnt_models, name, artifact)
+
+
+def test_containerfile_copies_only_paths_that_exist() -> None:
+    """Every `COPY` source of the image (but stage-to-stage copies) is a path of this
+    repository: a moved package would otherwise break the image build, which no test here
+    runs (no container engine)."""
+    repo = KSERVE.parents[2]
+    for line in (KSERVE / "Containerfile").read_text().splitlines():
+        if line.startswith("COPY ") and "--from=" not in line:
+            *sources, _dest = line.split()[1:]
+            for src in sources:
+                assert (repo / src).exists(), f"Containerfile: COPY {src}: no such path"
+    text = (KSERVE / "Containerfile").read_text()
+    assert "go build -o /out/jaxport-front" in text and \
+        "COPY --from=front /out/jaxport-front /usr/local/bin/jaxport-front" in text

@@ -101,7 +101,9 @@ class BridgeProcess:
         #: "python"/"native" are passed as --frontend to `jaxport serve`; "default" is not.
         #: Ignored with `command` (a server command line of its own, e.g. the front binary).
         self.frontend = frontend
-        self.repository = Path(repository)
+        #: A URL (file://, http(s)://) is passed as given; anything else is a local path.
+        self.repository = (repository if isinstance(repository, str) and "://" in repository
+                           else Path(repository))
         self.args = tuple(args)
         self.env = dict(env or {})
         self.workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="bridge-"))
