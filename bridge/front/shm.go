@@ -91,6 +91,11 @@ func newFdReader(uc *net.UnixConn) *fdReader {
 
 func (r *fdReader) Read(b []byte) (int, error) {
 	n, oobn, flags, _, err := r.uc.ReadMsgUnix(b, r.oob)
+	if n < 0 {
+		// On a failed recvmsg (e.g. ECONNRESET as a worker exits) ReadMsgUnix passes the
+		// syscall's -1 through; io.Reader must return 0 <= n (bufio panics otherwise).
+		n = 0
+	}
 	if oobn > 0 {
 		msgs, perr := syscall.ParseSocketControlMessage(r.oob[:oobn])
 		if perr == nil {

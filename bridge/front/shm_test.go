@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"math/rand"
 	"net"
 	"os"
@@ -125,5 +126,25 @@ func TestReadLoopMapsMemfdRepliesAndRefusesOneWithoutDescriptor(t *testing.T) {
 	}
 	if err := <-done; err != errNoFd {
 		t.Fatalf("readLoop error %v, want %v", err, errNoFd)
+	}
+}
+
+// A worker that exits with bytes from the front still unread resets the connection: the
+// front's read fails with ECONNRESET, and fdReader must report it as (0, err), never the -1
+// ReadMsgUnix passes through (bufio.Reader panics on a negative count: a loaded test run's
+// front died that way while draining).
+func TestReadAfterTheWorkerResetsTheConnectionIsAnErrorNotANegativeCount(t *testing.T) {
+	front, worker := unixPair(t)
+	if _, err := front.Write([]byte("never read by the worker")); err != nil {
+		t.Fatal(err)
+	}
+	worker.Close() // unread data in its receive buffer: the kernel resets the connection
+	r := newFdReader(front)
+	n, err := r.Read(make([]byte, 64))
+	if n != 0 || err == nil {
+		t.Fatalf("Read = %d, %v; want 0 and an error", n, err)
+	}
+	if !errors.Is(err, syscall.ECONNRESET) {
+		t.Fatalf("Read error %v; want ECONNRESET", err)
 	}
 }
