@@ -17,7 +17,9 @@ warmup).
 from __future__ import annotations
 
 import functools
+import logging
 import time
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
@@ -27,11 +29,14 @@ import numpy as np
 from jax import export as jax_export
 from jaxport.artifact.errors import ArtifactError, ChecksumError
 from jaxport.artifact.location import Location
+from jaxport.artifact.manifest import CompatibilityWarning
 from jaxport.bridge.engines import ENGINES, Engine, ExportedEngine, InputSig, PjrtEngine
 from jaxport.bridge.model import Model, Program, TensorSig
 from jaxport.protocol import dtypes
 from jaxport.protocol.errors import FailedPreconditionError
 from jaxport.protocol.gen.jaxport.v1 import manifest_pb2
+
+log = logging.getLogger("jaxport.bridge.loading")
 
 _ARG = manifest_pb2.ArgumentRole
 _RES = manifest_pb2.ResultRole
@@ -138,7 +143,17 @@ def load_model(name: str, version: int, path: Path | Location, *, engine: str = 
         t = now
 
     try:
-        art = jaxport.artifact.open(path)
+        # An artifact outside jax's compatibility window still loads (jax decides whether it
+        # can read it), but the operator hears of it in the bridge's log, not on bare stderr.
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", CompatibilityWarning)
+            art = jaxport.artifact.open(path)
+        for w in caught:
+            if issubclass(w.category, CompatibilityWarning):
+                log.warning("artifact compatibility", extra={"fields": {
+                    "model": name, "version": version, "warning": str(w.message)}})
+            else:
+                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     except ChecksumError as exc:
         raise LoadError(f"checksum verification failed: {exc}") from None
     except ArtifactError as exc:  # what the manifest says (or is) cannot be served

@@ -337,3 +337,31 @@ def test_serve_model_name_refuses_a_root_that_is_no_model(tmp_path: Path) -> Non
     (line,) = done.stderr.strip().splitlines()
     assert line.startswith(f"jaxport serve: error: --repository {empty} is neither an artifact")
     assert "model 'solo'" in line
+
+
+def test_an_aged_artifact_loads_and_the_bridge_logs_why(
+        tmp_path: Path, artifacts: dict[str, Path], caplog: pytest.LogCaptureFixture) -> None:
+    """An artifact exported before jax's compatibility window (its manifest's exportedAt a
+    year back) still loads (jax decides whether it can read it) and answers its goldens; the
+    bridge's log says so as a WARNING naming the model, version and the warning's text (the
+    operator reads the log, not Python's bare warnings on stderr)."""
+    import logging
+
+    from jaxport.artifact import manifest as manifest_mod
+
+    art = tmp_path / "old" / "1"
+    shutil.copytree(artifacts["mlp"], art)
+    m = manifest_mod.load(art)
+    m.exported_at = "2025-11-30T00:00:00Z"  # a year before this test was written: > 183 days
+    manifest_mod.write(m, art)
+    with caplog.at_level(logging.WARNING, logger="jaxport.bridge.loading"):
+        model = load_model("old", 1, art)
+    (record,) = [r for r in caplog.records if r.getMessage() == "artifact compatibility"]
+    assert record.levelno == logging.WARNING
+    fields = record.fields
+    assert (fields["model"], fields["version"]) == ("old", 1)
+    assert "2025-11-30" in fields["warning"] and "compatib" in fields["warning"]
+    case, inputs, want = golden_cases(artifacts["mlp"])[0]
+    got = _infer(model, inputs)
+    for output, value in want.items():
+        np.testing.assert_allclose(got[output], value, rtol=1e-5, atol=1e-6, err_msg=case)
