@@ -151,7 +151,7 @@ conformance-peers: setup $(PEERS)/kserve/.installed $(PEERS)/mlserver/.installed
 # Serve's gRPC proxy. Not part of `make test`: ~1-2 min and ~2 GB on 2 cores, ~10 Ray processes.
 .PHONY: test-scale
 test-scale: setup
-	$(PY) -m pytest -q -p no:cacheprovider -o addopts='' --timeout=900 tests/scale/scale_ray.py
+	$(PY) -m pytest -q -p no:cacheprovider -o addopts='' --timeout=900 tests/scale/scale_ray.py tests/scale/kserve_crds.py
 
 # perf_analyzer (from the tritonclient 2.50.0 wheel) against a real bridge (issue 14,
 # tests/bridge/perf_analyzer_run.py): BOOL random data, -b 2/-b 3 without --batching, --streaming,
