@@ -226,6 +226,7 @@ def export(
                                              require=require_check_goldens)
             labels_mod.write_labels(tmp, manifest, label_files)
             manifest.files.extend(write.file_entries(tmp, pool))
+            manifest.schema_version = manifest_mod.schema_version_for(manifest)
             manifest_mod.write(manifest, tmp)
             weights_synced.result()
     return manifest

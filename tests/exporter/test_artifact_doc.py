@@ -12,12 +12,16 @@ from jaxport.protocol.gen.jaxport.v1 import manifest_pb2
 
 DOC = REPO / "docs" / "artifact-format.md"
 # Message fields that a plain (unchecked, unbatched) export leaves out, as the doc says.
-OPTIONAL_MESSAGES = {"Checks", "CheckLeaf", "ErrorCode", "Batching"}
+OPTIONAL_MESSAGES = {"Checks", "CheckLeaf", "ErrorCode", "Batching", "Dimension", "Padding",
+                     "Mesh", "MeshAxis", "Sharding"}
 OPTIONAL_FIELDS = {
     ("Manifest", "checks"),
     ("Manifest", "batching"),
     ("Result", "check"),
     ("TensorSpec", "labelsFile"),
+    ("Manifest", "mesh"),
+    ("Argument", "sharding"),
+    ("Result", "sharding"),
 }
 
 

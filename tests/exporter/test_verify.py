@@ -170,7 +170,21 @@ def test_verify_refuses_unknown_schema_version(artifacts, tmp_path: Path, capsys
     raw["schemaVersion"] = 99
     (art / "manifest.json").write_text(json.dumps(raw))
     rc, text = _verify(art, capsys)
-    assert rc == 1 and "99" in text and "1..1" in text
+    assert rc == 1 and "99" in text and "1..2" in text
+
+
+def test_verify_refuses_schema_1_label_on_schema_2_fields(artifacts, tmp_path: Path,
+                                                          capsys) -> None:
+    """A mesh (or symbolic dimensions) needs schema 2: a manifest labelled 1 that carries one
+    is refused naming both versions, so a version-1 reader never sees such an artifact."""
+    art = _damaged(artifacts, tmp_path)
+    raw = json.loads((art / "manifest.json").read_text())
+    assert raw["schemaVersion"] == 1
+    raw["mesh"] = {"axes": [{"name": "data", "size": 2}]}
+    (art / "manifest.json").write_text(json.dumps(raw))
+    rc, text = _verify(art, capsys)
+    assert rc == 1 and "schema_version 1" in text and "need schema_version 2" in text
+    assert manifest.schema_version_for(manifest_pb2.Manifest()) == 1
 
 
 _ROUND_TRIP = textwrap.dedent("""

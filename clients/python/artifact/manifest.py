@@ -42,6 +42,7 @@ __all__ = [
     "load",
     "numpy_dtype",
     "parse",
+    "schema_version_for",
     "sha256_bytes",
     "sha256_file",
     "to_json",
@@ -50,12 +51,15 @@ __all__ = [
     "write",
 ]
 
-# Schema version written by this exporter, and the range readers accept.
-# Changelog (keep in sync with proto/jaxport/v1/manifest.proto):
+# Schema version written by this exporter for an artifact that uses no schema-2 feature, and the
+# range readers accept. Changelog (keep in sync with proto/jaxport/v1/manifest.proto):
 # - 1 (2026-11-29): first release.
+# - 2 (2026-12-01): symbolic dimensions and sharded multi-device programs. Written only by
+#   artifacts that use them (`schema_version_for`): a version-1 reader refuses those (it would
+#   misread a -1 axis or place a sharded program on one device) and still reads every other.
 SCHEMA_VERSION = 1
 MIN_SUPPORTED_SCHEMA_VERSION = 1
-MAX_SUPPORTED_SCHEMA_VERSION = 1
+MAX_SUPPORTED_SCHEMA_VERSION = 2
 
 MANIFEST_FILE = "manifest.json"
 
@@ -178,6 +182,15 @@ def load(artifact_dir: str | os.PathLike[str] | Location) -> manifest_pb2.Manife
     return parse(text, source)
 
 
+def schema_version_for(manifest: manifest_pb2.Manifest) -> int:
+    """The lowest schema version that can describe `manifest`: 2 when it has symbolic
+    dimensions or a device mesh, else 1. The exporter writes this; `validate` refuses a manifest
+    labelled lower than what its fields need."""
+    if manifest.dimensions or manifest.padding or manifest.HasField("mesh"):
+        return 2
+    return 1
+
+
 def _check_schema_version(version: object, source: str) -> None:
     if not isinstance(version, int) or not (
         MIN_SUPPORTED_SCHEMA_VERSION <= version <= MAX_SUPPORTED_SCHEMA_VERSION
@@ -273,6 +286,11 @@ def compatibility_warnings(manifest: manifest_pb2.Manifest, *,
 def validate(manifest: manifest_pb2.Manifest, source: str = MANIFEST_FILE) -> None:
     """Check the manifest's invariants (manifest.proto); ArtifactError names the field."""
     _check_schema_version(manifest.schema_version, source)
+    needed = schema_version_for(manifest)
+    if manifest.schema_version < needed:
+        raise SchemaVersionError(
+            f"{source}: manifest schema_version {manifest.schema_version} cannot carry symbolic "
+            f"dimensions or a device mesh; they need schema_version {needed}")
     exported_at(manifest, source)
     if not manifest.programs:
         raise ArtifactError(f"{source}: no programs")
