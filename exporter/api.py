@@ -32,6 +32,7 @@ from jaxport.exporter import labels as labels_mod
 from jaxport.exporter import module as module_mod
 from jaxport.exporter import params as params_mod
 from jaxport.exporter import program as program_mod
+from jaxport.exporter import symbolic as symbolic_mod
 from jaxport.exporter import trace, write
 from jaxport.exporter.errors import ExportError
 from jaxport.exporter.progress import Progress
@@ -64,6 +65,8 @@ def export(
     vjp_order: int = 0,
     allow_custom_calls: Sequence[str] = (),
     calling_convention: int | None = None,
+    dims: Mapping[str, Any] | None = None,
+    buckets: Mapping[str, Sequence[int]] | None = None,
 ) -> manifest_pb2.Manifest:
     """Export `fn(params, *inputs)` as a jaxport artifact in `out_dir`; returns its manifest.
 
@@ -120,6 +123,13 @@ def export(
     range this jax can export (`jax.export.minimum/maximum_supported_calling_convention_version`).
     The manifest records it (`versions.calling_convention`) and the export time (`exported_at`,
     UTC; `SOURCE_DATE_EPOCH` when set, for reproducible builds).
+
+    `dims` ({"B": "1..64", "T": "8..2048:8"} or {"T": (8, 2048, 8)}) declares the symbolic
+    dimensions named in `inputs`, whose values are then `(shape, dtype)` with names in the
+    shape (`{"tokens": (("B", "T"), np.int32)}`): ONE shape-polymorphic program
+    (`model.jaxexport`) runs at every admissible size (jaxport.exporter.symbolic).
+    `buckets` ({"T": [128, 512]}; `batch_sizes` gives B's) adds one fixed-shape program per
+    combination of sizes (`model.B8.T128.*`) for consumers without jax (PJRT, IREE).
     """
     out_dir = Path(out_dir)
     if out_dir.exists() and not force:
@@ -140,8 +150,15 @@ def export(
     label_files = labels_mod.read_labels(labels)
     fn_name = source_function or getattr(fn, "__name__", "function")
     progress = Progress(quiet=quiet)
-    input_specs = trace.check_inputs(inputs)
-    sizes = program_mod.check_batch_sizes(batch_sizes, input_specs)
+    plan = _plan(inputs, dims, buckets, batch_sizes, checks=checks, vjp_order=vjp_order,
+                 golden_inputs=golden_inputs, check_goldens=check_goldens)
+    if plan is None:
+        input_specs = trace.check_inputs(inputs)
+        sizes = program_mod.check_batch_sizes(batch_sizes, input_specs)
+        planned = [(b, specs, {}) for b, specs in program_mod.program_inputs(input_specs, sizes)]
+    else:
+        input_specs = plan.symbolic_specs()
+        planned = [(0, input_specs, {}), *((0, plan.concrete_specs(b), b) for b in plan.buckets)]
     # Framework pytrees (FrozenDict, NNX module/State, dataclasses) become plain nested dicts;
     # `fn` is then called through a wrapper that rebuilds what it expects.
     normalized = params_mod.normalize(params, fn)
@@ -158,12 +175,14 @@ def export(
             _lower(fn, host_params, batch_size, specs, output_names=output_names,
                    platforms=plats, fn_name=fn_name, checks=checks,
                    max_constant_bytes=max_constant_bytes, progress=progress,
-                   vjp_order=vjp_order, allow_custom_calls=allowed)
-            for batch_size, specs in program_mod.program_inputs(input_specs, sizes)
+                   vjp_order=vjp_order, allow_custom_calls=allowed,
+                   polymorphic=plan is not None and not bucket, dims=bucket)
+            for batch_size, specs, bucket in planned
         ]
         manifest = program_mod.describe(
             lowered, input_specs, fn_name=fn_name, source_function=source_function,
             name=name or (out_dir.parent.name if out_dir.name.isdigit() else out_dir.name),
+            plan=plan,
         )
         manifest.vjp_order = vjp_order
         manifest.exported_at = _exported_at()
@@ -199,8 +218,11 @@ def export(
             used: set[str] = set()
             for low in lowered:
                 write.write_program_files(tmp, low)
-                manifest.programs.append(program_mod.build_program(low, weights))
-                if goldens:
+                manifest.programs.append(program_mod.build_program(low, weights, plan))
+                if goldens and low.polymorphic:
+                    assert plan is not None
+                    goldens_mod.write_sized_goldens(tmp, manifest, low, device_params, plan, seed)
+                elif goldens:
                     _step(progress, low.batch_size, f"computing {goldens} golden case(s)")
                     goldens_mod.write_goldens(tmp, manifest, low, device_params, goldens, seed)
                     if vjp_order:
@@ -246,21 +268,59 @@ def _lower(
     progress: Progress,
     vjp_order: int = 0,
     allow_custom_calls: Sequence[str] = (),
+    polymorphic: bool = False,
+    dims: Mapping[str, int] | None = None,
 ) -> program_mod.Lowered:
-    """Trace, lower and inspect `fn` for one size (batch size 0: the unbatched program)."""
+    """Trace, lower and inspect `fn` for one size (batch size 0: the unbatched program), the
+    shape-polymorphic program or one bucket (`dims`) of it."""
     where = f" (batch size {batch_size})" if batch_size else ""
+    if dims:
+        where = f" (bucket {', '.join(f'{k}={v}' for k, v in dims.items())})"
+        progress.step(f"tracing and lowering {fn_name} for bucket "
+                      f"{', '.join(f'{k}={v}' for k, v in dims.items())}")
     _step(progress, batch_size, f"tracing and lowering {fn_name}")
     export_fn = trace.prepare_function(fn, params, inputs, output_names, fn_name)
     export_fn = checks_mod.apply_checks(export_fn, fn, params, inputs, checks)
     exported = trace.lower(export_fn, params, inputs, platforms, fn_name, allow_custom_calls)
     text = exported.mlir_module()
     info = module_mod.inspect_module(text, what=fn_name + where,
-                                     max_constant_bytes=max_constant_bytes)
+                                     max_constant_bytes=max_constant_bytes,
+                                     polymorphic=polymorphic)
     return program_mod.Lowered(
         batch_size=batch_size, inputs=inputs, infos=trace.leaf_infos(params, inputs),
         export_fn=export_fn, exported=exported, text=text, module=info,
-        serialized=trace.serialize(exported, vjp_order),
+        serialized=trace.serialize(exported, vjp_order), polymorphic=polymorphic,
+        dims=dict(dims or {}),
     )
+
+
+def _plan(inputs: Mapping[str, Any], dims: Mapping[str, Any] | None,
+          buckets: Mapping[str, Sequence[int]] | None, batch_sizes: Sequence[int] | None,
+          **refused: Any) -> symbolic_mod.Plan | None:
+    """The symbolic-dimension plan of an export with `dims` (None without): `batch_sizes` are
+    then the bucket sizes of `B`; what is not built for polymorphic programs is refused."""
+    if not dims:
+        if buckets:
+            raise ExportError("buckets (--buckets) without symbolic dimensions: declare them "
+                              "with dims= (--dim), e.g. --dim T=8..2048:8")
+        return None
+    flags = {"checks": "--checks", "vjp_order": "--vjp-order",
+             "golden_inputs": "--golden-inputs", "check_goldens": "--check-goldens"}
+    for key, value in refused.items():
+        if value:
+            raise ExportError(f"{flags[key]} ({key}=) with symbolic dimensions (--dim) is not "
+                              "built: export without it, or with fixed shapes")
+    buckets = dict(buckets or {})
+    if batch_sizes is not None:
+        if "B" in buckets:
+            raise ExportError("--batch-sizes and --buckets B=... both give B's bucket sizes; "
+                              "give one")
+        buckets["B"] = list(batch_sizes)
+        if "B" not in dims:
+            raise ExportError("--batch-sizes with symbolic dimensions gives the bucket sizes of "
+                              "the dimension B, which has no --dim; add --dim B=MIN..MAX or use "
+                              "--buckets")
+    return symbolic_mod.plan(inputs, dims, buckets)
 
 
 def _calling_convention(version: int | None) -> contextlib.AbstractContextManager[Any]:

@@ -18,6 +18,7 @@ import numpy as np
 from jaxport.artifact import goldens as goldens_io
 from jaxport.exporter.errors import ExportError
 from jaxport.exporter.program import Lowered
+from jaxport.exporter.symbolic import Plan
 from jaxport.protocol import dtypes
 from jaxport.protocol.gen.jaxport.v1 import manifest_pb2
 
@@ -27,6 +28,7 @@ __all__ = [
     "write_given_goldens",
     "write_goldens",
     "write_gradient_golden",
+    "write_sized_goldens",
 ]
 
 
@@ -94,6 +96,18 @@ def write_goldens(
         add(f"{lowered.golden_prefix}case{i}", sample_inputs(specs, seed + i))
 
 
+def write_sized_goldens(root: Path, manifest: manifest_pb2.Manifest, lowered: Lowered,
+                        params: Any, plan: Plan, seed: int) -> None:
+    """The polymorphic program's cases: one at every dimension's smallest size (`dims_min`),
+    one at a middle size (`dims_mid`) and one at the largest (`dims_max`), each computed by the
+    jitted function at that concrete shape (a function that specialises on a shape shows up
+    as a mismatch) and recorded with its sizes (`GoldenCase.dims`)."""
+    add = _case_writer(root, manifest, lowered, params)
+    for i, (label, sizes) in enumerate(plan.golden_sizes()):
+        specs = {n: (plan.concrete_shape(n, sizes), dt) for n, (_, dt) in plan.shapes.items()}
+        add(f"dims_{label}", sample_inputs(specs, seed + i), sizes)
+
+
 def write_gradient_golden(root: Path, manifest: manifest_pb2.Manifest, lowered: Lowered,
                           program: manifest_pb2.Program, params: Any, seed: int) -> None:
     """For a differentiable artifact (vjp_order >= 1): give the program's first golden case
@@ -131,14 +145,16 @@ def write_gradient_golden(root: Path, manifest: manifest_pb2.Manifest, lowered: 
 
 
 def _case_writer(root: Path, manifest: manifest_pb2.Manifest, lowered: Lowered, params: Any
-                 ) -> Callable[[str, dict[str, np.ndarray]], None]:
-    """`add(name, inputs)`: compute the outputs with the jitted function (compiled once for
-    every case), write both, and add the case to `manifest.goldens` for this program."""
+                 ) -> Callable[..., None]:
+    """`add(name, inputs, dims=None)`: compute the outputs with the jitted function (compiled
+    once for every case, or per shape), write both, and add the case to `manifest.goldens` for
+    this program (`dims`: its symbolic dimensions' sizes; a bucket program's by default)."""
     export_fn = lowered.export_fn
     jitted = jax.jit(export_fn.fn)
     n_out = len(export_fn.output_names)
 
-    def add(name: str, inputs: dict[str, np.ndarray]) -> None:
+    def add(name: str, inputs: dict[str, np.ndarray],
+            dims: Mapping[str, int] | None = None) -> None:
         results = jitted(params, *inputs.values())
         outputs = {k: np.asarray(r)
                    for k, r in zip(export_fn.output_names, results[:n_out], strict=True)}
@@ -146,6 +162,7 @@ def _case_writer(root: Path, manifest: manifest_pb2.Manifest, lowered: Lowered, 
             name=name, batch_size=lowered.batch_size,
             inputs=goldens_io.write_arrays(root, name, "inputs", inputs),
             outputs=goldens_io.write_arrays(root, name, "outputs", outputs),
+            dims=dims if dims is not None else lowered.dims,
         )
 
     return add

@@ -60,6 +60,7 @@ def scalar_element_type(mlir_type: str) -> str | None:
 
 def _tensor_bytes(type_body: str) -> tuple[int, str]:
     *dims, elem = type_body.split("x")
+    dims = [d for d in dims if d != "?"]
     try:
         itemsize = dtypes.by_mlir(elem).itemsize
     except dtypes.UnsupportedDtypeError:
@@ -68,15 +69,19 @@ def _tensor_bytes(type_body: str) -> tuple[int, str]:
 
 
 def inspect_module(
-    text: str, *, what: str, max_constant_bytes: int = DEFAULT_MAX_CONSTANT_BYTES
+    text: str, *, what: str, max_constant_bytes: int = DEFAULT_MAX_CONSTANT_BYTES,
+    polymorphic: bool = False,
 ) -> ModuleInfo:
-    """Check a module's text form; raises ExportError naming the problem and the fix."""
-    if _DYNAMIC_DIM.search(text):
+    """Check a module's text form; raises ExportError naming the problem and the fix.
+
+    `polymorphic`: the shape-polymorphic program of an export with symbolic dimensions, whose
+    `?` dimensions and `shape_assertion` calls are expected (only jax runs it)."""
+    if not polymorphic and _DYNAMIC_DIM.search(text):
         raise ExportError(
             f"{what}: the lowered module has a dynamic ('?') dimension; jaxport exports fixed "
             "shapes only; give every input a concrete shape"
         )
-    if "shape_assertion" in text:
+    if "shape_assertion" in text and not polymorphic:
         raise ExportError(
             f"{what}: the lowered module contains shape_assertion (shape polymorphism); "
             "jaxport exports fixed shapes only"

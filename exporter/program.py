@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import importlib.metadata
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import jax
 import numpy as np
@@ -22,6 +23,7 @@ from jaxport.artifact import manifest as manifest_mod
 from jaxport.exporter import checks as checks_mod
 from jaxport.exporter import module as module_mod
 from jaxport.exporter.errors import ExportError
+from jaxport.exporter.symbolic import Plan
 from jaxport.exporter.trace import ExportFunction, LeafInfo
 from jaxport.protocol import dtypes
 from jaxport.protocol.gen.jaxport.v1 import manifest_pb2
@@ -82,15 +84,24 @@ class Lowered:
     text: str  # exported.mlir_module()
     module: module_mod.ModuleInfo
     serialized: bytes  # exported.serialize()
+    # Symbolic dimensions: the one shape-polymorphic program (`polymorphic`), or a fixed-shape
+    # bucket program with each dimension's size in it (`dims`).
+    polymorphic: bool = False
+    dims: dict[str, int] = field(default_factory=dict)
 
     @property
     def files_prefix(self) -> str:
-        """`model` (unbatched) or `model.b<N>`: the program's files are `<prefix>.mlirbc` etc."""
+        """`model` (unbatched or polymorphic), `model.b<N>`, or `model.B8.T128` for a bucket
+        program: the program's files are `<prefix>.mlirbc` etc."""
+        if self.dims:
+            return "model." + ".".join(f"{k}{v}" for k, v in self.dims.items())
         return f"model.b{self.batch_size}" if self.batch_size else "model"
 
     @property
     def golden_prefix(self) -> str:
-        """Prefix of its golden case names: none (unbatched) or `b<N>_`."""
+        """Prefix of its golden case names: none (unbatched), `b<N>_` or `B8_T128_`."""
+        if self.dims:
+            return "_".join(f"{k}{v}" for k, v in self.dims.items()) + "_"
         return f"b{self.batch_size}_" if self.batch_size else ""
 
 
@@ -105,14 +116,20 @@ def describe(
     name: str,
     source_function: str,
     fn_name: str,
+    plan: Plan | None = None,
 ) -> manifest_pb2.Manifest:
     """The manifest every program shares: header, check table, dropped leaves, inputs, outputs
     and (batched) `batching`. Programs, goldens and files are added as they are written.
 
     Batched programs must agree: the same kept parameters (one set of weights), the same check
-    table, and every output batched along dimension 0 with the same non-batch shape.
+    table, and every output batched along dimension 0 with the same non-batch shape. With
+    symbolic dimensions (`plan`) the first program is the polymorphic one: inputs and outputs
+    get -1 and a name on their symbolic axes, `dimensions` the admissible sizes, and the bucket
+    programs must keep the same parameters.
     """
     first = lowered[0]
+    if plan is not None:
+        _require_same_weights(lowered, fn_name)
     batched = first.batch_size != 0
     checks_mod.require_same_table([low.export_fn.checks for low in lowered],
                                   [low.batch_size for low in lowered])
@@ -133,21 +150,51 @@ def describe(
         if leaf.leaf_index not in kept:
             manifest.dropped_leaves.add(leaf_index=leaf.leaf_index, key_path=leaf.key_path,
                                         name=leaf.name, kind=leaf.kind)
+    if plan is not None:
+        manifest.dimensions.extend(d.message() for d in plan.dims.values())
     for in_name, spec in input_specs.items():
         shape = [-1, *spec.shape[1:]] if batched else list(spec.shape)
-        manifest.inputs.add(name=in_name, shape=shape,
-                            dtype=manifest_mod.dtype_message(spec.dtype))
+        entry = manifest.inputs.add(name=in_name, dtype=manifest_mod.dtype_message(spec.dtype))
+        _set_shape(entry, shape, plan, f"input {in_name!r}")
     out_avals = dict(zip(first.export_fn.result_names, first.exported.out_avals, strict=True))
     for out_name in first.export_fn.output_names:
         aval = out_avals[out_name]
         shape = [-1, *aval.shape[1:]] if batched else list(aval.shape)
-        manifest.outputs.add(name=out_name, shape=shape,
-                             dtype=manifest_mod.dtype_message(aval.dtype))
+        entry = manifest.outputs.add(name=out_name, dtype=manifest_mod.dtype_message(aval.dtype))
+        _set_shape(entry, shape, plan, f"output {out_name!r}")
     if batched:
         manifest.batching.CopyFrom(manifest_pb2.Batching(
             batch_sizes=[low.batch_size for low in lowered], batched_inputs=list(input_specs),
             batched_outputs=list(first.export_fn.output_names)))
     return manifest
+
+
+def _set_shape(entry: manifest_pb2.TensorSpec | manifest_pb2.Argument | manifest_pb2.Result,
+               shape: Sequence[Any], plan: Plan | None, what: str) -> None:
+    """`entry.shape`, with -1 and `dim_names` for the axes that are symbolic dimensions."""
+    names = plan.dim_names(shape, what) if plan is not None else []
+    if any(names):
+        entry.dim_names.extend(names)
+        entry.shape.extend(-1 if n else int(d) for n, d in zip(names, shape, strict=True))
+    else:
+        entry.shape.extend(int(d) for d in shape)
+
+
+def _byte_size(shape: Sequence[Any], dtype: np.dtype) -> int:
+    """Bytes of a fixed shape; 0 for a shape with a symbolic axis (its size varies)."""
+    if not all(isinstance(d, int | np.integer) for d in shape):
+        return 0
+    return int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+
+
+def _require_same_weights(lowered: Sequence[Lowered], fn_name: str) -> None:
+    """The polymorphic program and its bucket programs share one set of weights."""
+    kept = set(lowered[0].exported.module_kept_var_idx)
+    for low in lowered[1:]:
+        if set(low.exported.module_kept_var_idx) != kept:
+            raise ExportError(
+                f"{fn_name} uses different parameters in the bucket program {low.dims} than in "
+                "the polymorphic program; bucket programs must share one set of weights")
 
 
 def _require_batched_outputs(lowered: Sequence[Lowered], kept: set[int], fn_name: str) -> None:
@@ -202,9 +249,11 @@ def _versions(exported: jax_export.Exported) -> manifest_pb2.Versions:
 # one program: @main exactly as lowered
 
 
-def _shape_type(shape: Sequence[int], dtype: np.dtype) -> str:
+def _shape_type(shape: Sequence[Any], dtype: np.dtype) -> str:
+    """`tensor<4x?xf32>`: a symbolic axis is `?`, as the polymorphic module declares it."""
     mlir = dtypes.by_numpy(dtype).mlir
-    return "tensor<" + "".join(f"{d}x" for d in shape) + mlir + ">"
+    return "tensor<" + "".join(
+        f"{d}x" if isinstance(d, int | np.integer) else "?x" for d in shape) + mlir + ">"
 
 
 def _platform_index_dtype(info: module_mod.ModuleInfo) -> np.dtype:
@@ -225,7 +274,7 @@ def _platform_index_dtype(info: module_mod.ModuleInfo) -> np.dtype:
 
 
 def build_program(
-    lowered: Lowered, weights: Mapping[int, tuple[str, str]]
+    lowered: Lowered, weights: Mapping[int, tuple[str, str]], plan: Plan | None = None
 ) -> manifest_pb2.Program:
     """Describe `@main` exactly: platform index, tokens, kept leaves; then its results.
 
@@ -242,7 +291,10 @@ def build_program(
         jaxexport_file=f"{prefix}.jaxexport",
         batch_size=lowered.batch_size,
         custom_call_targets=info.custom_call_targets,
+        polymorphic=lowered.polymorphic,
+        dims=lowered.dims,
     )
+    shape_plan = plan if lowered.polymorphic else None
     expected_types: list[str] = []
     if len(exported.platforms) > 1:
         index_dtype = _platform_index_dtype(info)
@@ -269,9 +321,10 @@ def build_program(
             role=(_ARG.ARGUMENT_ROLE_PARAMETER if leaf.kind == "parameter"
                   else _ARG.ARGUMENT_ROLE_INPUT),
             name=leaf.name, key_path=leaf.key_path, leaf_index=leaf.leaf_index,
-            shape=list(leaf.shape), dtype=manifest_mod.dtype_message(leaf.dtype),
-            byte_size=int(np.prod(leaf.shape, dtype=np.int64)) * leaf.dtype.itemsize,
+            dtype=manifest_mod.dtype_message(leaf.dtype),
+            byte_size=_byte_size(leaf.shape, leaf.dtype),
         )
+        _set_shape(arg, leaf.shape, shape_plan, f"{leaf.kind} {leaf.name!r}")
         if leaf.kind == "parameter":
             arg.tensorstore_spec_json, arg.sha256 = weights[leaf_index]
         expected_types.append(_shape_type(leaf.shape, leaf.dtype))
@@ -292,10 +345,10 @@ def build_program(
     ):
         dt = np.dtype(aval.dtype)
         res = program.results.add(
-            index=len(program.results), role=role, name=name, shape=list(aval.shape),
-            dtype=manifest_mod.dtype_message(dt),
-            byte_size=int(np.prod(aval.shape, dtype=np.int64)) * dt.itemsize,
+            index=len(program.results), role=role, name=name,
+            dtype=manifest_mod.dtype_message(dt), byte_size=_byte_size(aval.shape, dt),
         )
+        _set_shape(res, aval.shape, shape_plan, f"result {name!r}")
         if check is not None:
             res.check.CopyFrom(check)
     return program

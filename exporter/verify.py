@@ -239,7 +239,8 @@ def f32_reference(art: jaxport.artifact.Artifact, program: manifest_pb2.Program,
     Empty when the program has no low-precision result or cannot be widened (then the plain
     tolerance applies).
     """
-    if not _low_precision_results(program) or "cpu" not in art.manifest.platforms \
+    if not _low_precision_results(program) or program.polymorphic \
+            or "cpu" not in art.manifest.platforms \
             or _OVERRIDE is not None:
         return {}
     import jax
@@ -445,9 +446,11 @@ def _uses_x64(m: manifest_pb2.Manifest) -> bool:
 def _cases(
     goldens: Sequence[jaxport.artifact.Golden], program: manifest_pb2.Program
 ) -> list[jaxport.artifact.Golden]:
-    """The golden cases of `program` that have something to compare against."""
+    """The golden cases of `program` that have something to compare against: of its batch
+    size; for a bucket program, those at its sizes (the polymorphic program runs them all)."""
     return [g for g in goldens
-            if g.batch_size == program.batch_size and (g.outputs or g.check_outputs)]
+            if g.batch_size == program.batch_size and (g.outputs or g.check_outputs)
+            and (not program.dims or dict(g.dims) == dict(program.dims))]
 
 
 def _argument_values(m: manifest_pb2.Manifest, program: manifest_pb2.Program,
@@ -530,7 +533,8 @@ def _check_manifest_matches(exp: Any, m: manifest_pb2.Manifest,
         )
     declared = module_mod.main_signature(exp.mlir_module())
     described = ["!stablehlo.token" if a.role == _ARG.ARGUMENT_ROLE_TOKEN else
-                 "tensor<" + "".join(f"{d}x" for d in a.shape) + a.dtype.mlir + ">"
+                 "tensor<" + "".join("?x" if d < 0 else f"{d}x" for d in a.shape)
+                 + a.dtype.mlir + ">"
                  for a in program.arguments]
     if declared != described:
         raise ArtifactError(
@@ -538,13 +542,18 @@ def _check_manifest_matches(exp: Any, m: manifest_pb2.Manifest,
             f"{described}: the manifest was edited or is stale"
         )
     inputs = [i.name for i in m.inputs]
+    expressions = {d.name: d.expression for d in m.dimensions}
     for arg in leaf_args:
         aval = exp.in_avals[arg.leaf_index]
         if arg.role == _ARG.ARGUMENT_ROLE_PARAMETER:
             want_path = "[0][0]" + arg.key_path
         else:
             want_path = f"[0][{inputs.index(arg.name) + 1}]"
-        if paths[arg.leaf_index] != want_path or list(aval.shape) != list(arg.shape) or \
+        # A symbolic axis (-1, named) is the dimension's expression in jax's aval (`8*T_8`).
+        want_shape = [expressions.get(n, "?") if n else str(d)
+                      for d, n in zip(arg.shape, list(arg.dim_names) or [""] * len(arg.shape),
+                                      strict=True)]
+        if paths[arg.leaf_index] != want_path or [str(d) for d in aval.shape] != want_shape or \
                 np.dtype(aval.dtype) != manifest_mod.numpy_dtype(arg.dtype):
             raise ArtifactError(
                 f"manifest argument {arg.index} ({arg.name}) says {arg.dtype.numpy}"
@@ -561,13 +570,14 @@ def _check_jaxexport(art: jaxport.artifact.Artifact, platform: str) -> CheckResu
     comps: dict[str, Comparison] = {}
     device = jax.devices(platform)[0]
     for program in m.programs:  # every batch size's program (one when unbatched)
-        exp = art.exported(program.batch_size)
+        exp = art.exported(program.batch_size, dims=dict(program.dims) or None)
         _check_manifest_matches(exp, m, program)
         refs = f32_reference(art, program, _cases(goldens, program))
         for case in _cases(goldens, program):
             # Stored parameters and the case's inputs in the exported pytree; zeros for
             # leaves jax dropped (any value of the right type).
-            args, kwargs = art.call_arguments(case.inputs, program.batch_size)
+            args, kwargs = art.call_arguments(case.inputs, program.batch_size,
+                                              dims=dict(program.dims) or None)
             args, kwargs = jax.device_put((args, kwargs), device)
             results = jax.tree.leaves(exp.call(*args, **kwargs))
             _compare_case(program, results, _expected(case), comps, refs.get(case.name))
@@ -606,7 +616,9 @@ def _check_pjrt(art: jaxport.artifact.Artifact, platform: str) -> CheckResult:
     device = client.local_devices()[0]
     goldens = art.goldens()
     comps: dict[str, Comparison] = {}
-    for program in m.programs:  # every batch size's program (one when unbatched)
+    if not _fixed_programs(m):
+        return _polymorphic_skip("pjrt")
+    for program in _fixed_programs(m):  # every batch size's or bucket's program
         bytecode = (art.path / program.mlirbc_file).read_bytes()
         try:
             executable = client.compile_and_load(
@@ -625,7 +637,8 @@ def _check_pjrt(art: jaxport.artifact.Artifact, platform: str) -> CheckResult:
             out = executable.execute_sharded(buffers).disassemble_into_single_device_arrays()
             _compare_case(program, [np.asarray(o[0]) for o in out], _expected(case), comps,
                           refs.get(case.name))
-    return _result("pjrt", comps, _cases_detail(goldens, m) + f", on {platform}")
+    detail = _cases_detail(goldens, m, _fixed_programs(m))
+    return _result("pjrt", comps, f"{detail}, on {platform}")
 
 
 def _iree_type(shape: Sequence[int], dtype: manifest_pb2.DType) -> str:
@@ -656,20 +669,39 @@ def _check_iree(art: jaxport.artifact.Artifact) -> CheckResult:
                            f"exported for cpu ({', '.join(m.platforms)})")
     goldens = art.goldens()
     comps: dict[str, Comparison] = {}
-    for program in m.programs:  # every batch size's program (one when unbatched)
+    if not _fixed_programs(m):
+        return _polymorphic_skip("iree")
+    for program in _fixed_programs(m):  # every batch size's or bucket's program
         failed = _check_iree_program(art, program, _cases(goldens, program), compiler, runner,
                                      comps)
         if failed is not None:
             return failed
-    return _result("iree", comps, _cases_detail(goldens, m) + ", llvm-cpu")
+    return _result("iree", comps, _cases_detail(goldens, m, _fixed_programs(m)) + ", llvm-cpu")
 
 
-def _cases_detail(goldens: Sequence[jaxport.artifact.Golden], m: manifest_pb2.Manifest) -> str:
-    n = sum(len(_cases(goldens, p)) for p in m.programs)
-    if len(m.programs) == 1:
+def _fixed_programs(m: manifest_pb2.Manifest) -> list[manifest_pb2.Program]:
+    """The programs a consumer without jax runs: all but a shape-polymorphic one (its
+    `.mlirbc` has dynamic shapes and shape assertions only jax resolves)."""
+    return [p for p in m.programs if not p.polymorphic]
+
+
+def _polymorphic_skip(check: str) -> CheckResult:
+    return CheckResult(check, "skip", "the only program is shape-polymorphic (dynamic shapes "
+                       "only jax runs); export with --buckets for fixed-shape programs")
+
+
+def _cases_detail(goldens: Sequence[jaxport.artifact.Golden], m: manifest_pb2.Manifest,
+                  programs: Sequence[manifest_pb2.Program] | None = None) -> str:
+    programs = list(m.programs) if programs is None else list(programs)
+    n = sum(len(_cases(goldens, p)) for p in programs)
+    if len(programs) == 1:
         return f"{n} golden case(s)"
-    sizes = ",".join(str(p.batch_size) for p in m.programs)
-    return f"{n} golden case(s) over {len(m.programs)} programs (batch sizes {sizes})"
+    if m.dimensions:
+        what = ", ".join("polymorphic" if p.polymorphic else
+                         ".".join(f"{k}{v}" for k, v in p.dims.items()) for p in programs)
+        return f"{n} golden case(s) over {len(programs)} programs ({what})"
+    sizes = ",".join(str(p.batch_size) for p in programs)
+    return f"{n} golden case(s) over {len(programs)} programs (batch sizes {sizes})"
 
 
 def _check_iree_program(art: jaxport.artifact.Artifact, program: manifest_pb2.Program,

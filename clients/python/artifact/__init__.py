@@ -4,7 +4,8 @@ bridge (read), and the public API for Python consumers.
 One module per concept: `manifest` (schema I/O, validation, checksums), `weights` (zarr3 arrays
 via TensorStore), `goldens` (.npy cases), `paths` (the one rule for paths inside an artifact or
 repository), `checks` (the checkify table, output layout and failure text), `errors`, `location`
-(local paths and URLs), `index` (what a URL repository holds) and `reader` (`open`, `Artifact`).
+(local paths and URLs), `dims` (the admissible sizes of symbolic dimensions), `index` (what a
+URL repository holds) and `reader` (`open`, `Artifact`).
 An artifact older than jax's compatibility window warns with `CompatibilityWarning`.
 Importing this package never imports jax; only deserializing or calling a program does. It
 imports neither `jaxport.exporter` nor `jaxport.bridge`.
@@ -18,6 +19,7 @@ The format itself, every manifest field and its changelog: docs/artifact-format.
 
 from __future__ import annotations
 
+from jaxport.artifact.dims import DimensionError
 from jaxport.artifact.errors import (
     ArtifactError,
     CheckFailedError,
@@ -33,6 +35,7 @@ __all__ = [
     "CheckFailedError",
     "ChecksumError",
     "CompatibilityWarning",
+    "DimensionError",
     "Golden",
     "SchemaVersionError",
     "open",

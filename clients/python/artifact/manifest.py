@@ -16,7 +16,7 @@ import importlib.metadata
 import json
 import math
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -202,11 +202,27 @@ def _check_schema_version(version: object, source: str) -> None:
         )
 
 
-def _check_shape(shape: Iterable[int], what: str, source: str) -> int:
+def _check_shape(shape: Iterable[int], what: str, source: str,
+                 dim_names: Sequence[str] = (), polymorphic: bool = False) -> int:
+    """The element count of a fixed shape; 0 for a shape with a symbolic axis, which is allowed
+    only in a polymorphic program (or a TensorSpec) and only as -1 on an axis `dim_names`
+    names."""
     dims = list(shape)
-    if any(d < 0 for d in dims):
-        raise ArtifactError(f"{source}: {what} has a non-fixed shape {dims}; only fixed shapes")
-    return math.prod(dims)
+    if dim_names and (not polymorphic or len(dim_names) != len(dims)):
+        raise ArtifactError(f"{source}: {what} has dim_names {list(dim_names)} but "
+                            + ("is not in a polymorphic program" if not polymorphic else
+                               f"{len(dims)} axes"))
+    symbolic = False
+    for axis, d in enumerate(dims):
+        named = bool(dim_names) and bool(dim_names[axis])
+        if named and d != -1:
+            raise ArtifactError(f"{source}: {what} axis {axis} is symbolic "
+                                f"({dim_names[axis]}) but its size is {d}, not -1")
+        if d < 0 and not named:
+            raise ArtifactError(f"{source}: {what} has a non-fixed shape {dims}; only fixed "
+                                "shapes, or -1 on an axis dim_names names")
+        symbolic = symbolic or named
+    return 0 if symbolic else math.prod(dims)
 
 
 def _check_rel_path(path: str, what: str, source: str) -> None:
@@ -294,6 +310,7 @@ def validate(manifest: manifest_pb2.Manifest, source: str = MANIFEST_FILE) -> No
     exported_at(manifest, source)
     if not manifest.programs:
         raise ArtifactError(f"{source}: no programs")
+    _check_dimensions(manifest, source)
     multi_platform = len(manifest.platforms) > 1
     for p, program in enumerate(manifest.programs):
         where = f"programs[{p}]"
@@ -308,7 +325,7 @@ def validate(manifest: manifest_pb2.Manifest, source: str = MANIFEST_FILE) -> No
             names.add(arg.name)
             if arg.role == _ROLE.ARGUMENT_ROLE_TOKEN:
                 continue
-            n = _check_shape(arg.shape, what, source)
+            n = _check_shape(arg.shape, what, source, arg.dim_names, program.polymorphic)
             itemsize = numpy_dtype(arg.dtype).itemsize
             if arg.byte_size != n * itemsize:
                 raise ArtifactError(
@@ -338,13 +355,37 @@ def validate(manifest: manifest_pb2.Manifest, source: str = MANIFEST_FILE) -> No
             _check_position(res, i, what, source)
             if res.role == _RROLE.RESULT_ROLE_TOKEN:
                 continue
-            n = _check_shape(res.shape, what, source)
+            n = _check_shape(res.shape, what, source, res.dim_names, program.polymorphic)
             if res.byte_size != n * numpy_dtype(res.dtype).itemsize:
                 raise ArtifactError(f"{source}: {what} byte_size {res.byte_size} is inconsistent")
     for f in manifest.files:
         _check_rel_path(f.path, "files[]", source)
         if len(f.sha256) != 64:
             raise ArtifactError(f"{source}: files entry {f.path!r} has no sha256")
+
+
+def _check_dimensions(manifest: manifest_pb2.Manifest, source: str) -> None:
+    """Symbolic dimensions (schema 2): each well formed, and every named axis of an input or
+    output is -1 and names one of them."""
+    declared = set()
+    for d in manifest.dimensions:
+        if not d.name or d.name in declared or not 1 <= d.min <= d.max or d.multiple_of < 1 \
+                or d.min % d.multiple_of or d.max % d.multiple_of:
+            raise ArtifactError(f"{source}: dimensions entry {d.name!r} is malformed "
+                                f"({d.min}..{d.max}, multiple of {d.multiple_of})")
+        declared.add(d.name)
+    for kind, specs in (("inputs", manifest.inputs), ("outputs", manifest.outputs)):
+        for spec in specs:
+            if not spec.dim_names:
+                continue
+            what = f"{kind}[{spec.name!r}]"
+            _check_shape(spec.shape, what, source, spec.dim_names, polymorphic=True)
+            unknown = [n for n in spec.dim_names if n and n not in declared]
+            if unknown:
+                raise ArtifactError(f"{source}: {what} names dimension {unknown[0]!r}, which "
+                                    "manifest.dimensions does not declare")
+    if any(p.polymorphic for p in manifest.programs) and not declared:
+        raise ArtifactError(f"{source}: a polymorphic program but no manifest.dimensions")
 
 
 def check_paths(artifact_dir: str | os.PathLike[str] | Location,

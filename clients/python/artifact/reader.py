@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from jaxport.artifact import checks as checks_mod
+from jaxport.artifact import dims as dims_mod
 from jaxport.artifact import goldens as goldens_mod
 from jaxport.artifact import manifest as manifest_mod
 from jaxport.artifact import weights as weights_mod
@@ -55,7 +56,9 @@ class Golden:
     `expected_error` is JAX's `err.get()` text. `batch_size` is the program it belongs to
     (0 = the unbatched program). In a differentiable artifact (vjp_order >= 1) the first case
     of each program also has `output_cotangents` (by output name) and the `gradients` (by
-    argument name) `jax.vjp` of the original function gave for them.
+    argument name) `jax.vjp` of the original function gave for them. In a shape-polymorphic
+    artifact `dims` gives each symbolic dimension's size in the case: the polymorphic program
+    runs every case, a bucket program those whose `dims` are its own.
     """
 
     name: str
@@ -67,6 +70,8 @@ class Golden:
     expected_error: str
     output_cotangents: Mapping[str, np.ndarray] = field(default_factory=dict)
     gradients: Mapping[str, np.ndarray] = field(default_factory=dict)
+    # Shape-polymorphic artifacts: each symbolic dimension's size in this case.
+    dims: Mapping[str, int] = field(default_factory=dict)
 
 
 def open(path: str | os.PathLike[str] | Location, *, verify_checksums: bool = True
@@ -104,7 +109,7 @@ class Artifact:
         self.path: Path | str = (self.location.path if isinstance(self.location, LocalLocation)
                                  else str(self.location))
         self.manifest = manifest
-        self._exported: dict[int, jax_export.Exported] = {}
+        self._exported: dict[str, jax_export.Exported] = {}  # by jaxexport_file
 
     def __repr__(self) -> str:
         return f"Artifact({str(self.path)!r}, name={self.manifest.name!r})"
@@ -136,16 +141,32 @@ class Artifact:
         return self.manifest.outputs
 
     @property
+    def polymorphic(self) -> bool:
+        """Whether the model has symbolic dimensions (`manifest.dimensions`): `call` then takes
+        any admissible size (jaxport.artifact.dims)."""
+        return bool(self.manifest.dimensions)
+
+    @property
     def batch_sizes(self) -> tuple[int, ...]:
         """The exported batch sizes, ascending; empty for an unbatched artifact."""
         if not self.manifest.HasField("batching"):
             return ()
         return tuple(sorted(self.manifest.batching.batch_sizes))
 
-    def program(self, batch_size: int | None = None) -> manifest_pb2.Program:
+    def program(self, batch_size: int | None = None, *, dims: Mapping[str, int] | None = None
+                ) -> manifest_pb2.Program:
         """The manifest Program for `batch_size` (None: the only program; an unbatched artifact
-        has exactly one). ArtifactError names the exported sizes when there is none."""
-        programs = {p.batch_size: p for p in self.manifest.programs}
+        has exactly one, a polymorphic one its polymorphic program), or the bucket program of
+        `dims` (`{"B": 8, "T": 128}`). ArtifactError names what is exported when there is
+        none."""
+        if dims:
+            for p in self.manifest.programs:
+                if p.dims and dict(p.dims) == dict(dims):
+                    return p
+            buckets = [dict(p.dims) for p in self.manifest.programs if p.dims]
+            raise ArtifactError(f"{self.location}: no bucket program for {dict(dims)} "
+                                f"(buckets: {buckets or 'none'})")
+        programs = {p.batch_size: p for p in self.manifest.programs if not p.dims}
         if batch_size is None:
             if len(programs) == 1:
                 return next(iter(programs.values()))
@@ -182,18 +203,20 @@ class Artifact:
         program, leaves from the weights). A leaf the program does not use was not stored; it
         comes back as zeros of its shape and dtype."""
         program = self.manifest.programs[0]
-        exp = self.exported(program.batch_size or None)
+        exp = self.exported(program.batch_size or None, dims=dict(program.dims) or None)
         args, _ = exp.in_tree.unflatten(self._leaves(exp, program, inputs=None))
         return args[0]
 
     # -- programs -----------------------------------------------------------------------------
 
-    def exported(self, batch_size: int | None = None) -> jax_export.Exported:
-        """The deserialized `jax.export.Exported` of one program (imports jax)."""
+    def exported(self, batch_size: int | None = None, *, dims: Mapping[str, int] | None = None
+                 ) -> jax_export.Exported:
+        """The deserialized `jax.export.Exported` of one program (`program(batch_size, dims=)`;
+        imports jax)."""
         from jax import export as jax_export
 
-        program = self.program(batch_size)
-        exp = self._exported.get(program.batch_size)
+        program = self.program(batch_size, dims=dims)
+        exp = self._exported.get(program.jaxexport_file)
         if exp is None:
             blob = self.read_file(program.jaxexport_file)
             try:
@@ -202,11 +225,12 @@ class Artifact:
                 raise ArtifactError(
                     f"{self.location.display(program.jaxexport_file)}: cannot deserialize: {exc}"
                 ) from None
-            self._exported[program.batch_size] = exp
+            self._exported[program.jaxexport_file] = exp
         return exp
 
     def call_arguments(
-        self, inputs: Mapping[str, Any], batch_size: int | None = None
+        self, inputs: Mapping[str, Any], batch_size: int | None = None, *,
+        dims: Mapping[str, int] | None = None,
     ) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """`(args, kwargs)` for `self.exported(batch_size).call(*args, **kwargs)`: the stored
         parameters and `inputs` (by input name, used as given: no dtype or shape checks) in the
@@ -216,8 +240,8 @@ class Artifact:
         `program(batch_size)`, in order, check outputs included. To run the model, use `call`
         (inputs checked, program chosen by their batch size, check failures raised).
         """
-        program = self.program(batch_size)
-        exp = self.exported(batch_size)
+        program = self.program(batch_size, dims=dims)
+        exp = self.exported(batch_size, dims=dims)
         args, kwargs = exp.in_tree.unflatten(self._leaves(exp, program, inputs))
         return args, kwargs
 
@@ -255,8 +279,11 @@ class Artifact:
         """Run the program on inputs given by name; outputs by name (numpy).
 
         `art.call(x=x)` or `art.call({"x": x})`. With batch sizes, the program is the one whose
-        size equals the inputs' leading dimension. A runtime check compiled into the program
-        (checkify) that fires raises `CheckFailedError` carrying JAX's `err.get()` text.
+        size equals the inputs' leading dimension. A polymorphic artifact runs its polymorphic
+        program at the inputs' own sizes, after checking them against the dimensions' rules
+        (`DimensionError` names the input, the dimension and the rule). A runtime check
+        compiled into the program (checkify) that fires raises `CheckFailedError` carrying
+        JAX's `err.get()` text.
         """
         import contextlib
 
@@ -282,6 +309,12 @@ class Artifact:
                     f"(convert it, e.g. x.astype(np.{want.name}))"
                 )
             arrays[name] = value
+        if self.polymorphic:
+            for spec in declared.values():
+                if spec.dim_names and arrays[spec.name].ndim != len(spec.shape):
+                    raise ArtifactError(f"input {spec.name!r}: {arrays[spec.name].ndim} "
+                                        f"dimensions, the model takes {len(spec.shape)}")
+            dims_mod.bind(self.manifest, {n: a.shape for n, a in arrays.items()})
         batch = None
         if self.batch_sizes:
             batched = list(self.manifest.batching.batched_inputs)
@@ -344,6 +377,7 @@ class Artifact:
             Golden(case.name, case.batch_size, load(case.inputs, in_dtypes),
                    load(case.outputs, res_dtypes), load(case.check_outputs, res_dtypes),
                    case.expected_check, case.expected_error,
-                   load(case.output_cotangents, res_dtypes), load(case.gradients, arg_dtypes))
+                   load(case.output_cotangents, res_dtypes), load(case.gradients, arg_dtypes),
+                   dict(case.dims))
             for case in self.manifest.goldens
         ]
