@@ -38,8 +38,9 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{message} (see {self.prog} --help)")
 
 
-def parse_input_spec(text: str) -> tuple[str, Any, tuple[int, ...]]:
-    """`NAME:DTYPE[d0,d1,...]` -> (name, numpy dtype, shape). DTYPE: numpy name or OIP datatype."""
+def parse_input_spec(text: str) -> tuple[str, Any, tuple[int | str, ...]]:
+    """`NAME:DTYPE[d0,d1,...]` -> (name, numpy dtype, shape). DTYPE: numpy name or OIP datatype.
+    A dimension is a number or a name (a symbolic dimension, which `--dim` must declare)."""
     from jaxport.protocol import dtypes
 
     m = _INPUT_RE.match(text.strip())
@@ -65,19 +66,69 @@ def parse_input_spec(text: str) -> tuple[str, Any, tuple[int, ...]]:
             raise UsageError(
                 f"--input {name}: unknown dtype {dtype_name!r}; supported: {supported}"
             ) from None
-    shape: list[int] = []
+    shape: list[int | str] = []
     for dim in (d.strip() for d in dims_text.split(",")) if dims_text else ():
         if dim.isdigit():
             shape.append(int(dim))
         elif re.fullmatch(r"[A-Za-z_]\w*", dim):
-            raise ExportError(
-                f"--input {name}: symbolic dimension {dim!r} in {text!r}; jaxport exports fixed "
-                "shapes only: give a number, or for a batch dimension write it B in dimension 0 "
-                "and pass --batch-sizes 1,8,32 (one fixed-shape program per size)"
-            )
+            shape.append(dim)
+        elif re.search(r"[A-Za-z_]", dim):
+            raise UsageError(
+                f"--input {name}: dimension {dim!r} in {text!r} is a form, not a name: a "
+                "symbolic dimension is one name (T) that an input has alone (jax cannot solve "
+                "a+b or 2*T from a request's shape); for multiples use --dim T=MIN..MAX:2")
         else:
             raise UsageError(f"--input {name}: bad dimension {dim!r} in {text!r}")
     return name, row.numpy, tuple(shape)
+
+
+def _undeclared(specs: Sequence[tuple[str, Any, tuple[int | str, ...]]], texts: Sequence[str]
+                ) -> None:
+    """Without --dim, a named dimension is refused naming it and both ways out."""
+    for (name, _, shape), text in zip(specs, texts, strict=True):
+        for dim in shape:
+            if isinstance(dim, str):
+                raise ExportError(
+                    f"--input {name}: symbolic dimension {dim!r} in {text!r} has no --dim: "
+                    f"declare its sizes (--dim {dim}=MIN..MAX[:MULTIPLE], one shape-polymorphic "
+                    "program), or give a number (fixed shapes; for a batch dimension write it B "
+                    "in dimension 0 and pass --batch-sizes 1,8,32, one program per size)")
+
+
+def _parse_dims(values: Sequence[str]) -> dict[str, tuple[int, int, int]]:
+    """`--dim NAME=MIN..MAX[:MULTIPLE]`, repeated -> {name: (min, max, multiple)}."""
+    from jaxport.exporter.symbolic import DIM_SYNTAX, parse_dim_range
+
+    out: dict[str, tuple[int, int, int]] = {}
+    for v in values:
+        name, _, rng = v.partition("=")
+        name = name.strip()
+        try:
+            if not re.fullmatch(r"[A-Za-z_]\w*", name):
+                raise ValueError(name)
+            parsed = parse_dim_range(rng)
+        except ValueError:
+            raise UsageError(f"--dim {v!r}: expected {DIM_SYNTAX}") from None
+        if name in out:
+            raise UsageError(f"--dim {name}: given twice")
+        out[name] = parsed
+    return out
+
+
+def _parse_buckets(values: Sequence[str]) -> dict[str, list[int]]:
+    """`--buckets DIM=N1,N2,...`, repeated -> {dim: [sizes]}."""
+    out: dict[str, list[int]] = {}
+    for v in values:
+        name, _, sizes = v.partition("=")
+        name = name.strip()
+        parts = [t.strip() for t in sizes.split(",")]
+        if not re.fullmatch(r"[A-Za-z_]\w*", name) or not all(t.isdigit() for t in parts):
+            raise UsageError(f"--buckets {v!r}: expected DIM=N1,N2,..., e.g. --buckets "
+                             "T=128,512 (repeat per dimension)")
+        if name in out:
+            raise UsageError(f"--buckets {name}: given twice")
+        out[name] = [int(t) for t in parts]
+    return out
 
 
 def _import_attr(spec: str, flag: str) -> Callable[..., Any]:
@@ -171,7 +222,8 @@ def _load_params(value: str, step: str | None,
 def _export_parser() -> _Parser:
     p = _Parser(
         prog="jaxport export",
-        description="Export FUNCTION(params, *inputs) as a fixed-shape StableHLO artifact.",
+        description="Export FUNCTION(params, *inputs) as a StableHLO artifact (fixed shapes, "
+                    "or symbolic dimensions declared with --dim).",
     )
     p.add_argument("function", metavar="MODULE:FUNCTION",
                    help="the function to export, called as FUNCTION(params, *inputs)")
@@ -210,6 +262,14 @@ def _export_parser() -> _Parser:
     p.add_argument("--batch-sizes", metavar="N1,N2,...",
                    help="one fixed-shape program per batch size (e.g. 1,8,32): dimension 0 of "
                         "every input is the batch dimension; write it B, e.g. x:float32[B,16]")
+    p.add_argument("--dim", action="append", default=[], metavar="NAME=MIN..MAX[:M]",
+                   help="declare a symbolic dimension named in --input shapes (e.g. "
+                        "tokens:int32[B,T]) with its sizes: --dim B=1..64 --dim T=8..2048:8 "
+                        "(:8 = multiples of 8); exports ONE shape-polymorphic program")
+    p.add_argument("--buckets", action="append", default=[], metavar="DIM=N1,N2",
+                   help="with --dim: also one fixed-shape program per combination of these "
+                        "sizes (e.g. T=128,512; repeat per dimension; --batch-sizes gives B's), "
+                        "for consumers without jax (PJRT, IREE)")
     p.add_argument("--max-constant-bytes", type=int, metavar="N",
                    help="largest dense constant the program may embed (default "
                         f"{DEFAULT_MAX_CONSTANT_BYTES}); larger ones are refused as baked-in "
@@ -307,9 +367,13 @@ def export_main(argv: Sequence[str]) -> int:
     def body() -> int:
         ns = _export_parser().parse_args(list(argv))
         batch_sizes = _parse_batch_sizes(ns.batch_sizes) if ns.batch_sizes is not None else None
-        texts = ns.input if batch_sizes is None else [
+        dims = _parse_dims(ns.dim)
+        buckets = _parse_buckets(ns.buckets)
+        texts = ns.input if batch_sizes is None or dims else [
             re.sub(r"\[\s*B\s*(?=[,\]])", "[1", s, count=1) for s in ns.input]
         specs = [parse_input_spec(s) for s in texts]
+        if not dims:
+            _undeclared(specs, texts)
         names = [n for n, _, _ in specs]
         if len(set(names)) != len(names):
             raise UsageError(f"--input names must be unique, got {names}")
@@ -336,7 +400,8 @@ def export_main(argv: Sequence[str]) -> int:
             from jaxport.exporter import params as params_mod
 
             params = params_mod.select(params, params_path)
-        inputs = {n: jax.ShapeDtypeStruct(shape, dt) for n, dt, shape in specs}
+        inputs: dict[str, Any] = {n: (shape, dt) if dims else jax.ShapeDtypeStruct(shape, dt)
+                                  for n, dt, shape in specs}
         check_goldens = None
         if ns.check_goldens:
             check_goldens = _import_attr(ns.check_goldens, "--check-goldens")()
@@ -357,7 +422,8 @@ def export_main(argv: Sequence[str]) -> int:
             source_function=ns.function, checks=check_kinds, check_goldens=check_goldens,
             require_check_goldens=ns.require_check_goldens,
             labels=labels, vjp_order=ns.vjp_order, allow_custom_calls=ns.allow_custom_call,
-            calling_convention=ns.calling_convention,
+            calling_convention=ns.calling_convention, dims=dims or None,
+            buckets=buckets or None,
             **({"batch_sizes": batch_sizes} if batch_sizes is not None else {}),
             **({"max_constant_bytes": ns.max_constant_bytes}
                if ns.max_constant_bytes is not None else {}),

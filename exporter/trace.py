@@ -105,8 +105,10 @@ def check_inputs(inputs: Mapping[str, Any]) -> dict[str, jax.ShapeDtypeStruct]:
             if not isinstance(d, (int, np.integer)) or isinstance(d, bool):
                 raise ExportError(
                     f"input {name!r} has symbolic dimension {str(d)!r} in shape {tuple(shape)}; "
-                    "jaxport exports fixed shapes only: give every dimension a number (for a "
-                    "batch dimension: dimension 0 and batch_sizes= / --batch-sizes 1,8,32)"
+                    "without dims= (--dim) jaxport exports fixed shapes: give every dimension a "
+                    "number (for a batch dimension: dimension 0 and batch_sizes= / "
+                    "--batch-sizes 1,8,32), or name it in a (shape, dtype) input and declare "
+                    "its sizes with dims= (--dim)"
                 )
             if d < 0:
                 raise ExportError(f"input {name!r} has a negative dimension in {tuple(shape)}")
