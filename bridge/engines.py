@@ -1,8 +1,10 @@
-"""The two engines that execute one fixed-shape program of an artifact (no grpc in here).
+"""The two engines that execute one program of an artifact (no grpc in here).
 
-- `exported`: `Exported.call` under one `jax.jit`, lowered and compiled once;
+- `exported`: `Exported.call` under one `jax.jit`, lowered and compiled once
+  (`ExportedEngine`); for a shape-polymorphic program, compiled once per distinct concrete
+  input shape, the executables kept in an LRU of `POLYMORPHIC_CACHE_SIZE` (`PolymorphicEngine`);
 - `pjrt`: the raw `model.mlirbc` compiled by the PJRT client, every `@main` argument bound from
-  the manifest's flat order (what a C++ runtime does).
+  the manifest's flat order (what a C++ runtime does); fixed-shape programs only.
 
 Engines interpret no manifest and check no request: `jaxport.bridge.loading` hands them what
 the manifest says (leaves, argument slots, parameters already on the device) and
@@ -12,6 +14,8 @@ the manifest says (leaves, argument slots, parameters already on the device) and
 from __future__ import annotations
 
 import math
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
@@ -59,6 +63,12 @@ class ExportedEngine:
         params_by_leaf: Mapping[int, jax.Array],
         device: jax.Device,
     ) -> None:
+        self._bind(exp, input_leaves, params_by_leaf, device)
+        self._compiled = self._compile(input_sigs)
+
+    def _bind(self, exp: jax_export.Exported, input_leaves: Sequence[int],
+              params_by_leaf: Mapping[int, jax.Array], device: jax.Device) -> None:
+        """The resident arguments (`_fixed`) and the jitted call that places the inputs."""
         n_leaves = len(exp.in_avals)
         input_leaves = list(input_leaves)
         fixed_leaves = [i for i in range(n_leaves) if i not in set(input_leaves)]
@@ -81,12 +91,74 @@ class ExportedEngine:
             args, kwargs = jax.tree.unflatten(in_tree, leaves)
             return tuple(jax.tree.leaves(exp.call(*args, **kwargs)))
 
-        sharding = jax.sharding.SingleDeviceSharding(device)
-        specs = tuple(jax.ShapeDtypeStruct(s, d, sharding=sharding) for s, d in input_sigs)
-        self._compiled = jax.jit(call).lower(self._fixed, specs).compile()
+        self._jitted = jax.jit(call)
+        self._sharding = jax.sharding.SingleDeviceSharding(device)
+
+    def _compile(self, input_sigs: Sequence[InputSig]) -> Any:
+        specs = tuple(jax.ShapeDtypeStruct(s, d, sharding=self._sharding) for s, d in input_sigs)
+        return self._jitted.lower(self._fixed, specs).compile()
 
     def execute(self, inputs: Sequence[jax.Array | np.ndarray]) -> list[jax.Array]:
         return list(self._compiled(self._fixed, tuple(inputs)))
+
+
+# Executables a PolymorphicEngine keeps, one per distinct concrete input shape (least recently
+# used evicted first). A sequence model served at 8..2048 step 8 has 256 lengths times every
+# batch size; each executable of a small model is a few hundred KiB of host memory.
+POLYMORPHIC_CACHE_SIZE = 32
+
+
+class PolymorphicEngine(ExportedEngine):
+    """A shape-polymorphic `Exported` under `jax.jit`: jax compiles one executable per concrete
+    input shape, so this engine compiles on the first request of each shape and keeps the
+    `cache_size` (default `POLYMORPHIC_CACHE_SIZE`) most recently used executables (an LRU: a
+    client cycling through more shapes pays a compilation per miss, memory stays bounded).
+    The request's sizes were checked against the dimensions' rules before (`Model.prepare`);
+    jax checks them again inside.
+
+    `compilations` counts the executables built (misses), for statistics and tests."""
+
+    def __init__(
+        self,
+        exp: jax_export.Exported,
+        input_leaves: Sequence[int],
+        input_dtypes: Sequence[np.dtype],
+        params_by_leaf: Mapping[int, jax.Array],
+        device: jax.Device,
+        cache_size: int | None = None,
+    ) -> None:
+        cache_size = POLYMORPHIC_CACHE_SIZE if cache_size is None else cache_size
+        if cache_size < 1:
+            raise ValueError(f"cache_size must be >= 1, got {cache_size}")
+        self._bind(exp, input_leaves, params_by_leaf, device)
+        self._dtypes = tuple(input_dtypes)
+        self._cache: OrderedDict[tuple[tuple[int, ...], ...], Any] = OrderedDict()
+        self._cache_size = cache_size
+        self._lock = threading.Lock()
+        self.compilations = 0
+
+    def cached_shapes(self) -> list[tuple[tuple[int, ...], ...]]:
+        """The input shapes with a compiled executable, least recently used first."""
+        with self._lock:
+            return list(self._cache)
+
+    def execute(self, inputs: Sequence[jax.Array | np.ndarray]) -> list[jax.Array]:
+        key = tuple(tuple(int(d) for d in x.shape) for x in inputs)
+        with self._lock:
+            compiled = self._cache.get(key)
+            if compiled is not None:
+                self._cache.move_to_end(key)
+        if compiled is None:
+            # Outside the lock: other shapes keep running while this one compiles (two
+            # concurrent first requests of one shape may both compile; one executable stays).
+            compiled = self._compile(list(zip(key, self._dtypes, strict=True)))
+            with self._lock:
+                self.compilations += 1
+                self._cache[key] = compiled
+                self._cache.move_to_end(key)
+                while len(self._cache) > self._cache_size:
+                    self._cache.popitem(last=False)
+        return list(compiled(self._fixed, tuple(inputs)))
 
 
 class PjrtEngine:

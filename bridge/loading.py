@@ -30,7 +30,14 @@ from jax import export as jax_export
 from jaxport.artifact.errors import ArtifactError, ChecksumError
 from jaxport.artifact.location import Location
 from jaxport.artifact.manifest import CompatibilityWarning
-from jaxport.bridge.engines import ENGINES, Engine, ExportedEngine, InputSig, PjrtEngine
+from jaxport.bridge.engines import (
+    ENGINES,
+    Engine,
+    ExportedEngine,
+    InputSig,
+    PjrtEngine,
+    PolymorphicEngine,
+)
 from jaxport.bridge.model import Model, Program, TensorSig
 from jaxport.protocol import dtypes
 from jaxport.protocol.errors import FailedPreconditionError
@@ -72,9 +79,14 @@ def _input_leaves(manifest: manifest_pb2.Manifest, program: manifest_pb2.Program
 
 def _input_shapes(manifest: manifest_pb2.Manifest, program: manifest_pb2.Program
                   ) -> tuple[tuple[int, ...], ...]:
+    """Each input's shape in `program`; for a polymorphic one, at every dimension's smallest
+    size (the shape the warm-up compiles)."""
+    smallest = {d.name: int(d.min) for d in manifest.dimensions}
     shapes = []
     for spec in manifest.inputs:
         shape = [int(d) for d in spec.shape]
+        if program.polymorphic and spec.dim_names:
+            shape = [smallest[n] if n else d for d, n in zip(shape, spec.dim_names, strict=True)]
         if shape and shape[0] == -1:
             shape[0] = program.batch_size
         if any(d < 0 for d in shape):
@@ -167,10 +179,21 @@ def load_model(name: str, version: int, path: Path | Location, *, engine: str = 
             f"artifact was exported for platforms {list(manifest.platforms)}; "
             f"this bridge runs on {device.platform}"
         )
+    # A model with symbolic dimensions is served by its polymorphic program at every admissible
+    # size; its bucket programs are for consumers without jax.
+    served = [p for p in manifest.programs if p.polymorphic] if manifest.dimensions \
+        else list(manifest.programs)
+    if manifest.dimensions and engine != "exported":
+        raise LoadError(
+            f"the model has symbolic dimensions ({', '.join(d.name for d in manifest.dimensions)})"
+            f" and --engine {engine} runs fixed-shape programs only; serve it with --engine "
+            "exported (jax compiles the polymorphic program per request shape)")
+    if not served:
+        raise LoadError("manifest: symbolic dimensions but no polymorphic program")
 
     exps: dict[int, jax_export.Exported] = {}
     blobs: dict[int, bytes] = {}
-    for program in manifest.programs:
+    for program in served:
         if engine == "exported":
             try:
                 exps[program.batch_size] = art.exported(program.batch_size or None)
@@ -205,7 +228,7 @@ def load_model(name: str, version: int, path: Path | Location, *, engine: str = 
     inputs = tuple(_sig(s) for s in manifest.inputs)
     outputs = tuple(_sig(s) for s in manifest.outputs)
     programs: dict[int, Program] = {}
-    for program in manifest.programs:
+    for program in served:
         shapes = _input_shapes(manifest, program)
         outs, checks = _result_positions(manifest, program)
         build: Callable[[], Engine]
@@ -219,7 +242,11 @@ def load_model(name: str, version: int, path: Path | Location, *, engine: str = 
             sigs = [(s, sig.dtype.numpy) for s, sig in zip(shapes, inputs, strict=True)]
             params = {a.leaf_index: by_leaf[a.leaf_index] for a in program.arguments
                       if a.role == _ARG.ARGUMENT_ROLE_PARAMETER}
-            build = functools.partial(ExportedEngine, exp, leaves, sigs, params, device)
+            if program.polymorphic:
+                build = functools.partial(PolymorphicEngine, exp, leaves,
+                                          [sig.dtype.numpy for sig in inputs], params, device)
+            else:
+                build = functools.partial(ExportedEngine, exp, leaves, sigs, params, device)
         else:
             slots, bindings = _pjrt_arguments(manifest, program, by_leaf, device)
             blob = blobs[program.batch_size]

@@ -19,6 +19,7 @@ import jax
 import jaxport.artifact
 import numpy as np
 from jaxport.artifact import checks as checks_io
+from jaxport.artifact import dims as dims_io
 from jaxport.artifact.errors import CheckFailedError
 from jaxport.bridge.batcher import BatchingConfig, DynamicBatcher, pad_rows
 from jaxport.bridge.engines import Engine
@@ -34,7 +35,8 @@ Declared = Iterable[tuple[str, str, Sequence[int]]]
 
 @dataclass(frozen=True)
 class TensorSig:
-    """A model input or output as a caller sees it. -1 marks the batch dimension."""
+    """A model input or output as a caller sees it. -1 marks the batch dimension or a symbolic
+    dimension (whose rule `Model.prepare` checks)."""
 
     name: str
     shape: tuple[int, ...]
@@ -126,6 +128,9 @@ class Model:
             frozenset(manifest.batching.batched_outputs) if manifest.HasField("batching")
             else frozenset()
         )
+        # Symbolic dimensions (a shape-polymorphic model): every request's sizes are checked
+        # against their rules in `prepare` (jaxport.artifact.dims, the one rule).
+        self._dimensions = tuple(manifest.dimensions)
         # Set by `enable_batching`: requests of any batch size 1..max go through it.
         self.batcher: DynamicBatcher | None = None
         # Computed once here, never per request: the exported sizes ascending, and which check
@@ -191,8 +196,16 @@ class Model:
         InvalidArgumentError naming the input or output at fault. `classes`: requested outputs
         to return as top-k classification results, k by name (numeric outputs only).
         """
+        shapes: dict[str, Sequence[int]] = {}
         for name, datatype, shape in declared:
             self._check_declared(name, datatype, shape)
+            if self._dimensions:
+                shapes[name] = shape
+        if self._dimensions:  # symbolic dimensions: sizes checked before jax sees them
+            try:
+                dims_io.bind(self.manifest, shapes)
+            except dims_io.DimensionError as exc:
+                raise InvalidArgumentError(f"{exc} ({self.label})") from None
         arrays = decode()
         outputs = self._check_outputs(requested)
         classes = dict(classes or {})

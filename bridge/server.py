@@ -243,6 +243,12 @@ def _load(name: str, version: int, path: Path, *, settings: Settings) -> Model:
     model = load_model(name, version, path, engine=settings.engine)
     batching = settings.batching_for(name)
     listed = any(m.name == name for m in settings.batching_models)
+    if batching is not None and model.manifest.dimensions:
+        names = ", ".join(d.name for d in model.manifest.dimensions)
+        raise LoadError(
+            f"{model.label} has symbolic dimensions ({names}): dynamic batching of a "
+            "shape-polymorphic model is not built; serve it without --batching (each request "
+            "then runs unpadded at its own size)")
     # --batching alone skips models without batch sizes; a model named in --batching-models
     # must batch: a LoadError (naming the model) fails its load.
     if batching is not None and (model.batch_sizes or listed):
