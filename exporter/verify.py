@@ -697,8 +697,9 @@ def _cases_detail(goldens: Sequence[jaxport.artifact.Golden], m: manifest_pb2.Ma
     if len(programs) == 1:
         return f"{n} golden case(s)"
     if m.dimensions:
-        what = ", ".join("polymorphic" if p.polymorphic else
-                         ".".join(f"{k}{v}" for k, v in p.dims.items()) for p in programs)
+        what = ", ".join("polymorphic" if p.polymorphic else  # dims in declaration order
+                         ".".join(f"{d.name}{p.dims[d.name]}" for d in m.dimensions)
+                         for p in programs)
         return f"{n} golden case(s) over {len(programs)} programs ({what})"
     sizes = ",".join(str(p.batch_size) for p in programs)
     return f"{n} golden case(s) over {len(programs)} programs (batch sizes {sizes})"
