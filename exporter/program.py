@@ -188,10 +188,12 @@ def _byte_size(shape: Sequence[Any], dtype: np.dtype) -> int:
 
 
 def _require_same_weights(lowered: Sequence[Lowered], fn_name: str) -> None:
-    """The polymorphic program and its bucket programs share one set of weights."""
+    """The bucket programs read their parameters from the polymorphic program's weights. jax
+    keeps every argument of a shape-polymorphic program (even unused ones), so a bucket
+    program may take fewer parameters and inputs, never others."""
     kept = set(lowered[0].exported.module_kept_var_idx)
     for low in lowered[1:]:
-        if set(low.exported.module_kept_var_idx) != kept:
+        if not set(low.exported.module_kept_var_idx) <= kept:
             raise ExportError(
                 f"{fn_name} uses different parameters in the bucket program {low.dims} than in "
                 "the polymorphic program; bucket programs must share one set of weights")

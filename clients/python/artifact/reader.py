@@ -259,8 +259,8 @@ class Artifact:
             elif arg.role == _ARG.ARGUMENT_ROLE_INPUT:
                 by_leaf[arg.leaf_index] = None if inputs is None else inputs[arg.name]
         for dropped in self.manifest.dropped_leaves:
-            if dropped.kind == "input" and inputs is None:
-                by_leaf[dropped.leaf_index] = None
+            if dropped.kind == "input":  # as given: a symbolic shape has no zeros to make
+                by_leaf[dropped.leaf_index] = None if inputs is None else inputs[dropped.name]
         leaves = []
         for i, aval in enumerate(exp.in_avals):
             if i in by_leaf:
