@@ -2,7 +2,7 @@
 
 - `exported`: `Exported.call` under one `jax.jit`, lowered and compiled once
   (`ExportedEngine`); for a shape-polymorphic program, compiled once per distinct concrete
-  input shape, the executables kept in an LRU of `POLYMORPHIC_CACHE_SIZE` (`PolymorphicEngine`);
+  input shape, the executables kept in an LRU (`PolymorphicEngine`, `--compiled-shapes`);
 - `pjrt`: the raw `model.mlirbc` compiled by the PJRT client, every `@main` argument bound from
   the manifest's flat order (what a C++ runtime does); fixed-shape programs only.
 
@@ -23,6 +23,7 @@ import jax
 import jax.extend.backend
 import numpy as np
 from jax import export as jax_export
+from jaxport.bridge.settings import DEFAULT_COMPILED_SHAPES
 
 ENGINES = ("exported", "pjrt")
 # Inputs of a request up to this size go to the device through one compiled identity.
@@ -102,16 +103,13 @@ class ExportedEngine:
         return list(self._compiled(self._fixed, tuple(inputs)))
 
 
-# Executables a PolymorphicEngine keeps, one per distinct concrete input shape (least recently
-# used evicted first). A sequence model served at 8..2048 step 8 has 256 lengths times every
-# batch size; each executable of a small model is a few hundred KiB of host memory.
-POLYMORPHIC_CACHE_SIZE = 32
 
 
 class PolymorphicEngine(ExportedEngine):
     """A shape-polymorphic `Exported` under `jax.jit`: jax compiles one executable per concrete
     input shape, so this engine compiles on the first request of each shape and keeps the
-    `cache_size` (default `POLYMORPHIC_CACHE_SIZE`) most recently used executables (an LRU: a
+    `cache_size` (`jaxport serve --compiled-shapes`, default 32) most recently used executables
+    (an LRU: a
     client cycling through more shapes pays a compilation per miss, memory stays bounded).
     The request's sizes were checked against the dimensions' rules before (`Model.prepare`);
     jax checks them again inside.
@@ -125,9 +123,8 @@ class PolymorphicEngine(ExportedEngine):
         input_dtypes: Sequence[np.dtype],
         params_by_leaf: Mapping[int, jax.Array],
         device: jax.Device,
-        cache_size: int | None = None,
+        cache_size: int = DEFAULT_COMPILED_SHAPES,
     ) -> None:
-        cache_size = POLYMORPHIC_CACHE_SIZE if cache_size is None else cache_size
         if cache_size < 1:
             raise ValueError(f"cache_size must be >= 1, got {cache_size}")
         self._bind(exp, input_leaves, params_by_leaf, device)

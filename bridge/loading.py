@@ -39,6 +39,7 @@ from jaxport.bridge.engines import (
     PolymorphicEngine,
 )
 from jaxport.bridge.model import Model, Program, TensorSig
+from jaxport.bridge.settings import DEFAULT_COMPILED_SHAPES
 from jaxport.protocol import dtypes
 from jaxport.protocol.errors import FailedPreconditionError
 from jaxport.protocol.gen.jaxport.v1 import manifest_pb2
@@ -139,10 +140,11 @@ def _pjrt_arguments(
     return slots, bindings
 
 
-def load_model(name: str, version: int, path: Path | Location, *, engine: str = "exported"
-               ) -> Model:
+def load_model(name: str, version: int, path: Path | Location, *, engine: str = "exported",
+               compiled_shapes: int = DEFAULT_COMPILED_SHAPES) -> Model:
     """Load, verify, compile and warm up one artifact directory (`path`: local, or a Location
-    read by URL, see `jaxport.artifact.location`). Raises LoadError on refusal."""
+    read by URL, see `jaxport.artifact.location`). Raises LoadError on refusal.
+    `compiled_shapes`: executables a shape-polymorphic model keeps (`--compiled-shapes`)."""
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
     seconds: dict[str, float] = {}
@@ -244,7 +246,8 @@ def load_model(name: str, version: int, path: Path | Location, *, engine: str = 
                       if a.role == _ARG.ARGUMENT_ROLE_PARAMETER}
             if program.polymorphic:
                 build = functools.partial(PolymorphicEngine, exp, leaves,
-                                          [sig.dtype.numpy for sig in inputs], params, device)
+                                          [sig.dtype.numpy for sig in inputs], params, device,
+                                          compiled_shapes)
             else:
                 build = functools.partial(ExportedEngine, exp, leaves, sigs, params, device)
         else:

@@ -71,7 +71,8 @@ NODE_KEY = "jaxport-node"
 # Settings of `jaxport serve` that mean the same thing inside a replica; the rest (ports, TLS,
 # auth, metrics, shared memory, drain) belong to Serve's proxy and cluster, not to a replica.
 MODEL_SETTINGS = (
-    "engine", "model_version_policy", "max_inflight_per_model", "max_queue_per_model",
+    "engine", "compiled_shapes", "model_version_policy", "max_inflight_per_model",
+    "max_queue_per_model",
     "batching", "max_queue_delay_us", "preferred_batch_sizes", "batch_queue_size",
     "batching_models", "log_level", "model_name",
 )

@@ -240,7 +240,8 @@ class Bridge:
 
 
 def _load(name: str, version: int, path: Path, *, settings: Settings) -> Model:
-    model = load_model(name, version, path, engine=settings.engine)
+    model = load_model(name, version, path, engine=settings.engine,
+                       compiled_shapes=settings.compiled_shapes)
     batching = settings.batching_for(name)
     listed = any(m.name == name for m in settings.batching_models)
     if batching is not None and model.manifest.dimensions:

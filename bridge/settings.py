@@ -24,6 +24,10 @@ MIB = 1024 * 1024
 DEFAULT_MAX_MESSAGE_BYTES = 96 * MIB
 
 ENGINES = ("exported", "pjrt")
+# Executables a shape-polymorphic model keeps (jaxport.bridge.engines.PolymorphicEngine): a
+# sequence model served at 8..2048 step 8 has 256 lengths times every batch size; each
+# executable of a small model is a few hundred KiB of host memory.
+DEFAULT_COMPILED_SHAPES = 32
 FRONTENDS = ("native", "python")
 #: Fields that only the native front uses: given with --frontend python, they are a mistake.
 NATIVE_ONLY = ("workers", "front_binary", "http_port")
@@ -165,6 +169,11 @@ class Settings:
         metadata=_opt("execution engine: 'exported' (Exported.call under jax.jit) or 'pjrt' "
                       "(compile model.mlirbc, bind arguments from the manifest)", choices=ENGINES),
     )
+    compiled_shapes: int = field(
+        default=DEFAULT_COMPILED_SHAPES,
+        metadata=_opt("shape-polymorphic models (exported with --dim): executables kept per "
+                      "model, one per request input shape, least recently used evicted"),
+    )
     model_version_policy: str = field(
         default="latest",
         metadata=_opt("versions loaded at start: 'latest' or 'all'", choices=VERSION_POLICIES),
@@ -239,7 +248,7 @@ class Settings:
         if not -1 <= self.metrics_port <= 65535:
             raise SettingsError(f"--metrics-port must be in -1..65535, got {self.metrics_port}")
         for name in ("max_message_bytes", "worker_threads", "max_inflight_per_model",
-                     "batch_queue_size", "workers"):
+                     "batch_queue_size", "workers", "compiled_shapes"):
             if getattr(self, name) < 1:
                 raise SettingsError(f"--{_flag(name)} must be >= 1, got {getattr(self, name)}")
         if self.max_queue_per_model < 0:

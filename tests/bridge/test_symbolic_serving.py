@@ -125,14 +125,19 @@ def test_pjrt_engine_and_batching_refuse_the_model_at_load(seq_repo: Path, args:
         assert not client.model_ready("seq")
 
 
-def test_compiled_shapes_are_an_lru(seq_repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_compiled_shapes_are_an_lru(seq_repo: Path) -> None:
     """jax compiles one executable per concrete shape: the engine keeps the most recent
-    `POLYMORPHIC_CACHE_SIZE` (2 here) and recompiles an evicted shape on its next request."""
+    `--compiled-shapes` (2 here) and recompiles an evicted shape on its next request."""
     from jaxport.bridge import engines
     from jaxport.bridge.loading import load_model
+    from jaxport.bridge.settings import Settings, SettingsError
 
-    monkeypatch.setattr(engines, "POLYMORPHIC_CACHE_SIZE", 2)
-    model = load_model("seq", 1, seq_repo / "seq" / "1")
+    settings = Settings.from_argv(["--repository", str(seq_repo), "--compiled-shapes", "2"],
+                                  environ={})
+    with pytest.raises(SettingsError, match="--compiled-shapes must be >= 1, got 0"):
+        Settings.from_argv(["--repository", "r", "--compiled-shapes", "0"], environ={})
+    model = load_model("seq", 1, seq_repo / "seq" / "1",
+                       compiled_shapes=settings.compiled_shapes)
     engine = next(iter(model.programs.values())).engine
     assert isinstance(engine, engines.PolymorphicEngine)
     assert engine.compilations == 1  # the warm-up, at every dimension's minimum
