@@ -80,14 +80,14 @@ def _input_leaves(manifest: manifest_pb2.Manifest, program: manifest_pb2.Program
 
 def _input_shapes(manifest: manifest_pb2.Manifest, program: manifest_pb2.Program
                   ) -> tuple[tuple[int, ...], ...]:
-    """Each input's shape in `program`; for a polymorphic one, at every dimension's smallest
-    size (the shape the warm-up compiles)."""
-    smallest = {d.name: int(d.min) for d in manifest.dimensions}
+    """Each input's shape in `program`: a bucket program's at its sizes (`dims`), a polymorphic
+    one's at every dimension's smallest size (the shape the warm-up compiles)."""
+    sizes = dict(program.dims) or {d.name: int(d.min) for d in manifest.dimensions}
     shapes = []
     for spec in manifest.inputs:
         shape = [int(d) for d in spec.shape]
-        if program.polymorphic and spec.dim_names:
-            shape = [smallest[n] if n else d for d, n in zip(shape, spec.dim_names, strict=True)]
+        if spec.dim_names:
+            shape = [sizes[n] if n else d for d, n in zip(shape, spec.dim_names, strict=True)]
         if shape and shape[0] == -1:
             shape[0] = program.batch_size
         if any(d < 0 for d in shape):
@@ -181,29 +181,33 @@ def load_model(name: str, version: int, path: Path | Location, *, engine: str = 
             f"artifact was exported for platforms {list(manifest.platforms)}; "
             f"this bridge runs on {device.platform}"
         )
-    # A model with symbolic dimensions is served by its polymorphic program at every admissible
-    # size; its bucket programs are for consumers without jax.
-    served = [p for p in manifest.programs if p.polymorphic] if manifest.dimensions \
-        else list(manifest.programs)
-    if manifest.dimensions and engine != "exported":
+    # A model with symbolic dimensions: `--engine exported` serves its polymorphic program at
+    # every admissible size; `--engine pjrt` its fixed-shape bucket programs, at their sizes.
+    served = list(manifest.programs)
+    if manifest.dimensions:
+        served = [p for p in manifest.programs if p.polymorphic == (engine == "exported")]
+    if manifest.dimensions and not served:
+        names = ", ".join(d.name for d in manifest.dimensions)
         raise LoadError(
-            f"the model has symbolic dimensions ({', '.join(d.name for d in manifest.dimensions)})"
-            f" and --engine {engine} runs fixed-shape programs only; serve it with --engine "
-            "exported (jax compiles the polymorphic program per request shape)")
-    if not served:
-        raise LoadError("manifest: symbolic dimensions but no polymorphic program")
+            f"the model has symbolic dimensions ({names}) and no bucket program: --engine "
+            f"{engine} runs fixed-shape programs only; serve it with --engine exported, or "
+            "export it with --buckets" if engine != "exported"
+            else "manifest: symbolic dimensions but no polymorphic program")
 
+    # Programs by position among those served (`batch_size` keys them in fixed-shape models;
+    # the programs of a polymorphic model all have batch size 0).
     exps: dict[int, jax_export.Exported] = {}
     blobs: dict[int, bytes] = {}
-    for program in served:
+    for key, program in enumerate(served):
         if engine == "exported":
             try:
-                exps[program.batch_size] = art.exported(program.batch_size or None)
+                exps[key] = art.exported(program.batch_size or None,
+                                         dims=dict(program.dims) or None)
             except ArtifactError as exc:
                 raise LoadError(str(exc)) from None
         else:
             try:
-                blobs[program.batch_size] = art.read_file(program.mlirbc_file)
+                blobs[key] = art.read_file(program.mlirbc_file)
             except ArtifactError as exc:
                 raise LoadError(str(exc)) from None
     lap("deserialize")
@@ -230,12 +234,12 @@ def load_model(name: str, version: int, path: Path | Location, *, engine: str = 
     inputs = tuple(_sig(s) for s in manifest.inputs)
     outputs = tuple(_sig(s) for s in manifest.outputs)
     programs: dict[int, Program] = {}
-    for program in served:
+    for key, program in enumerate(served):
         shapes = _input_shapes(manifest, program)
         outs, checks = _result_positions(manifest, program)
         build: Callable[[], Engine]
         if engine == "exported":
-            exp = exps[program.batch_size]
+            exp = exps[key]
             n_plain = sum(r.role != _RES.RESULT_ROLE_TOKEN for r in program.results)
             if len(exp.out_avals) != n_plain:
                 raise LoadError(f"{program.jaxexport_file} has {len(exp.out_avals)} results, "
@@ -252,14 +256,15 @@ def load_model(name: str, version: int, path: Path | Location, *, engine: str = 
                 build = functools.partial(ExportedEngine, exp, leaves, sigs, params, device)
         else:
             slots, bindings = _pjrt_arguments(manifest, program, by_leaf, device)
-            blob = blobs[program.batch_size]
+            blob = blobs[key]
             build = functools.partial(PjrtEngine, blob, slots, bindings, device)
         try:
             built = build()
         except Exception as exc:  # XLA's words: the program does not compile here
             raise LoadError(f"compiling program (batch size {program.batch_size}) with engine "
                             f"{engine}: {exc}") from None
-        programs[program.batch_size] = Program(program.batch_size, built, shapes, outs, checks)
+        programs[program.batch_size if not manifest.dimensions else key] = Program(
+            program.batch_size, built, shapes, outs, checks, dict(program.dims))
     lap("compile")
 
     model = Model(name, version, manifest, inputs, outputs, programs, engine, seconds,

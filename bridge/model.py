@@ -67,6 +67,9 @@ class Program:
     input_shapes: tuple[tuple[int, ...], ...]  # fixed shapes, Manifest.inputs order
     output_results: tuple[int, ...]  # positions of Manifest.outputs among non-token results
     check_results: tuple[int, ...]
+    # A bucket program of a model with symbolic dimensions (served by --engine pjrt): each
+    # dimension's size in it.
+    dims: Mapping[str, int] = dataclasses.field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -131,6 +134,8 @@ class Model:
         # Symbolic dimensions (a shape-polymorphic model): every request's sizes are checked
         # against their rules in `prepare` (jaxport.artifact.dims, the one rule).
         self._dimensions = tuple(manifest.dimensions)
+        # ... served through fixed-shape bucket programs (--engine pjrt): by their sizes.
+        self._buckets = {tuple(sorted(p.dims.items())): p for p in programs.values() if p.dims}
         # Set by `enable_batching`: requests of any batch size 1..max go through it.
         self.batcher: DynamicBatcher | None = None
         # Computed once here, never per request: the exported sizes ascending, and which check
@@ -201,9 +206,10 @@ class Model:
             self._check_declared(name, datatype, shape)
             if self._dimensions:
                 shapes[name] = shape
+        sizes: dict[str, int] = {}
         if self._dimensions:  # symbolic dimensions: sizes checked before jax sees them
             try:
-                dims_io.bind(self.manifest, shapes)
+                sizes = dims_io.bind(self.manifest, shapes)
             except dims_io.DimensionError as exc:
                 raise InvalidArgumentError(f"{exc} ({self.label})") from None
         arrays = decode()
@@ -220,10 +226,29 @@ class Model:
                 raise InvalidArgumentError(
                     f"missing input '{sig.name}': {self.label} expects {sig.describe()}"
                 )
+        if self._buckets:
+            return Prepared(arrays, outputs, 1, self._bucket_for(sizes), classes)
         if self.batcher is not None:
             return Prepared(arrays, outputs, self.batcher.check_rows(arrays), None, classes)
         rows, program = self._program_for(arrays)
         return Prepared(arrays, outputs, rows, program, classes)
+
+    def _bucket_for(self, sizes: Mapping[str, int]) -> Program:
+        """The bucket program of exactly these sizes (no padding: none was declared)."""
+        program = self._buckets.get(tuple(sorted(sizes.items())))
+        if program is None:
+            order = [d.name for d in self._dimensions]
+
+            def spell(dims: Mapping[str, int]) -> str:
+                return ", ".join(f"{n}={dims[n]}" for n in order if n in dims)
+
+            buckets = "; ".join(spell(p.dims) for p in self._buckets.values())
+            raise InvalidArgumentError(
+                f"sizes {spell(sizes)} have no bucket program: {self.label} is served by "
+                f"--engine {self.engine_name}, which runs its bucket sizes only ({buckets}); "
+                "send one of them, or serve the model with --engine exported for every "
+                "admissible size")
+        return program
 
     def _check_declared(self, name: str, datatype: str, shape: Sequence[int]) -> None:
         sig = self._inputs_by_name.get(name)

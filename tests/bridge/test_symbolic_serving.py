@@ -8,8 +8,11 @@ atol 1e-6 (float32: the bridge runs jax's own compilation of the deserialized po
 program, so only XLA's fusion choices can differ; a wrong weight or a misplaced mask moves the
 answers by O(0.1)). Sizes outside the rules are INVALID_ARGUMENT from `Model.prepare`, naming the
 input, the dimension and the rule. The engine's per-shape executable cache is an LRU (checked
-in-process on the same artifact); `--engine pjrt` and `--batching` refuse the model at load
-with one line naming the way out.
+in-process on the same artifact); `--batching` refuses the model at load with one line naming
+the way out. `--engine pjrt` serves the bucket programs of `seqb` (the same model exported with
+`--buckets T=128,512 --batch-sizes 2`) at exactly their sizes (the raw `.mlirbc` through PJRT:
+rtol 1e-5 / atol 1e-6 as well), answers another admissible size INVALID_ARGUMENT naming the
+buckets, and refuses at load a model without buckets.
 """
 
 from __future__ import annotations
@@ -37,10 +40,12 @@ def seq_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from jaxport.exporter import export
 
     repo = tmp_path_factory.mktemp("symbolic_repo")
-    export(seq.predict, seq.init(jax.random.key(0)),
-           {"tokens": (("B", "T"), np.int32), "mask": (("B", "T"), np.bool_)},
-           repo / "seq" / "1", dims={"B": "1..64", "T": "8..2048:8"}, goldens=0, quiet=True,
-           name="seq")
+    for name, extra in (("seq", {}), ("seqb", {"buckets": {"T": [128, 512]},
+                                              "batch_sizes": [2]})):
+        export(seq.predict, seq.init(jax.random.key(0)),
+               {"tokens": (("B", "T"), np.int32), "mask": (("B", "T"), np.bool_)},
+               repo / name / "1", dims={"B": "1..64", "T": "8..2048:8"}, goldens=0,
+               quiet=True, name=name, **extra)
     return repo
 
 
@@ -108,21 +113,48 @@ def test_a_size_outside_the_rule_is_invalid_argument(bridge: BridgeProcess, b: i
         assert needle in message, message
 
 
-@pytest.mark.parametrize(("args", "needles"), [
-    (("--engine", "pjrt"), ["symbolic dimensions (B, T)", "--engine pjrt",
-                            "--engine exported"]),
-    (("--batching",), ["symbolic dimensions (B, T)", "dynamic batching", "--batching"]),
-])
-def test_pjrt_engine_and_batching_refuse_the_model_at_load(seq_repo: Path, args: tuple,
-                                                           needles: list[str]) -> None:
-    with BridgeProcess(seq_repo, *args, frontend="default") as server, \
+def test_batching_refuses_the_model_at_load(seq_repo: Path) -> None:
+    with BridgeProcess(seq_repo, "--batching", frontend="default") as server, \
             InferenceClient(server.address) as client:
-        with pytest.raises(InferenceServerError) as info:
+        for name in ("seq", "seqb"):
+            with pytest.raises(InferenceServerError) as info:
+                client.load_model(name)
+            assert info.value.status_code == grpc.StatusCode.FAILED_PRECONDITION
+            for needle in [f"model '{name}'", "symbolic dimensions (B, T)", "dynamic batching",
+                           "--batching"]:
+                assert needle in str(info.value), str(info.value)
+            assert not client.model_ready(name)
+
+
+def test_pjrt_engine_serves_the_bucket_sizes_only(seq_repo: Path) -> None:
+    params = seq.init(jax.random.key(0))
+    reference = jax.jit(seq.predict)
+    with BridgeProcess(seq_repo, "--engine", "pjrt", frontend="default") as server, \
+            InferenceClient(server.address) as client:
+        assert client.model_metadata("seqb").inputs[0].shape == (-1, -1)
+        for i, t in enumerate((128, 512)):
+            inputs = _inputs(2, t, 10 + i)
+            got = client.infer("seqb", inputs).outputs
+            want = reference(params, inputs["tokens"], inputs["mask"])
+            for key in ("per_token", "pooled"):
+                np.testing.assert_allclose(got[key], np.asarray(want[key]), rtol=RTOL,
+                                           atol=ATOL, err_msg=f"{key} at T={t}")
+        with pytest.raises(InferenceServerError) as info:  # admissible, but no bucket
+            client.infer("seqb", _inputs(2, 136, 0))
+        assert info.value.status_code == grpc.StatusCode.INVALID_ARGUMENT
+        for needle in ["sizes B=2, T=136 have no bucket program", "--engine pjrt",
+                       "B=2, T=128; B=2, T=512", "--engine exported"]:
+            assert needle in str(info.value), str(info.value)
+        with pytest.raises(InferenceServerError) as info:  # the rule still comes first
+            client.infer("seqb", _inputs(2, 12, 0))
+        assert info.value.status_code == grpc.StatusCode.INVALID_ARGUMENT
+        assert "T must be a multiple of 8 in 8..2048" in str(info.value)
+        with pytest.raises(InferenceServerError) as info:  # no buckets: refused at load
             client.load_model("seq")
         assert info.value.status_code == grpc.StatusCode.FAILED_PRECONDITION
-        for needle in needles:
+        for needle in ["symbolic dimensions (B, T) and no bucket program", "--engine pjrt",
+                       "--engine exported", "--buckets"]:
             assert needle in str(info.value), str(info.value)
-        assert not client.model_ready("seq")
 
 
 def test_compiled_shapes_are_an_lru(seq_repo: Path) -> None:
