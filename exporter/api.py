@@ -67,6 +67,7 @@ def export(
     calling_convention: int | None = None,
     dims: Mapping[str, Any] | None = None,
     buckets: Mapping[str, Sequence[int]] | None = None,
+    padding: Mapping[str, str] | None = None,
 ) -> manifest_pb2.Manifest:
     """Export `fn(params, *inputs)` as a jaxport artifact in `out_dir`; returns its manifest.
 
@@ -130,6 +131,9 @@ def export(
     (`model.jaxexport`) runs at every admissible size (jaxport.exporter.symbolic).
     `buckets` ({"T": [128, 512]}; `batch_sizes` gives B's) adds one fixed-shape program per
     combination of sizes (`model.B8.T128.*`) for consumers without jax (PJRT, IREE).
+    `padding` ({"T": "mask"}) declares that the bool input `mask` marks valid positions along
+    T, so a consumer may pad a request along T up to a bucket (the exporter checks that padding
+    leaves the outputs unchanged and records `manifest.padding`).
     """
     out_dir = Path(out_dir)
     if out_dir.exists() and not force:
@@ -150,8 +154,8 @@ def export(
     label_files = labels_mod.read_labels(labels)
     fn_name = source_function or getattr(fn, "__name__", "function")
     progress = Progress(quiet=quiet)
-    plan = _plan(inputs, dims, buckets, batch_sizes, checks=checks, vjp_order=vjp_order,
-                 golden_inputs=golden_inputs, check_goldens=check_goldens)
+    plan = _plan(inputs, dims, buckets, batch_sizes, padding, checks=checks,
+                 vjp_order=vjp_order, golden_inputs=golden_inputs, check_goldens=check_goldens)
     if plan is None:
         input_specs = trace.check_inputs(inputs)
         sizes = program_mod.check_batch_sizes(batch_sizes, input_specs)
@@ -199,6 +203,10 @@ def export(
                 "guarantee (exported with --allow-custom-call): consumers need that kernel "
                 "registered under the same name (e.g. jax.ffi.register_ffi_target) to run this "
                 "artifact, and no jax or StableHLO version promise covers it")
+        if plan is not None and plan.padding:
+            goldens_mod.check_padding(fn_name, lowered[0], host_params, plan, manifest, seed)
+            manifest.padding.extend(manifest_pb2.Padding(dim=d, mask_input=m)
+                                    for d, m in plan.padding.items())
         labels_mod.check_labels(manifest, label_files)
         kept = set(lowered[0].exported.module_kept_var_idx)  # the same in every program
         param_idx = [i.leaf_index for i in infos if i.kind == "parameter"]
@@ -296,13 +304,14 @@ def _lower(
 
 def _plan(inputs: Mapping[str, Any], dims: Mapping[str, Any] | None,
           buckets: Mapping[str, Sequence[int]] | None, batch_sizes: Sequence[int] | None,
-          **refused: Any) -> symbolic_mod.Plan | None:
+          padding: Mapping[str, str] | None, **refused: Any) -> symbolic_mod.Plan | None:
     """The symbolic-dimension plan of an export with `dims` (None without): `batch_sizes` are
     then the bucket sizes of `B`; what is not built for polymorphic programs is refused."""
     if not dims:
-        if buckets:
-            raise ExportError("buckets (--buckets) without symbolic dimensions: declare them "
-                              "with dims= (--dim), e.g. --dim T=8..2048:8")
+        if buckets or padding:
+            raise ExportError(f"{'buckets (--buckets)' if buckets else 'padding (--pad)'} "
+                              "without symbolic dimensions: declare them with dims= (--dim), "
+                              "e.g. --dim T=8..2048:8")
         return None
     flags = {"checks": "--checks", "vjp_order": "--vjp-order",
              "golden_inputs": "--golden-inputs", "check_goldens": "--check-goldens"}
@@ -320,7 +329,7 @@ def _plan(inputs: Mapping[str, Any], dims: Mapping[str, Any] | None,
             raise ExportError("--batch-sizes with symbolic dimensions gives the bucket sizes of "
                               "the dimension B, which has no --dim; add --dim B=MIN..MAX or use "
                               "--buckets")
-    return symbolic_mod.plan(inputs, dims, buckets)
+    return symbolic_mod.plan(inputs, dims, buckets, padding)
 
 
 def _calling_convention(version: int | None) -> contextlib.AbstractContextManager[Any]:

@@ -115,6 +115,19 @@ def _parse_dims(values: Sequence[str]) -> dict[str, tuple[int, int, int]]:
     return out
 
 
+def _parse_padding(values: Sequence[str]) -> dict[str, str]:
+    """`--pad DIM=MASK`, repeated -> {dim: mask input}."""
+    out: dict[str, str] = {}
+    for v in values:
+        name, _, mask = (t.strip() for t in v.partition("="))
+        if not re.fullmatch(r"[A-Za-z_]\w*", name) or not mask:
+            raise UsageError(f"--pad {v!r}: expected DIM=MASK_INPUT, e.g. --pad T=mask")
+        if name in out:
+            raise UsageError(f"--pad {name}: given twice")
+        out[name] = mask
+    return out
+
+
 def _parse_buckets(values: Sequence[str]) -> dict[str, list[int]]:
     """`--buckets DIM=N1,N2,...`, repeated -> {dim: [sizes]}."""
     out: dict[str, list[int]] = {}
@@ -270,6 +283,10 @@ def _export_parser() -> _Parser:
                    help="with --dim: also one fixed-shape program per combination of these "
                         "sizes (e.g. T=128,512; repeat per dimension; --batch-sizes gives B's), "
                         "for consumers without jax (PJRT, IREE)")
+    p.add_argument("--pad", action="append", default=[], metavar="DIM=MASK",
+                   help="with --buckets: the bool input MASK marks valid positions along DIM "
+                        "(False = padding), so a request may be padded along DIM up to a "
+                        "bucket; checked at export on a sample (e.g. --pad T=mask)")
     p.add_argument("--max-constant-bytes", type=int, metavar="N",
                    help="largest dense constant the program may embed (default "
                         f"{DEFAULT_MAX_CONSTANT_BYTES}); larger ones are refused as baked-in "
@@ -423,7 +440,7 @@ def export_main(argv: Sequence[str]) -> int:
             require_check_goldens=ns.require_check_goldens,
             labels=labels, vjp_order=ns.vjp_order, allow_custom_calls=ns.allow_custom_call,
             calling_convention=ns.calling_convention, dims=dims or None,
-            buckets=buckets or None,
+            buckets=buckets or None, padding=_parse_padding(ns.pad) or None,
             **({"batch_sizes": batch_sizes} if batch_sizes is not None else {}),
             **({"max_constant_bytes": ns.max_constant_bytes}
                if ns.max_constant_bytes is not None else {}),

@@ -23,6 +23,7 @@ from jaxport.protocol import dtypes
 from jaxport.protocol.gen.jaxport.v1 import manifest_pb2
 
 __all__ = [
+    "check_padding",
     "params_on_device",
     "sample_inputs",
     "write_given_goldens",
@@ -106,6 +107,47 @@ def write_sized_goldens(root: Path, manifest: manifest_pb2.Manifest, lowered: Lo
     for i, (label, sizes) in enumerate(plan.golden_sizes()):
         specs = {n: (plan.concrete_shape(n, sizes), dt) for n, (_, dt) in plan.shapes.items()}
         add(f"dims_{label}", sample_inputs(specs, seed + i), sizes)
+
+
+def check_padding(fn_name: str, lowered: Lowered, params: Any, plan: Plan,
+                  manifest: manifest_pb2.Manifest, seed: int) -> None:
+    """Prove each `--pad DIM=MASK` declaration on a sample: the function's outputs at a middle
+    size equal (verify's per-dtype tolerance) its outputs on the same inputs padded along DIM
+    (zeros, the mask False there), outputs with a DIM axis sliced back. ExportError otherwise:
+    a consumer padding requests would silently answer differently."""
+    from jaxport.exporter import verify  # the one comparison rule
+
+    jitted = jax.jit(lowered.export_fn.fn)
+    names = lowered.export_fn.output_names
+    out_dims = {o.name: list(o.dim_names) for o in manifest.outputs}
+    for dim, mask in plan.padding.items():
+        d = plan.dims[dim]
+        sizes = dict(plan.golden_sizes()[0][1])  # every dimension at its minimum
+        padded_sizes = {**sizes, dim: min(d.max, sizes[dim] + 2 * d.multiple_of)}
+        if padded_sizes[dim] == sizes[dim]:
+            continue  # a dimension with one size cannot be padded
+        specs = {n: (plan.concrete_shape(n, sizes), dt) for n, (_, dt) in plan.shapes.items()}
+        inputs = sample_inputs(specs, seed)
+        inputs[mask] = np.ones_like(inputs[mask])  # every real position valid
+        padded = {}
+        for n, value in inputs.items():
+            axes = [(0, padded_sizes[a] - sizes[a]) if a == dim else (0, 0)
+                    for a in plan.shapes[n][0]]
+            padded[n] = np.pad(value, axes)  # zeros; False for the mask
+        plain = jitted(params, *inputs.values())
+        wide = jitted(params, *padded.values())
+        comps: dict[str, verify.Comparison] = {}
+        for name, a, b in zip(names, plain, wide, strict=False):
+            cut = tuple(slice(0, sizes[dim]) if n == dim else slice(None)
+                        for n in out_dims.get(name) or [""] * np.ndim(b))
+            verify.compare(name, np.asarray(b)[cut], np.asarray(a), comps)
+        bad = next((c for c in comps.values() if not c.passed), None)
+        if bad is not None:
+            raise ExportError(
+                f"--pad {dim}={mask}: padding {dim} from {sizes[dim]} to {padded_sizes[dim]} "
+                f"with {mask} False there changes {fn_name}'s output {bad.output!r} (max "
+                f"difference {bad.max_abs:.3g}): the function does not ignore masked "
+                f"positions, so requests cannot be padded along {dim}; drop --pad")
 
 
 def write_gradient_golden(root: Path, manifest: manifest_pb2.Manifest, lowered: Lowered,

@@ -23,7 +23,7 @@ from __future__ import annotations
 import itertools
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import jax
@@ -114,6 +114,8 @@ class Plan:
     # input name -> (shape: an int or a dimension name per axis, numpy dtype)
     shapes: dict[str, tuple[tuple[int | str, ...], np.dtype]]
     buckets: list[dict[str, int]]
+    # dimension -> the bool input whose False entries mark padding along it (`--pad T=mask`)
+    padding: dict[str, str] = field(default_factory=dict)
 
     def symbolic_specs(self) -> dict[str, jax.ShapeDtypeStruct]:
         """Every input with symbolic dimensions, all in one jax symbolic scope."""
@@ -169,6 +171,7 @@ def plan(
     inputs: Mapping[str, Any],
     dims: Mapping[str, Any],
     buckets: Mapping[str, Sequence[int]] | None = None,
+    padding: Mapping[str, str] | None = None,
 ) -> Plan:
     """Validate symbolic inputs, their `dims` ranges and `buckets`; ExportError names the
     input, dimension or flag at fault.
@@ -217,7 +220,21 @@ def plan(
     declared = {name: _dim(name, value) for name, value in dims.items()}
     ordered = {name: declared[name] for name in used}  # in order of first use
     combos = _buckets(ordered, buckets or {})
-    return Plan(ordered, shapes, combos)
+    pads = dict(padding or {})
+    for name, mask in pads.items():
+        flag = f"--pad {name}={mask}"
+        if name not in ordered:
+            raise ExportError(f"{flag}: {name!r} is not a symbolic dimension (those are "
+                              f"{', '.join(ordered)})")
+        if mask not in shapes:
+            raise ExportError(f"{flag}: no input named {mask!r} (inputs: {', '.join(shapes)})")
+        mask_shape, mask_dtype = shapes[mask]
+        if mask_dtype != np.dtype(np.bool_) or name not in mask_shape:
+            raise ExportError(f"{flag}: the mask must be a bool input with a {name} axis; "
+                              f"{mask} is {mask_dtype}{list(mask_shape)}")
+        if not combos:
+            raise ExportError(f"{flag} without --buckets: padding goes up to a bucket size")
+    return Plan(ordered, shapes, combos, pads)
 
 
 def _buckets(dims: Mapping[str, Dim], buckets: Mapping[str, Sequence[int]]
