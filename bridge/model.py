@@ -10,6 +10,7 @@ nothing again.
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 import types
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -90,6 +91,8 @@ class Prepared:
     rows: int
     program: Program | None
     classes: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    # Symbolic dimensions: each one's size in the request (a bucket program pads up to its own).
+    sizes: Mapping[str, int] = dataclasses.field(default_factory=dict)
 
 
 class Model:
@@ -136,6 +139,10 @@ class Model:
         self._dimensions = tuple(manifest.dimensions)
         # ... served through fixed-shape bucket programs (--engine pjrt): by their sizes.
         self._buckets = {tuple(sorted(p.dims.items())): p for p in programs.values() if p.dims}
+        # Dimensions a request may be padded along up to a bucket (`--pad T=mask`), and the
+        # dimension names of every input and output axis ("" for fixed ones).
+        self._padding = {p.dim: p.mask_input for p in manifest.padding}
+        self._output_dims = {s.name: tuple(s.dim_names) for s in manifest.outputs}
         # Set by `enable_batching`: requests of any batch size 1..max go through it.
         self.batcher: DynamicBatcher | None = None
         # Computed once here, never per request: the exported sizes ascending, and which check
@@ -227,15 +234,21 @@ class Model:
                     f"missing input '{sig.name}': {self.label} expects {sig.describe()}"
                 )
         if self._buckets:
-            return Prepared(arrays, outputs, 1, self._bucket_for(sizes), classes)
+            return Prepared(arrays, outputs, 1, self._bucket_for(sizes), classes, sizes)
         if self.batcher is not None:
             return Prepared(arrays, outputs, self.batcher.check_rows(arrays), None, classes)
         rows, program = self._program_for(arrays)
         return Prepared(arrays, outputs, rows, program, classes)
 
     def _bucket_for(self, sizes: Mapping[str, int]) -> Program:
-        """The bucket program of exactly these sizes (no padding: none was declared)."""
+        """The bucket program of exactly these sizes, or else the smallest one the request can
+        be padded up to along the dimensions `manifest.padding` declares."""
         program = self._buckets.get(tuple(sorted(sizes.items())))
+        if program is None and self._padding:
+            fits = [p for p in self._buckets.values()
+                    if all(p.dims[n] == v or (n in self._padding and p.dims[n] >= v)
+                           for n, v in sizes.items())]
+            program = min(fits, key=lambda p: math.prod(p.dims.values()), default=None)
         if program is None:
             order = [d.name for d in self._dimensions]
 
@@ -243,11 +256,12 @@ class Model:
                 return ", ".join(f"{n}={dims[n]}" for n in order if n in dims)
 
             buckets = "; ".join(spell(p.dims) for p in self._buckets.values())
+            padded = f", {', '.join(self._padding)} padded up to them" if self._padding else ""
             raise InvalidArgumentError(
                 f"sizes {spell(sizes)} have no bucket program: {self.label} is served by "
-                f"--engine {self.engine_name}, which runs its bucket sizes only ({buckets}); "
-                "send one of them, or serve the model with --engine exported for every "
-                "admissible size")
+                f"--engine {self.engine_name}, which runs its bucket sizes only ({buckets}"
+                f"{padded}); send one of them, or serve the model with --engine exported for "
+                "every admissible size")
         return program
 
     def _check_declared(self, name: str, datatype: str, shape: Sequence[int]) -> None:
@@ -350,6 +364,13 @@ class Model:
             ]
         else:
             host_inputs = [prepared.arrays[sig.name] for sig in self.inputs]
+        # A bucket program larger than the request along a padded dimension (`--pad T=mask`):
+        # zeros after the request's end (False in the mask), outputs sliced back below.
+        cut = bool(program.dims) and any(program.dims[n] != v for n, v in prepared.sizes.items())
+        if cut:
+            host_inputs = [
+                np.pad(x, [(0, want - got) for got, want in zip(x.shape, shape, strict=True)])
+                for x, shape in zip(host_inputs, program.input_shapes, strict=True)]
         t2 = time.perf_counter_ns()
         results = program.engine.execute(host_inputs)
         for r in results:
@@ -363,6 +384,9 @@ class Model:
             value = np.asarray(results[program.output_results[index]])
             if padded and name in self._batched_outputs:
                 value = value[: prepared.rows]
+            if cut and self._output_dims[name]:
+                value = value[tuple(slice(0, prepared.sizes[n]) if n in self._padding
+                                    else slice(None) for n in self._output_dims[name])]
             out[name] = value.astype(self.outputs[index].dtype.numpy, copy=False)
         t4 = time.perf_counter_ns()
         return out, Timings(input_ns=t2 - t1, infer_ns=t3 - t2, output_ns=t4 - t3,

@@ -10,9 +10,10 @@ answers by O(0.1)). Sizes outside the rules are INVALID_ARGUMENT from `Model.pre
 input, the dimension and the rule. The engine's per-shape executable cache is an LRU (checked
 in-process on the same artifact); `--batching` refuses the model at load with one line naming
 the way out. `--engine pjrt` serves the bucket programs of `seqb` (the same model exported with
-`--buckets T=128,512 --batch-sizes 2`) at exactly their sizes (the raw `.mlirbc` through PJRT:
-rtol 1e-5 / atol 1e-6 as well), answers another admissible size INVALID_ARGUMENT naming the
-buckets, and refuses at load a model without buckets.
+`--buckets T=128,512 --batch-sizes 2 --pad T=mask`): at a bucket size, and at a shorter T padded
+up to the next bucket (mask False there, outputs sliced back), both equal to the unpadded jax
+function (the raw `.mlirbc` through PJRT: rtol 1e-5 / atol 1e-6 as well); a size no bucket
+holds is INVALID_ARGUMENT naming the buckets, and a model without buckets is refused at load.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ def seq_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     repo = tmp_path_factory.mktemp("symbolic_repo")
     for name, extra in (("seq", {}), ("seqb", {"buckets": {"T": [128, 512]},
-                                              "batch_sizes": [2]})):
+                                              "batch_sizes": [2], "padding": {"T": "mask"}})):
         export(seq.predict, seq.init(jax.random.key(0)),
                {"tokens": (("B", "T"), np.int32), "mask": (("B", "T"), np.bool_)},
                repo / name / "1", dims={"B": "1..64", "T": "8..2048:8"}, goldens=0,
@@ -126,25 +127,26 @@ def test_batching_refuses_the_model_at_load(seq_repo: Path) -> None:
             assert not client.model_ready(name)
 
 
-def test_pjrt_engine_serves_the_bucket_sizes_only(seq_repo: Path) -> None:
+def test_pjrt_engine_serves_the_buckets_padding_t_up_to_them(seq_repo: Path) -> None:
     params = seq.init(jax.random.key(0))
     reference = jax.jit(seq.predict)
     with BridgeProcess(seq_repo, "--engine", "pjrt", frontend="default") as server, \
             InferenceClient(server.address) as client:
         assert client.model_metadata("seqb").inputs[0].shape == (-1, -1)
-        for i, t in enumerate((128, 512)):
+        for i, t in enumerate((128, 512, 136, 8)):  # 136 runs padded to 512, 8 to 128
             inputs = _inputs(2, t, 10 + i)
             got = client.infer("seqb", inputs).outputs
             want = reference(params, inputs["tokens"], inputs["mask"])
             for key in ("per_token", "pooled"):
                 np.testing.assert_allclose(got[key], np.asarray(want[key]), rtol=RTOL,
                                            atol=ATOL, err_msg=f"{key} at T={t}")
-        with pytest.raises(InferenceServerError) as info:  # admissible, but no bucket
-            client.infer("seqb", _inputs(2, 136, 0))
-        assert info.value.status_code == grpc.StatusCode.INVALID_ARGUMENT
-        for needle in ["sizes B=2, T=136 have no bucket program", "--engine pjrt",
-                       "B=2, T=128; B=2, T=512", "--engine exported"]:
-            assert needle in str(info.value), str(info.value)
+        for b, t in ((2, 1024), (3, 128)):  # admissible, but no bucket holds it (B: no --pad)
+            with pytest.raises(InferenceServerError) as info:
+                client.infer("seqb", _inputs(b, t, 0))
+            assert info.value.status_code == grpc.StatusCode.INVALID_ARGUMENT
+            for needle in [f"sizes B={b}, T={t} have no bucket program", "--engine pjrt",
+                           "B=2, T=128; B=2, T=512, T padded up to them", "--engine exported"]:
+                assert needle in str(info.value), str(info.value)
         with pytest.raises(InferenceServerError) as info:  # the rule still comes first
             client.infer("seqb", _inputs(2, 12, 0))
         assert info.value.status_code == grpc.StatusCode.INVALID_ARGUMENT
