@@ -38,7 +38,7 @@ def seq_artifact(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("symbolic")
     out = root / "seq" / "1"
     proc = run_cli([*BASE, *FLAGS, "--buckets", "T=128,512", "--batch-sizes", "2",
-                    "--out", str(out)], root)
+                    "--pad", "T=mask", "--out", str(out)], root)
     assert proc.returncode == 0, proc.stderr
     return out
 
@@ -47,6 +47,7 @@ def test_one_polymorphic_program_and_bucket_programs_sharing_the_weights(
         seq_artifact: Path) -> None:
     m = manifest_io.load(seq_artifact)
     assert m.schema_version == 2
+    assert [(p.dim, p.mask_input) for p in m.padding] == [("T", "mask")]
     assert [(d.name, d.min, d.max, d.multiple_of, d.expression) for d in m.dimensions] == [
         ("B", 1, 64, 1, "B"), ("T", 8, 2048, 8, "8*T_8")]
     assert {i.name: (list(i.shape), list(i.dim_names)) for i in m.inputs} == {
@@ -144,6 +145,9 @@ CLI_ERRORS = [
      ["--dim T=4..2048:8", "multiples of 8"]),
     ([*FLAGS, "--buckets", "T=12x"], 2, ["--buckets 'T=12x'", "DIM=N1,N2"]),
     ([*FLAGS, "--checks", "nan"], 1, ["--checks", "not built"]),
+    ([*FLAGS, "--buckets", "T=128", "--batch-sizes", "1", "--pad", "T=tokens"], 1,
+     ["--pad T=tokens", "must be a bool input with a T axis"]),
+    ([*FLAGS, "--pad", "T=mask"], 1, ["--pad T=mask without --buckets"]),
 ]
 
 
@@ -157,6 +161,21 @@ def test_bad_symbolic_flags_are_one_line_naming_them(tmp_path: Path, flags: list
     assert lines[0].startswith("jaxport export: error: ") and "Traceback" not in proc.stderr
     for needle in needles:
         assert needle in lines[0], lines[0]
+    assert not (tmp_path / "o").exists()
+
+
+def test_pad_is_refused_for_a_function_that_reads_masked_positions(tmp_path: Path) -> None:
+    """`--pad T=mask` is a promise: the exporter pads a sample along T (mask False there) and
+    refuses when an output changes, naming the flag, the output and the difference."""
+    def unmasked(p, tokens, mask):  # a mean over T that ignores the mask
+        return {"pooled": p["embed"][tokens].mean(axis=1)}
+
+    with pytest.raises(ExportError, match=r"--pad T=mask: padding T from 8 to 24 with mask "
+                                          r"False there changes unmasked's output 'pooled'"):
+        api.export(unmasked, seq.init(jax.random.key(0)),
+                   {"tokens": (("B", "T"), np.int32), "mask": (("B", "T"), np.bool_)},
+                   tmp_path / "o", dims={"B": "1..4", "T": "8..64:8"}, buckets={"T": [16]},
+                   batch_sizes=[1], padding={"T": "mask"}, quiet=True)
     assert not (tmp_path / "o").exists()
 
 
