@@ -205,7 +205,10 @@ def test_validate_allows_minus_one_only_on_named_axes_of_polymorphic_programs(
     def undeclared(d):  # an input naming a dimension manifest.dimensions lacks
         d["inputs"][0]["dimNames"] = ["B", "L"]
 
+    def bad_padding(d):  # padding masked by an input the model does not have
+        d["padding"][0]["maskInput"] = "attention"
+
     for change, needle in [(unnamed, "non-fixed shape"), (not_polymorphic, "polymorphic"),
-                           (undeclared, "'L'")]:
+                           (undeclared, "'L'"), (bad_padding, "padding entry T=attention")]:
         with pytest.raises(ArtifactError, match=needle):
             manifest_io.parse(edited(change))

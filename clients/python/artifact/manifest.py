@@ -384,6 +384,11 @@ def _check_dimensions(manifest: manifest_pb2.Manifest, source: str) -> None:
             if unknown:
                 raise ArtifactError(f"{source}: {what} names dimension {unknown[0]!r}, which "
                                     "manifest.dimensions does not declare")
+    inputs = {i.name for i in manifest.inputs}
+    for pad in manifest.padding:
+        if pad.dim not in declared or pad.mask_input not in inputs:
+            raise ArtifactError(f"{source}: padding entry {pad.dim}={pad.mask_input} names an "
+                                "undeclared dimension or an input the model does not have")
     if any(p.polymorphic for p in manifest.programs) and not declared:
         raise ArtifactError(f"{source}: a polymorphic program but no manifest.dimensions")
 
