@@ -99,10 +99,11 @@ def write_goldens(
 
 def write_sized_goldens(root: Path, manifest: manifest_pb2.Manifest, lowered: Lowered,
                         params: Any, plan: Plan, seed: int) -> None:
-    """The polymorphic program's cases: one at every dimension's smallest size (`dims_min`),
-    one at a middle size (`dims_mid`) and one at the largest (`dims_max`), each computed by the
-    jitted function at that concrete shape (a function that specialises on a shape shows up
-    as a mismatch) and recorded with its sizes (`GoldenCase.dims`)."""
+    """The polymorphic program's cases (`Plan.golden_sizes`): every dimension at its smallest
+    size (`dims_min`), then each dimension at a middle and at its largest size, the others at
+    their smallest (`dims_T_mid`, `dims_T_max`); each computed by the jitted function at that
+    concrete shape (a function that specialises on a shape shows up as a mismatch) and
+    recorded with its sizes (`GoldenCase.dims`)."""
     add = _case_writer(root, manifest, lowered, params)
     for i, (label, sizes) in enumerate(plan.golden_sizes()):
         specs = {n: (plan.concrete_shape(n, sizes), dt) for n, (_, dt) in plan.shapes.items()}

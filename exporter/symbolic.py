@@ -12,7 +12,7 @@ dimension. `plan` validates the names, their ranges (`--dim`) and the bucket siz
 - `Plan.concrete_specs(sizes)`: the same inputs at fixed sizes (bucket programs, goldens);
 - `Plan.buckets`: every combination of the bucket sizes, one fixed-shape program each;
 - `Plan.golden_sizes()`: the smallest, a middle and the largest admissible size of every
-  dimension, where the polymorphic program's goldens are computed.
+  dimension (one dimension at a time), where the polymorphic program's goldens are computed.
 
 The one rule of what a size may be (`admissible`, `rule`) lives in jaxport.artifact.dims, which
 the bridge and `jaxport.artifact` consumers use as well.
@@ -139,13 +139,17 @@ class Plan:
         return tuple(sizes[a] if isinstance(a, str) else a for a in self.shapes[name][0])
 
     def golden_sizes(self) -> list[tuple[str, dict[str, int]]]:
-        """(label, sizes): every dimension at its minimum, a middle size and its maximum."""
-        out: list[tuple[str, dict[str, int]]] = []
-        for label, pick in (("min", lambda d: d.min), ("mid", Dim.middle),
-                            ("max", lambda d: d.max)):
-            sizes = {d.name: pick(d) for d in self.dims.values()}
-            if all(sizes != s for _, s in out):
-                out.append((label, sizes))
+        """(label, sizes): every dimension at its minimum (`min`), then each dimension at a
+        middle size and at its maximum with the others at their minimum (`T_mid`, `T_max`):
+        each dimension's extremes are run, never all maxima at once (a [B_max, T_max, H]
+        golden of a real model would be gigabytes)."""
+        smallest = {d.name: d.min for d in self.dims.values()}
+        out: list[tuple[str, dict[str, int]]] = [("min", smallest)]
+        for d in self.dims.values():
+            for label, size in (("mid", d.middle()), ("max", d.max)):
+                sizes = {**smallest, d.name: size}
+                if all(sizes != s for _, s in out):
+                    out.append((f"{d.name}_{label}", sizes))
         return out
 
     def dim_names(self, shape: Sequence[Any], what: str) -> list[str]:

@@ -77,8 +77,10 @@ def test_one_polymorphic_program_and_bucket_programs_sharing_the_weights(
     # goldens: smallest, middle and largest sizes (polymorphic) and each bucket's own
     sizes = {g.name: dict(g.dims) for g in m.goldens}
     assert sizes["dims_min"] == {"B": 1, "T": 8}
-    assert sizes["dims_mid"] == {"B": 32, "T": 1024}
-    assert sizes["dims_max"] == {"B": 64, "T": 2048}
+    assert sizes["dims_B_mid"] == {"B": 32, "T": 8}
+    assert sizes["dims_B_max"] == {"B": 64, "T": 8}
+    assert sizes["dims_T_mid"] == {"B": 1, "T": 1024}
+    assert sizes["dims_T_max"] == {"B": 1, "T": 2048}
     assert sizes["B2_T128_case0"] == {"B": 2, "T": 128}
 
 
@@ -88,8 +90,8 @@ def test_verify_runs_every_size_on_jax_export_and_the_buckets_on_pjrt_and_iree(
     table = verify.format_table(results)
     assert [r.status for r in results] == ["pass"] * 4, table
     by = {r.check: r.detail for r in results}
-    # 7 cases on the polymorphic program (3 sizes + 4 bucket cases) + 2 per bucket program
-    assert "11 golden case(s) over 3 programs (polymorphic, B2.T128, B2.T512)" in by["jaxexport"]
+    # 9 cases on the polymorphic program (5 sizes + 4 bucket cases) + 2 per bucket program
+    assert "13 golden case(s) over 3 programs (polymorphic, B2.T128, B2.T512)" in by["jaxexport"]
     assert "4 golden case(s) over 2 programs (B2.T128, B2.T512)" in by["pjrt"]
     assert "4 golden case(s) over 2 programs (B2.T128, B2.T512)" in by["iree"]
 
