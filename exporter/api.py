@@ -32,6 +32,7 @@ from jaxport.exporter import labels as labels_mod
 from jaxport.exporter import module as module_mod
 from jaxport.exporter import params as params_mod
 from jaxport.exporter import program as program_mod
+from jaxport.exporter import sharding as sharding_mod
 from jaxport.exporter import trace, write
 from jaxport.exporter.errors import ExportError
 from jaxport.exporter.progress import Progress
@@ -64,6 +65,8 @@ def export(
     vjp_order: int = 0,
     allow_custom_calls: Sequence[str] = (),
     calling_convention: int | None = None,
+    mesh: Mapping[str, int] | Sequence[tuple[str, int]] | None = None,
+    shardings: Mapping[str, Any] | None = None,
 ) -> manifest_pb2.Manifest:
     """Export `fn(params, *inputs)` as a jaxport artifact in `out_dir`; returns its manifest.
 
@@ -120,6 +123,15 @@ def export(
     range this jax can export (`jax.export.minimum/maximum_supported_calling_convention_version`).
     The manifest records it (`versions.calling_convention`) and the export time (`exported_at`,
     UTC; `SOURCE_DATE_EPOCH` when set, for reproducible builds).
+
+    `mesh` ({"data": 2, "model": 2}, axes in order) exports a sharded program for that many
+    devices of this process (on CPU the device count is raised while jax has not started its
+    backend; else ExportError says how to start the process), with `shardings` ({key: spec})
+    giving PartitionSpecs (a `PartitionSpec`, or text `"data,None"`) of inputs, parameters (by
+    manifest name or a glob, `params.layers.*.w`) and outputs, by name; the rest is
+    replicated. The manifest records the mesh and every argument's and result's sharding, and
+    split parameters are stored in chunks of one shard (jaxport.exporter.sharding). Goldens are
+    computed by the unsharded function on one device.
     """
     out_dir = Path(out_dir)
     if out_dir.exists() and not force:
@@ -150,6 +162,10 @@ def export(
         progress.step(note)
     host_params = trace.check_params(normalized.params)
     infos = trace.leaf_infos(host_params, input_specs)
+    if mesh is None and shardings:
+        raise ExportError("shardings (--shard) without a mesh: give one with --mesh (mesh=), "
+                          "e.g. --mesh data=2")
+    plan = sharding_mod.plan(mesh, shardings, infos) if mesh is not None else None
     # 64-bit leaves need x64 for tracing, lowering AND computing goldens; scoped, so the
     # caller's process keeps its own setting.
     with jax.enable_x64(True) if trace.needs_x64(infos) else contextlib.nullcontext(), \
@@ -158,7 +174,7 @@ def export(
             _lower(fn, host_params, batch_size, specs, output_names=output_names,
                    platforms=plats, fn_name=fn_name, checks=checks,
                    max_constant_bytes=max_constant_bytes, progress=progress,
-                   vjp_order=vjp_order, allow_custom_calls=allowed)
+                   vjp_order=vjp_order, allow_custom_calls=allowed, plan=plan)
             for batch_size, specs in program_mod.program_inputs(input_specs, sizes)
         ]
         manifest = program_mod.describe(
@@ -166,6 +182,8 @@ def export(
             name=name or (out_dir.parent.name if out_dir.name.isdigit() else out_dir.name),
         )
         manifest.vjp_order = vjp_order
+        if plan is not None:
+            manifest.mesh.CopyFrom(plan.message)
         manifest.exported_at = _exported_at()
         if allowed:
             used = {t for low in lowered for t in low.module.custom_call_targets}
@@ -190,7 +208,8 @@ def export(
                 "(and not weights closed over from elsewhere)?")
 
         with write.staging_dir(out_dir, force) as tmp, write.background() as pool:
-            weights = write.write_weights(tmp, infos, host_params, kept, progress, pool)
+            weights = write.write_weights(tmp, infos, host_params, kept, progress, pool,
+                                          plan.shard_shapes(infos) if plan else None)
             # The weights reach the disk while goldens are computed; the final pass is cheap.
             weights_synced = pool.submit(write.fsync_tree, tmp / weights_mod.WEIGHTS_DIR)
             # Goldens run the function: params go to the device once, for every case.
@@ -246,18 +265,24 @@ def _lower(
     progress: Progress,
     vjp_order: int = 0,
     allow_custom_calls: Sequence[str] = (),
+    plan: sharding_mod.Plan | None = None,
 ) -> program_mod.Lowered:
     """Trace, lower and inspect `fn` for one size (batch size 0: the unbatched program)."""
     where = f" (batch size {batch_size})" if batch_size else ""
     _step(progress, batch_size, f"tracing and lowering {fn_name}")
     export_fn = trace.prepare_function(fn, params, inputs, output_names, fn_name)
     export_fn = checks_mod.apply_checks(export_fn, fn, params, inputs, checks)
-    exported = trace.lower(export_fn, params, inputs, platforms, fn_name, allow_custom_calls)
+    infos = trace.leaf_infos(params, inputs)
+    shardings = None if plan is None else plan.jit_shardings(export_fn, params, inputs, infos,
+                                                             batch_size)
+    exported = trace.lower(export_fn, params, inputs, platforms, fn_name, allow_custom_calls,
+                           shardings)
     text = exported.mlir_module()
     info = module_mod.inspect_module(text, what=fn_name + where,
                                      max_constant_bytes=max_constant_bytes)
     return program_mod.Lowered(
-        batch_size=batch_size, inputs=inputs, infos=trace.leaf_infos(params, inputs),
+        batch_size=batch_size, inputs=inputs, infos=infos,
+        mesh=None if plan is None else plan.mesh,
         export_fn=export_fn, exported=exported, text=text, module=info,
         serialized=trace.serialize(exported, vjp_order),
     )

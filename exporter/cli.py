@@ -230,6 +230,14 @@ def _export_parser() -> _Parser:
     p.add_argument("--vjp-order", type=int, default=0, metavar="N",
                    help="serialize N levels of reverse-mode derivatives with the program, so "
                         "jax.grad works on the loaded artifact (default 0: forward only)")
+    p.add_argument("--mesh", metavar="NAME=SIZE[,NAME=SIZE]",
+                   help="export a sharded program over a device mesh, e.g. data=2,model=2 "
+                        "(devices = product of sizes; on CPU this command provides them)")
+    p.add_argument("--shard", action="append", metavar="KEY=SPEC",
+                   help="with --mesh: PartitionSpec of an input, output or parameters (name or "
+                        "glob on manifest names), one entry per axis: a mesh axis, None, or "
+                        "a+b; e.g. x=data,None or 'params.w1=None,model' (repeat; default: "
+                        "replicated)")
     p.add_argument("--require-check-goldens", action="store_true",
                    help="with --checks: fail when no golden case trips an enabled kind (after "
                         "the exporter's bounded search for tripping inputs); default: a warning")
@@ -329,6 +337,12 @@ def export_main(argv: Sequence[str]) -> int:
         _quiet_libraries()
         import jax
         from jaxport.exporter import api
+        from jaxport.exporter import sharding as sharding_mod
+
+        mesh = sharding_mod.parse_mesh(ns.mesh) if ns.mesh is not None else None
+        shards = sharding_mod.parse_shards(ns.shard)
+        if mesh is not None:  # before anything starts jax's backend (params, an init function)
+            sharding_mod.provide_devices(mesh)
 
         fn = _import_attr(ns.function, "MODULE:FUNCTION")
         params, params_path = _load_params(ns.params, ns.step, ns.params_path)
@@ -357,7 +371,7 @@ def export_main(argv: Sequence[str]) -> int:
             source_function=ns.function, checks=check_kinds, check_goldens=check_goldens,
             require_check_goldens=ns.require_check_goldens,
             labels=labels, vjp_order=ns.vjp_order, allow_custom_calls=ns.allow_custom_call,
-            calling_convention=ns.calling_convention,
+            calling_convention=ns.calling_convention, mesh=mesh, shardings=shards or None,
             **({"batch_sizes": batch_sizes} if batch_sizes is not None else {}),
             **({"max_constant_bytes": ns.max_constant_bytes}
                if ns.max_constant_bytes is not None else {}),
