@@ -28,16 +28,19 @@ InputSig = tuple[tuple[int, ...], np.dtype]
 """(fixed shape, numpy dtype) of one program input."""
 
 
-def configure_jax() -> None:
+def configure_jax(cpu_devices: int = 0) -> None:
     """Process-wide JAX settings the bridge needs, before the first computation.
 
     64-bit dtypes (INT64/FP64/UINT64) as-is. CPU programs run on the calling thread instead of
     being dispatched to XLA's execute threads: every request waits for its outputs anyway, and
     the hand-off cost ~0.3 ms of CPU per MLP request at concurrency 16 (A/B in
-    docs/performance.md).
+    docs/performance.md). `cpu_devices` (`--cpu-devices`, > 0): that many CPU devices, for
+    sharded artifacts; 0 leaves jax's default (one, or XLA_FLAGS' count).
     """
     jax.config.update("jax_enable_x64", True)
     jax.config.update("jax_cpu_enable_async_dispatch", False)
+    if cpu_devices > 0:
+        jax.config.update("jax_num_cpu_devices", cpu_devices)
 
 
 class Engine(Protocol):
@@ -58,16 +61,24 @@ class ExportedEngine:
         input_sigs: Sequence[InputSig],
         params_by_leaf: Mapping[int, jax.Array],
         device: jax.Device,
+        leaf_shardings: Sequence[jax.sharding.Sharding] | None = None,
     ) -> None:
         n_leaves = len(exp.in_avals)
         input_leaves = list(input_leaves)
         fixed_leaves = [i for i in range(n_leaves) if i not in set(input_leaves)]
+
+        def placement(leaf: int) -> jax.sharding.Sharding:
+            # A sharded program: the leaf's layout on the mesh (`leaf_shardings`, one per leaf).
+            if leaf_shardings is None:
+                return jax.sharding.SingleDeviceSharding(device)
+            return leaf_shardings[leaf]
+
         fixed: list[jax.Array] = []
         for leaf in fixed_leaves:
             value = params_by_leaf.get(leaf)
             if value is None:  # a leaf jax dropped from @main: unused, any value of its aval
                 aval = exp.in_avals[leaf]
-                value = jax.device_put(np.zeros(aval.shape, aval.dtype), device)
+                value = jax.device_put(np.zeros(aval.shape, aval.dtype), placement(leaf))
             fixed.append(value)
         self._fixed = tuple(fixed)
         in_tree = exp.in_tree
@@ -81,11 +92,17 @@ class ExportedEngine:
             args, kwargs = jax.tree.unflatten(in_tree, leaves)
             return tuple(jax.tree.leaves(exp.call(*args, **kwargs)))
 
-        sharding = jax.sharding.SingleDeviceSharding(device)
-        specs = tuple(jax.ShapeDtypeStruct(s, d, sharding=sharding) for s, d in input_sigs)
+        specs = tuple(jax.ShapeDtypeStruct(s, d, sharding=placement(leaf))
+                      for leaf, (s, d) in zip(input_leaves, input_sigs, strict=True))
+        # A sharded program's inputs are split across its devices before the call (jit's
+        # compiled callable takes only arrays laid out as compiled); None: as they come.
+        self._input_shardings = (None if leaf_shardings is None
+                                 else [placement(leaf) for leaf in input_leaves])
         self._compiled = jax.jit(call).lower(self._fixed, specs).compile()
 
     def execute(self, inputs: Sequence[jax.Array | np.ndarray]) -> list[jax.Array]:
+        if self._input_shardings is not None:
+            inputs = jax.device_put(list(inputs), self._input_shardings)
         return list(self._compiled(self._fixed, tuple(inputs)))
 
 

@@ -27,6 +27,7 @@ import jax
 import jaxport.artifact
 import numpy as np
 from jax import export as jax_export
+from jaxport.artifact import sharding as sharding_io
 from jaxport.artifact.errors import ArtifactError, ChecksumError
 from jaxport.artifact.location import Location
 from jaxport.artifact.manifest import CompatibilityWarning
@@ -127,6 +128,26 @@ def _pjrt_arguments(
     return slots, bindings
 
 
+def _mesh(art: jaxport.artifact.Artifact, engine: str, devices: list[jax.Device]
+          ) -> jax.sharding.Mesh | None:
+    """A sharded artifact's mesh over this process's first nr_devices devices (None: a
+    single-device artifact). The device count is the process's (`--cpu-devices`), never
+    raised here: one line naming the flag when it is too small."""
+    manifest = art.manifest
+    if not manifest.HasField("mesh"):
+        return None
+    n = manifest.nr_devices
+    what = f"the artifact is sharded over {n} devices (mesh " \
+           f"{sharding_io.describe_mesh(manifest.mesh)})"
+    if engine != "exported":
+        raise LoadError(f"{what}; --engine {engine} runs single-device programs: serve it with "
+                        "--engine exported")
+    if len(devices) < n:
+        raise LoadError(f"{what} and this bridge has {len(devices)} {devices[0].platform} "
+                        f"device(s): start it with --cpu-devices {n} (JAXPORT_CPU_DEVICES)")
+    return sharding_io.jax_mesh(manifest.mesh, devices)
+
+
 def load_model(name: str, version: int, path: Path | Location, *, engine: str = "exported"
                ) -> Model:
     """Load, verify, compile and warm up one artifact directory (`path`: local, or a Location
@@ -161,12 +182,14 @@ def load_model(name: str, version: int, path: Path | Location, *, engine: str = 
     manifest = art.manifest
     lap("checksum")
 
-    device = jax.devices()[0]
+    devices = jax.devices()
+    device = devices[0]
     if device.platform not in manifest.platforms:
         raise LoadError(
             f"artifact was exported for platforms {list(manifest.platforms)}; "
             f"this bridge runs on {device.platform}"
         )
+    mesh = _mesh(art, engine, devices)
 
     exps: dict[int, jax_export.Exported] = {}
     blobs: dict[int, bytes] = {}
@@ -197,7 +220,8 @@ def load_model(name: str, version: int, path: Path | Location, *, engine: str = 
         if tuple(value.shape) != want:
             raise LoadError(f"parameter '{arg.name}': stored shape {list(value.shape)}, "
                             f"manifest says {list(want)}")
-        by_leaf[arg.leaf_index] = jax.device_put(value, device)
+        by_leaf[arg.leaf_index] = jax.device_put(
+            value, device if mesh is None else sharding_io.named_sharding(mesh, arg.sharding))
     for v in by_leaf.values():
         v.block_until_ready()
     lap("weights")
@@ -219,7 +243,9 @@ def load_model(name: str, version: int, path: Path | Location, *, engine: str = 
             sigs = [(s, sig.dtype.numpy) for s, sig in zip(shapes, inputs, strict=True)]
             params = {a.leaf_index: by_leaf[a.leaf_index] for a in program.arguments
                       if a.role == _ARG.ARGUMENT_ROLE_PARAMETER}
-            build = functools.partial(ExportedEngine, exp, leaves, sigs, params, device)
+            build = functools.partial(
+                ExportedEngine, exp, leaves, sigs, params, device,
+                None if mesh is None else art.leaf_shardings(mesh, program.batch_size or None))
         else:
             slots, bindings = _pjrt_arguments(manifest, program, by_leaf, device)
             blob = blobs[program.batch_size]
