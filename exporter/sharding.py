@@ -190,21 +190,7 @@ class Plan:
     def check_shapes(self, what: str, shapes: Mapping[str, tuple[int, ...]],
                      specs: Mapping[str, tuple[str, PartitionSpec]], where: str = "") -> None:
         """Every split dimension of these arrays divides by its mesh axes' sizes."""
-        sizes = dict(self.mesh.shape)
-        for name, (key, spec) in specs.items():
-            shape = shapes[name]
-            flag = f"--shard {key}"
-            if len(spec) > len(shape):
-                raise ExportError(f"{flag}: {len(spec)} entries for {what} {name!r} of rank "
-                                  f"{len(shape)} (shape {list(shape)}{where})")
-            for axis, entry in enumerate(spec):
-                names = (entry,) if isinstance(entry, str) else tuple(entry or ())
-                parts = math.prod(sizes[n] for n in names)
-                if shape[axis] % parts:
-                    raise ExportError(
-                        f"{flag}: dimension {axis} of {what} {name!r} is {shape[axis]} (shape "
-                        f"{list(shape)}{where}), not divisible by mesh axis "
-                        f"{'+'.join(names)} ({parts} devices)")
+        _check_divisible(dict(self.mesh.shape), what, shapes, specs, where)
 
     def shard_shapes(self, infos: Sequence[LeafInfo]) -> dict[int, list[int]]:
         """Parameter leaf index -> the shape of one device's shard (split parameters only):
@@ -217,6 +203,26 @@ class Plan:
                     out[info.leaf_index] = sharding_io.shard_shape(info.shape, spec,
                                                                    self.message)
         return out
+
+
+def _check_divisible(sizes: Mapping[str, int], what: str, shapes: Mapping[str, tuple[int, ...]],
+                     specs: Mapping[str, tuple[str, PartitionSpec]], where: str = "") -> None:
+    """Every split dimension of these arrays divides by its mesh axes' sizes (one line naming
+    the --shard, the array, the dimension and the mesh axis otherwise)."""
+    for name, (key, spec) in specs.items():
+        shape = shapes[name]
+        flag = f"--shard {key}"
+        if len(spec) > len(shape):
+            raise ExportError(f"{flag}: {len(spec)} entries for {what} {name!r} of rank "
+                              f"{len(shape)} (shape {list(shape)}{where})")
+        for axis, entry in enumerate(spec):
+            names = (entry,) if isinstance(entry, str) else tuple(entry or ())
+            parts = math.prod(sizes[n] for n in names)
+            if shape[axis] % parts:
+                raise ExportError(
+                    f"{flag}: dimension {axis} of {what} {name!r} is {shape[axis]} (shape "
+                    f"{list(shape)}{where}), not divisible by mesh axis "
+                    f"{'+'.join(names)} ({parts} devices)")
 
 
 def plan(
@@ -244,11 +250,9 @@ def plan(
             unmatched[key] = spec  # an output's name, or nothing (checked once outputs exist)
     text = ",".join(f"{n}={s}" for n, s in axes)
     n = math.prod(sizes.values())
+    _check_divisible(sizes, "parameter", {p.name: p.shape for p in params},
+                     {p.name: by_param[p.leaf_index] for p in params if p.leaf_index in by_param})
     devices = _devices(n, text)
     message = manifest_pb2.Mesh(axes=[manifest_pb2.MeshAxis(name=a, size=s) for a, s in axes])
-    result = Plan(sharding_io.jax_mesh(message, devices), message, by_param, by_input,
-                  unmatched=unmatched)
-    result.check_shapes("parameter", {p.name: p.shape for p in params},
-                        {p.name: by_param[p.leaf_index] for p in params
-                         if p.leaf_index in by_param})
-    return result
+    return Plan(sharding_io.jax_mesh(message, devices), message, by_param, by_input,
+                unmatched=unmatched)
