@@ -265,20 +265,26 @@ def _parse_outputs(values: list[str] | None) -> list[str] | dict[str, str] | Non
     return mapping
 
 
+def _key_values(values: list[str] | None, flag: str, expected: str, *, what: str = "",
+                empty_value: bool = False) -> dict[str, str]:
+    """A repeated `--flag KEY=VALUE` -> {key: value}, in order; each key once."""
+    out: dict[str, str] = {}
+    for v in values or ():
+        key, sep, value = v.partition("=")
+        if not key or not sep or not (value or empty_value):
+            raise UsageError(f"{flag} {v!r}: expected {expected}")
+        if key in out:
+            raise UsageError(f"{flag}: {what}{key!r} given twice ({out[key]}, {value})")
+        out[key] = value
+    return out
+
+
 def _parse_labels(values: list[str] | None) -> dict[str, str] | None:
     """`--labels OUTPUT=FILE`, repeated -> {output: file}."""
     if not values:
         return None
-    out: dict[str, str] = {}
-    for v in values:
-        name, _, path = v.partition("=")
-        if not name or not path:
-            raise UsageError(f"--labels {v!r}: expected OUTPUT=FILE, e.g. --labels "
-                             "probs=labels.txt")
-        if name in out:
-            raise UsageError(f"--labels: output {name!r} given twice ({out[name]}, {path})")
-        out[name] = path
-    return out
+    return _key_values(values, "--labels", "OUTPUT=FILE, e.g. --labels probs=labels.txt",
+                       what="output ")
 
 
 def _parse_batch_sizes(text: str) -> list[int]:
@@ -340,7 +346,8 @@ def export_main(argv: Sequence[str]) -> int:
         from jaxport.exporter import sharding as sharding_mod
 
         mesh = sharding_mod.parse_mesh(ns.mesh) if ns.mesh is not None else None
-        shards = sharding_mod.parse_shards(ns.shard)
+        shards = _key_values(ns.shard, "--shard", "KEY=SPEC, e.g. --shard x=data,None or "
+                             "--shard 'params.w1=None,model'", empty_value=True)
         if mesh is not None:  # before anything starts jax's backend (params, an init function)
             sharding_mod.provide_devices(mesh)
 

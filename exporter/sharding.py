@@ -31,7 +31,7 @@ from jaxport.exporter.errors import ExportError, UsageError
 from jaxport.exporter.trace import ExportFunction, LeafInfo
 from jaxport.protocol.gen.jaxport.v1 import manifest_pb2
 
-__all__ = ["Plan", "parse_mesh", "parse_shards", "plan", "provide_devices"]
+__all__ = ["Plan", "parse_mesh", "plan", "provide_devices"]
 
 _AXIS_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -45,20 +45,6 @@ def parse_mesh(text: str) -> list[tuple[str, int]]:
             raise UsageError(f"--mesh {text!r}: expected NAME=SIZE[,NAME=SIZE...], e.g. "
                              "--mesh data=2,model=2")
         out.append((name, int(size)))
-    return out
-
-
-def parse_shards(values: Sequence[str] | None) -> dict[str, str]:
-    """`--shard KEY=SPEC`, repeated -> {key: spec text}, in order."""
-    out: dict[str, str] = {}
-    for v in values or ():
-        key, sep, spec = v.partition("=")
-        if not key or not sep:
-            raise UsageError(f"--shard {v!r}: expected KEY=SPEC, e.g. --shard x=data,None or "
-                             "--shard 'params.w1=None,model'")
-        if key in out:
-            raise UsageError(f"--shard: {key!r} given twice ({out[key]!r}, {spec!r})")
-        out[key] = spec
     return out
 
 
