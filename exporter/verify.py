@@ -237,11 +237,11 @@ def f32_reference(art: jaxport.artifact.Artifact, program: manifest_pb2.Program,
     """{case: {result: float32 array}}: the program's text with bf16/f16 widened to f32,
     compiled by PJRT and run on the case (low-precision arguments widened exactly).
 
-    Empty when the program has no low-precision result or cannot be widened (then the plain
-    tolerance applies).
+    Empty when the program has no low-precision result, cannot be widened or is sharded (then
+    the plain tolerance applies).
     """
     if not _low_precision_results(program) or "cpu" not in art.manifest.platforms \
-            or _OVERRIDE is not None:
+            or _OVERRIDE is not None or art.manifest.nr_devices > 1:  # one device only
         return {}
     import jax
     from jax.extend import backend as jex_backend

@@ -30,17 +30,23 @@ SHARDED = ["--mesh", "data=2,model=2", "--shard", "x=data", "--shard", "params.w
 
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """`sharded/1` (mlp over data=2,model=2, via the CLI) and `plain/1` (the same mlp on one
-    device, via the API)."""
+    """`sharded/1` (mlp over data=2,model=2), `batched/1` (mlp with batch sizes 2 and 4, rows
+    split over data=2), both via the CLI, and `plain/1` (the same mlp on one device, via the
+    API)."""
     from jaxport.exporter import export
 
     root = tmp_path_factory.mktemp("sharded-repo")
-    cmd = [str(Path(sys.executable).parent / "jaxport"), "export", "mlp:predict", "--params",
-           "mlp:init", "--input", "x:float32[4,16]", "--out", str(root / "sharded" / "1"),
-           "--goldens", "1", "--quiet", *SHARDED]
     env = {**os.environ, "PYTHONPATH": str(MODELS), "JAX_PLATFORMS": "cpu"}
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, cwd=root)
-    assert proc.returncode == 0, proc.stderr
+    for name, shape, flags in (
+            ("sharded", "4,16", SHARDED),
+            ("batched", "B,16", ["--batch-sizes", "2,4", "--mesh", "data=2", "--shard",
+                                 "x=data", "--shard", "output=data"])):
+        cmd = [str(Path(sys.executable).parent / "jaxport"), "export", "mlp:predict",
+               "--params", "mlp:init", "--input", f"x:float32[{shape}]", "--out",
+               str(root / name / "1"), "--goldens", "1", "--quiet", *flags]
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600,
+                              cwd=root)
+        assert proc.returncode == 0, proc.stderr
     export(mlp.predict, mlp.init(jax.random.key(0)),
            {"x": jax.ShapeDtypeStruct((4, 16), np.float32)}, root / "plain" / "1", goldens=1,
            quiet=True)
@@ -72,6 +78,14 @@ def test_sharded_model_over_4_devices_answers_as_the_unsharded_function(repo: Pa
             # shard is off by O(1).
             np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
             np.testing.assert_array_equal(client.infer("plain", {"x": x})["output"], want)
+        # Batch sizes 2 and 4, rows split over data=2: 1 and 3 rows run padded on the program
+        # of 2 and 4 (each program placed on the mesh), 4 rows exactly; only its rows return.
+        for rows in (1, 3, 4):
+            x = rng.standard_normal((rows, 16)).astype(np.float32)
+            got = client.infer("batched", {"x": x})["output"]
+            assert got.shape == (rows, 10)
+            # Rows are split, not contracted: each row is one device's own dot, as unsharded.
+            np.testing.assert_allclose(got, _unsharded(x), rtol=1e-6, atol=1e-7)
 
 
 def test_without_enough_devices_or_with_pjrt_it_fails_to_load_naming_the_flag(
