@@ -31,7 +31,14 @@ from jaxport.artifact import sharding as sharding_io
 from jaxport.artifact.errors import ArtifactError, ChecksumError
 from jaxport.artifact.location import Location
 from jaxport.artifact.manifest import CompatibilityWarning
-from jaxport.bridge.engines import ENGINES, Engine, ExportedEngine, InputSig, PjrtEngine
+from jaxport.bridge.engines import (
+    ENGINES,
+    Engine,
+    ExportedEngine,
+    InputSig,
+    PjrtEngine,
+    PjrtSharding,
+)
 from jaxport.bridge.model import Model, Program, TensorSig
 from jaxport.protocol import dtypes
 from jaxport.protocol.errors import FailedPreconditionError
@@ -98,11 +105,27 @@ def _result_positions(manifest: manifest_pb2.Manifest, program: manifest_pb2.Pro
     return tuple(positions), checks
 
 
+def _pjrt_sharding(program: manifest_pb2.Program, mesh: jax.sharding.Mesh | None
+                   ) -> PjrtSharding | None:
+    """A sharded program's devices, input and result layouts for PjrtEngine (None: one
+    device), purely from the manifest."""
+    if mesh is None:
+        return None
+    return PjrtSharding(
+        devices=list(mesh.devices.flat),
+        inputs=[sharding_io.named_sharding(mesh, a.sharding) for a in program.arguments
+                if a.role == _ARG.ARGUMENT_ROLE_INPUT],
+        results=[(tuple(int(d) for d in r.shape), sharding_io.named_sharding(mesh, r.sharding))
+                 for r in program.results if r.role != _RES.RESULT_ROLE_TOKEN])
+
+
 def _pjrt_arguments(
     manifest: manifest_pb2.Manifest, program: manifest_pb2.Program,
     by_leaf: dict[int, jax.Array], device: jax.Device,
+    mesh: jax.sharding.Mesh | None = None,
 ) -> tuple[list[jax.Array | None], list[tuple[int, int, InputSig]]]:
-    """`@main`'s argument slots and input bindings for PjrtEngine, purely from the manifest."""
+    """`@main`'s argument slots and input bindings for PjrtEngine, purely from the manifest
+    (a sharded program's platform index is replicated on its `mesh`)."""
     position = {spec.name: i for i, spec in enumerate(manifest.inputs)}
     slots: list[jax.Array | None] = []
     bindings: list[tuple[int, int, InputSig]] = []
@@ -119,7 +142,8 @@ def _pjrt_arguments(
         elif arg.role == _ARG.ARGUMENT_ROLE_PLATFORM_INDEX:
             index = list(manifest.platforms).index(device.platform)
             dtype = _dtype_row(arg.dtype, "platform index").numpy  # i32, i64 under x64
-            slots.append(jax.device_put(np.asarray(index, dtype), device))
+            slots.append(jax.device_put(np.asarray(index, dtype), device if mesh is None else
+                                        sharding_io.named_sharding(mesh, arg.sharding)))
         else:
             raise LoadError(
                 f"argument {arg.index} ({arg.name!r}) has role "
@@ -128,7 +152,7 @@ def _pjrt_arguments(
     return slots, bindings
 
 
-def _mesh(art: jaxport.artifact.Artifact, engine: str, devices: list[jax.Device]
+def _mesh(art: jaxport.artifact.Artifact, devices: list[jax.Device]
           ) -> jax.sharding.Mesh | None:
     """A sharded artifact's mesh over this process's first nr_devices devices (None: a
     single-device artifact). The device count is the process's (`--cpu-devices`), never
@@ -139,9 +163,6 @@ def _mesh(art: jaxport.artifact.Artifact, engine: str, devices: list[jax.Device]
     n = manifest.nr_devices
     what = f"the artifact is sharded over {n} devices (mesh " \
            f"{sharding_io.describe_mesh(manifest.mesh)})"
-    if engine != "exported":
-        raise LoadError(f"{what}; --engine {engine} runs single-device programs: serve it with "
-                        "--engine exported")
     if len(devices) < n:
         raise LoadError(f"{what} and this bridge has {len(devices)} {devices[0].platform} "
                         f"device(s): start it with --cpu-devices {n} (JAXPORT_CPU_DEVICES)")
@@ -189,7 +210,7 @@ def load_model(name: str, version: int, path: Path | Location, *, engine: str = 
             f"artifact was exported for platforms {list(manifest.platforms)}; "
             f"this bridge runs on {device.platform}"
         )
-    mesh = _mesh(art, engine, devices)
+    mesh = _mesh(art, devices)
 
     exps: dict[int, jax_export.Exported] = {}
     blobs: dict[int, bytes] = {}
@@ -247,9 +268,10 @@ def load_model(name: str, version: int, path: Path | Location, *, engine: str = 
                 ExportedEngine, exp, leaves, sigs, params, device,
                 None if mesh is None else art.leaf_shardings(mesh, program.batch_size or None))
         else:
-            slots, bindings = _pjrt_arguments(manifest, program, by_leaf, device)
+            slots, bindings = _pjrt_arguments(manifest, program, by_leaf, device, mesh)
             blob = blobs[program.batch_size]
-            build = functools.partial(PjrtEngine, blob, slots, bindings, device)
+            build = functools.partial(PjrtEngine, blob, slots, bindings, device,
+                                      _pjrt_sharding(program, mesh))
         try:
             built = build()
         except Exception as exc:  # XLA's words: the program does not compile here
