@@ -524,15 +524,17 @@ def _check_manifest_matches(exp: Any, m: manifest_pb2.Manifest,
                             f"{exp.nr_devices}")
     if mesh is not None:
         recorded = exp.in_shardings_jax(mesh)
-        for arg in program.arguments:
-            if arg.leaf_index < 0:
-                continue
-            want = sharding_io.spec_strings(recorded[arg.leaf_index].spec, len(arg.shape))
-            if list(arg.sharding.spec) != want:
+        laid_out = [(f"argument {a.index}", a, recorded[a.leaf_index])
+                    for a in program.arguments if a.leaf_index >= 0]
+        results = [r for r in program.results if r.role != _RES.RESULT_ROLE_TOKEN]
+        laid_out += [(f"result {r.index}", r, s)
+                     for r, s in zip(results, exp.out_shardings_jax(mesh), strict=True)]
+        for what, entry, sharding in laid_out:
+            want = sharding_io.spec_strings(sharding.spec, len(entry.shape))
+            if list(entry.sharding.spec) != want:
                 raise ArtifactError(
-                    f"manifest argument {arg.index} ({arg.name}) sharding "
-                    f"{list(arg.sharding.spec)} != the program's {want}: the manifest was "
-                    "edited or is stale")
+                    f"manifest {what} ({entry.name}) sharding {list(entry.sharding.spec)} != "
+                    f"the program's {want}: the manifest was edited or is stale")
     n = exp.in_tree.num_leaves
     paths = [jax.tree_util.keystr(p) for p, _ in
              jax.tree_util.tree_flatten_with_path(exp.in_tree.unflatten(list(range(n))))[0]]

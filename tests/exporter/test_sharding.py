@@ -113,6 +113,18 @@ def test_verify_runs_jax_export_and_pjrt_on_4_devices_and_states_iree(sharded: P
     assert proc.returncode == 1
     assert "jaxport verify: FAILED: jaxexport, pjrt" in proc.stdout, proc.stdout
 
+    # A manifest whose (valid) layout disagrees with the program's is caught by jaxexport.
+    edited = tmp_path / "edited"
+    shutil.copytree(sharded, edited)
+    m = manifest_mod.load(edited)
+    (result,) = m.programs[0].results
+    result.sharding.spec[:] = ["", ""]
+    manifest_mod.write(m, edited)
+    proc = run_cli(["verify", str(edited), "--checks", "jaxexport"], cwd=tmp_path)
+    assert proc.returncode == 1
+    assert "jaxexport: fail: ArtifactError: manifest result 0 (output) sharding ['', ''] != " \
+           "the program's ['data', '']: the manifest was edited or is stale" in proc.stdout
+
 
 _CONSUMER = textwrap.dedent("""
     import json, sys
