@@ -27,6 +27,7 @@ import jax
 import jaxport.artifact
 import numpy as np
 from jax import export as jax_export
+from jaxport.artifact import sharding as sharding_io
 from jaxport.artifact.errors import ArtifactError, ChecksumError
 from jaxport.artifact.location import Location
 from jaxport.artifact.manifest import CompatibilityWarning
@@ -36,6 +37,7 @@ from jaxport.bridge.engines import (
     ExportedEngine,
     InputSig,
     PjrtEngine,
+    PjrtSharding,
     PolymorphicEngine,
 )
 from jaxport.bridge.model import Model, Program, TensorSig
@@ -110,11 +112,27 @@ def _result_positions(manifest: manifest_pb2.Manifest, program: manifest_pb2.Pro
     return tuple(positions), checks
 
 
+def _pjrt_sharding(program: manifest_pb2.Program, mesh: jax.sharding.Mesh | None
+                   ) -> PjrtSharding | None:
+    """A sharded program's devices, input and result layouts for PjrtEngine (None: one
+    device), purely from the manifest."""
+    if mesh is None:
+        return None
+    return PjrtSharding(
+        devices=list(mesh.devices.flat),
+        inputs=[sharding_io.named_sharding(mesh, a.sharding) for a in program.arguments
+                if a.role == _ARG.ARGUMENT_ROLE_INPUT],
+        results=[(tuple(int(d) for d in r.shape), sharding_io.named_sharding(mesh, r.sharding))
+                 for r in program.results if r.role != _RES.RESULT_ROLE_TOKEN])
+
+
 def _pjrt_arguments(
     manifest: manifest_pb2.Manifest, program: manifest_pb2.Program,
     by_leaf: dict[int, jax.Array], device: jax.Device,
+    mesh: jax.sharding.Mesh | None = None,
 ) -> tuple[list[jax.Array | None], list[tuple[int, int, InputSig]]]:
-    """`@main`'s argument slots and input bindings for PjrtEngine, purely from the manifest."""
+    """`@main`'s argument slots and input bindings for PjrtEngine, purely from the manifest
+    (a sharded program's platform index is replicated on its `mesh`)."""
     position = {spec.name: i for i, spec in enumerate(manifest.inputs)}
     slots: list[jax.Array | None] = []
     bindings: list[tuple[int, int, InputSig]] = []
@@ -131,13 +149,31 @@ def _pjrt_arguments(
         elif arg.role == _ARG.ARGUMENT_ROLE_PLATFORM_INDEX:
             index = list(manifest.platforms).index(device.platform)
             dtype = _dtype_row(arg.dtype, "platform index").numpy  # i32, i64 under x64
-            slots.append(jax.device_put(np.asarray(index, dtype), device))
+            slots.append(jax.device_put(np.asarray(index, dtype), device if mesh is None else
+                                        sharding_io.named_sharding(mesh, arg.sharding)))
         else:
             raise LoadError(
                 f"argument {arg.index} ({arg.name!r}) has role "
                 f"{_ARG.Name(arg.role)}, which --engine pjrt cannot bind; use --engine exported"
             )
     return slots, bindings
+
+
+def _mesh(art: jaxport.artifact.Artifact, devices: list[jax.Device]
+          ) -> jax.sharding.Mesh | None:
+    """A sharded artifact's mesh over this process's first nr_devices devices (None: a
+    single-device artifact). The device count is the process's (`--cpu-devices`), never
+    raised here: one line naming the flag when it is too small."""
+    manifest = art.manifest
+    if not manifest.HasField("mesh"):
+        return None
+    n = manifest.nr_devices
+    what = f"the artifact is sharded over {n} devices (mesh " \
+           f"{sharding_io.describe_mesh(manifest.mesh)})"
+    if len(devices) < n:
+        raise LoadError(f"{what} and this bridge has {len(devices)} {devices[0].platform} "
+                        f"device(s): start it with --cpu-devices {n} (JAXPORT_CPU_DEVICES)")
+    return sharding_io.jax_mesh(manifest.mesh, devices)
 
 
 def load_model(name: str, version: int, path: Path | Location, *, engine: str = "exported",
@@ -175,7 +211,8 @@ def load_model(name: str, version: int, path: Path | Location, *, engine: str = 
     manifest = art.manifest
     lap("checksum")
 
-    device = jax.devices()[0]
+    devices = jax.devices()
+    device = devices[0]
     if device.platform not in manifest.platforms:
         raise LoadError(
             f"artifact was exported for platforms {list(manifest.platforms)}; "
@@ -193,6 +230,7 @@ def load_model(name: str, version: int, path: Path | Location, *, engine: str = 
             f"{engine} runs fixed-shape programs only; serve it with --engine exported, or "
             "export it with --buckets" if engine != "exported"
             else "manifest: symbolic dimensions but no polymorphic program")
+    mesh = _mesh(art, devices)
 
     # Programs by position among those served (`batch_size` keys them in fixed-shape models;
     # the programs of a polymorphic model all have batch size 0).
@@ -226,7 +264,8 @@ def load_model(name: str, version: int, path: Path | Location, *, engine: str = 
         if tuple(value.shape) != want:
             raise LoadError(f"parameter '{arg.name}': stored shape {list(value.shape)}, "
                             f"manifest says {list(want)}")
-        by_leaf[arg.leaf_index] = jax.device_put(value, device)
+        by_leaf[arg.leaf_index] = jax.device_put(
+            value, device if mesh is None else sharding_io.named_sharding(mesh, arg.sharding))
     for v in by_leaf.values():
         v.block_until_ready()
     lap("weights")
@@ -253,11 +292,15 @@ def load_model(name: str, version: int, path: Path | Location, *, engine: str = 
                                           [sig.dtype.numpy for sig in inputs], params, device,
                                           compiled_shapes)
             else:
-                build = functools.partial(ExportedEngine, exp, leaves, sigs, params, device)
+                build = functools.partial(
+                    ExportedEngine, exp, leaves, sigs, params, device,
+                    None if mesh is None else art.leaf_shardings(mesh,
+                                                                 program.batch_size or None))
         else:
-            slots, bindings = _pjrt_arguments(manifest, program, by_leaf, device)
+            slots, bindings = _pjrt_arguments(manifest, program, by_leaf, device, mesh)
             blob = blobs[key]
-            build = functools.partial(PjrtEngine, blob, slots, bindings, device)
+            build = functools.partial(PjrtEngine, blob, slots, bindings, device,
+                                      _pjrt_sharding(program, mesh))
         try:
             built = build()
         except Exception as exc:  # XLA's words: the program does not compile here

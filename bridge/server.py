@@ -134,7 +134,7 @@ def prepare_process(settings: Settings) -> None:
     """Process-wide set-up of a process that executes models: JSON logs, JAX settings, heap
     settings (the heap trimmer starts with the traffic counter it watches)."""
     logs.configure(settings.log_level)
-    configure_jax()
+    configure_jax(settings.cpu_devices)
     keep_heap_memory()
 
 

@@ -174,6 +174,13 @@ class Settings:
         metadata=_opt("shape-polymorphic models (exported with --dim): executables kept per "
                       "model, one per request input shape, least recently used evicted"),
     )
+    cpu_devices: int = field(
+        default=0,
+        metadata=_opt("CPU devices of each process that executes models, for sharded artifacts "
+                      "(exported with --mesh, nrDevices > 1): at least the largest nrDevices "
+                      "served; 0 = jax's default (1, or XLA_FLAGS' "
+                      "--xla_force_host_platform_device_count)"),
+    )
     model_version_policy: str = field(
         default="latest",
         metadata=_opt("versions loaded at start: 'latest' or 'all'", choices=VERSION_POLICIES),
@@ -251,6 +258,8 @@ class Settings:
                      "batch_queue_size", "workers", "compiled_shapes"):
             if getattr(self, name) < 1:
                 raise SettingsError(f"--{_flag(name)} must be >= 1, got {getattr(self, name)}")
+        if self.cpu_devices < 0:
+            raise SettingsError(f"--cpu-devices must be >= 0, got {self.cpu_devices}")
         if self.max_queue_per_model < 0:
             raise SettingsError(
                 f"--max-queue-per-model must be >= 0, got {self.max_queue_per_model}")

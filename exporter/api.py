@@ -32,6 +32,7 @@ from jaxport.exporter import labels as labels_mod
 from jaxport.exporter import module as module_mod
 from jaxport.exporter import params as params_mod
 from jaxport.exporter import program as program_mod
+from jaxport.exporter import sharding as sharding_mod
 from jaxport.exporter import symbolic as symbolic_mod
 from jaxport.exporter import trace, write
 from jaxport.exporter.errors import ExportError
@@ -68,6 +69,8 @@ def export(
     dims: Mapping[str, Any] | None = None,
     buckets: Mapping[str, Sequence[int]] | None = None,
     padding: Mapping[str, str] | None = None,
+    mesh: Mapping[str, int] | Sequence[tuple[str, int]] | None = None,
+    shardings: Mapping[str, Any] | None = None,
 ) -> manifest_pb2.Manifest:
     """Export `fn(params, *inputs)` as a jaxport artifact in `out_dir`; returns its manifest.
 
@@ -134,6 +137,15 @@ def export(
     `padding` ({"T": "mask"}) declares that the bool input `mask` marks valid positions along
     T, so a consumer may pad a request along T up to a bucket (the exporter checks that padding
     leaves the outputs unchanged and records `manifest.padding`).
+
+    `mesh` ({"data": 2, "model": 2}, axes in order) exports a sharded program for that many
+    devices of this process (on CPU the device count is raised while jax has not started its
+    backend; else ExportError says how to start the process), with `shardings` ({key: spec})
+    giving PartitionSpecs (a `PartitionSpec`, or text `"data,None"`) of inputs, parameters (by
+    manifest name or a glob, `params.layers.*.w`) and outputs, by name; the rest is
+    replicated. The manifest records the mesh and every argument's and result's sharding, and
+    split parameters are stored in chunks of one shard (jaxport.exporter.sharding). Goldens are
+    computed by the unsharded function on one device.
     """
     out_dir = Path(out_dir)
     if out_dir.exists() and not force:
@@ -154,15 +166,21 @@ def export(
     label_files = labels_mod.read_labels(labels)
     fn_name = source_function or getattr(fn, "__name__", "function")
     progress = Progress(quiet=quiet)
-    plan = _plan(inputs, dims, buckets, batch_sizes, padding, checks=checks,
-                 vjp_order=vjp_order, golden_inputs=golden_inputs, check_goldens=check_goldens)
-    if plan is None:
+    shape_plan = _plan(inputs, dims, buckets, batch_sizes, padding, checks=checks,
+                       vjp_order=vjp_order, golden_inputs=golden_inputs,
+                       check_goldens=check_goldens)
+    if shape_plan is not None and mesh is not None:
+        raise ExportError("symbolic dimensions (--dim) and a device mesh (--mesh) together are "
+                          "not supported: export the sharded model at fixed shapes "
+                          "(--batch-sizes for the batch dimension)")
+    if shape_plan is None:
         input_specs = trace.check_inputs(inputs)
         sizes = program_mod.check_batch_sizes(batch_sizes, input_specs)
         planned = [(b, specs, {}) for b, specs in program_mod.program_inputs(input_specs, sizes)]
     else:
-        input_specs = plan.symbolic_specs()
-        planned = [(0, input_specs, {}), *((0, plan.concrete_specs(b), b) for b in plan.buckets)]
+        input_specs = shape_plan.symbolic_specs()
+        planned = [(0, input_specs, {}),
+                   *((0, shape_plan.concrete_specs(b), b) for b in shape_plan.buckets)]
     # Framework pytrees (FrozenDict, NNX module/State, dataclasses) become plain nested dicts;
     # `fn` is then called through a wrapper that rebuilds what it expects.
     normalized = params_mod.normalize(params, fn)
@@ -171,6 +189,10 @@ def export(
         progress.step(note)
     host_params = trace.check_params(normalized.params)
     infos = trace.leaf_infos(host_params, input_specs)
+    if mesh is None and shardings:
+        raise ExportError("shardings (--shard) without a mesh: give one with --mesh (mesh=), "
+                          "e.g. --mesh data=2")
+    mesh_plan = sharding_mod.plan(mesh, shardings, infos) if mesh is not None else None
     # 64-bit leaves need x64 for tracing, lowering AND computing goldens; scoped, so the
     # caller's process keeps its own setting.
     with jax.enable_x64(True) if trace.needs_x64(infos) else contextlib.nullcontext(), \
@@ -180,15 +202,18 @@ def export(
                    platforms=plats, fn_name=fn_name, checks=checks,
                    max_constant_bytes=max_constant_bytes, progress=progress,
                    vjp_order=vjp_order, allow_custom_calls=allowed,
-                   polymorphic=plan is not None and not bucket, dims=bucket)
+                   polymorphic=shape_plan is not None and not bucket, dims=bucket,
+                   mesh_plan=mesh_plan)
             for batch_size, specs, bucket in planned
         ]
         manifest = program_mod.describe(
             lowered, input_specs, fn_name=fn_name, source_function=source_function,
             name=name or (out_dir.parent.name if out_dir.name.isdigit() else out_dir.name),
-            plan=plan,
+            plan=shape_plan,
         )
         manifest.vjp_order = vjp_order
+        if mesh_plan is not None:
+            manifest.mesh.CopyFrom(mesh_plan.message)
         manifest.exported_at = _exported_at()
         if allowed:
             used = {t for low in lowered for t in low.module.custom_call_targets}
@@ -203,10 +228,11 @@ def export(
                 "guarantee (exported with --allow-custom-call): consumers need that kernel "
                 "registered under the same name (e.g. jax.ffi.register_ffi_target) to run this "
                 "artifact, and no jax or StableHLO version promise covers it")
-        if plan is not None and plan.padding:
-            goldens_mod.check_padding(fn_name, lowered[0], host_params, plan, manifest, seed)
+        if shape_plan is not None and shape_plan.padding:
+            goldens_mod.check_padding(fn_name, lowered[0], host_params, shape_plan, manifest,
+                                      seed)
             manifest.padding.extend(manifest_pb2.Padding(dim=d, mask_input=m)
-                                    for d, m in plan.padding.items())
+                                    for d, m in shape_plan.padding.items())
         labels_mod.check_labels(manifest, label_files)
         kept = set(lowered[0].exported.module_kept_var_idx)  # the same in every program
         param_idx = [i.leaf_index for i in infos if i.kind == "parameter"]
@@ -217,7 +243,8 @@ def export(
                 "(and not weights closed over from elsewhere)?")
 
         with write.staging_dir(out_dir, force) as tmp, write.background() as pool:
-            weights = write.write_weights(tmp, infos, host_params, kept, progress, pool)
+            weights = write.write_weights(tmp, infos, host_params, kept, progress, pool,
+                                          mesh_plan.shard_shapes(infos) if mesh_plan else None)
             # The weights reach the disk while goldens are computed; the final pass is cheap.
             weights_synced = pool.submit(write.fsync_tree, tmp / weights_mod.WEIGHTS_DIR)
             # Goldens run the function: params go to the device once, for every case.
@@ -226,10 +253,11 @@ def export(
             used: set[str] = set()
             for low in lowered:
                 write.write_program_files(tmp, low)
-                manifest.programs.append(program_mod.build_program(low, weights, plan))
+                manifest.programs.append(program_mod.build_program(low, weights, shape_plan))
                 if goldens and low.polymorphic:
-                    assert plan is not None
-                    goldens_mod.write_sized_goldens(tmp, manifest, low, device_params, plan, seed)
+                    assert shape_plan is not None
+                    goldens_mod.write_sized_goldens(tmp, manifest, low, device_params,
+                                                    shape_plan, seed)
                 elif goldens:
                     _step(progress, low.batch_size, f"computing {goldens} golden case(s)")
                     goldens_mod.write_goldens(tmp, manifest, low, device_params, goldens, seed)
@@ -278,6 +306,7 @@ def _lower(
     allow_custom_calls: Sequence[str] = (),
     polymorphic: bool = False,
     dims: Mapping[str, int] | None = None,
+    mesh_plan: sharding_mod.Plan | None = None,
 ) -> program_mod.Lowered:
     """Trace, lower and inspect `fn` for one size (batch size 0: the unbatched program), the
     shape-polymorphic program or one bucket (`dims`) of it."""
@@ -289,13 +318,18 @@ def _lower(
     _step(progress, batch_size, f"tracing and lowering {fn_name}")
     export_fn = trace.prepare_function(fn, params, inputs, output_names, fn_name)
     export_fn = checks_mod.apply_checks(export_fn, fn, params, inputs, checks)
-    exported = trace.lower(export_fn, params, inputs, platforms, fn_name, allow_custom_calls)
+    infos = trace.leaf_infos(params, inputs)
+    shardings = None if mesh_plan is None else mesh_plan.jit_shardings(
+        export_fn, params, inputs, infos, batch_size)
+    exported = trace.lower(export_fn, params, inputs, platforms, fn_name, allow_custom_calls,
+                           shardings)
     text = exported.mlir_module()
     info = module_mod.inspect_module(text, what=fn_name + where,
                                      max_constant_bytes=max_constant_bytes,
                                      polymorphic=polymorphic)
     return program_mod.Lowered(
-        batch_size=batch_size, inputs=inputs, infos=trace.leaf_infos(params, inputs),
+        batch_size=batch_size, inputs=inputs, infos=infos,
+        mesh=None if mesh_plan is None else mesh_plan.mesh,
         export_fn=export_fn, exported=exported, text=text, module=info,
         serialized=trace.serialize(exported, vjp_order), polymorphic=polymorphic,
         dims=dict(dims or {}),

@@ -307,6 +307,14 @@ def _export_parser() -> _Parser:
     p.add_argument("--vjp-order", type=int, default=0, metavar="N",
                    help="serialize N levels of reverse-mode derivatives with the program, so "
                         "jax.grad works on the loaded artifact (default 0: forward only)")
+    p.add_argument("--mesh", metavar="NAME=SIZE[,NAME=SIZE]",
+                   help="export a sharded program over a device mesh, e.g. data=2,model=2 "
+                        "(devices = product of sizes; on CPU this command provides them)")
+    p.add_argument("--shard", action="append", metavar="KEY=SPEC",
+                   help="with --mesh: PartitionSpec of an input, output or parameters (name or "
+                        "glob on manifest names), one entry per axis: a mesh axis, None, or "
+                        "a+b; e.g. x=data,None or 'params.w1=None,model' (repeat; default: "
+                        "replicated)")
     p.add_argument("--require-check-goldens", action="store_true",
                    help="with --checks: fail when no golden case trips an enabled kind (after "
                         "the exporter's bounded search for tripping inputs); default: a warning")
@@ -334,20 +342,26 @@ def _parse_outputs(values: list[str] | None) -> list[str] | dict[str, str] | Non
     return mapping
 
 
+def _key_values(values: list[str] | None, flag: str, expected: str, *, what: str = "",
+                empty_value: bool = False) -> dict[str, str]:
+    """A repeated `--flag KEY=VALUE` -> {key: value}, in order; each key once."""
+    out: dict[str, str] = {}
+    for v in values or ():
+        key, sep, value = v.partition("=")
+        if not key or not sep or not (value or empty_value):
+            raise UsageError(f"{flag} {v!r}: expected {expected}")
+        if key in out:
+            raise UsageError(f"{flag}: {what}{key!r} given twice ({out[key]}, {value})")
+        out[key] = value
+    return out
+
+
 def _parse_labels(values: list[str] | None) -> dict[str, str] | None:
     """`--labels OUTPUT=FILE`, repeated -> {output: file}."""
     if not values:
         return None
-    out: dict[str, str] = {}
-    for v in values:
-        name, _, path = v.partition("=")
-        if not name or not path:
-            raise UsageError(f"--labels {v!r}: expected OUTPUT=FILE, e.g. --labels "
-                             "probs=labels.txt")
-        if name in out:
-            raise UsageError(f"--labels: output {name!r} given twice ({out[name]}, {path})")
-        out[name] = path
-    return out
+    return _key_values(values, "--labels", "OUTPUT=FILE, e.g. --labels probs=labels.txt",
+                       what="output ")
 
 
 def _parse_batch_sizes(text: str) -> list[int]:
@@ -410,6 +424,13 @@ def export_main(argv: Sequence[str]) -> int:
         _quiet_libraries()
         import jax
         from jaxport.exporter import api
+        from jaxport.exporter import sharding as sharding_mod
+
+        mesh = sharding_mod.parse_mesh(ns.mesh) if ns.mesh is not None else None
+        shards = _key_values(ns.shard, "--shard", "KEY=SPEC, e.g. --shard x=data,None or "
+                             "--shard 'params.w1=None,model'", empty_value=True)
+        if mesh is not None:  # before anything starts jax's backend (params, an init function)
+            sharding_mod.provide_devices(mesh)
 
         fn = _import_attr(ns.function, "MODULE:FUNCTION")
         params, params_path = _load_params(ns.params, ns.step, ns.params_path)
@@ -441,6 +462,7 @@ def export_main(argv: Sequence[str]) -> int:
             labels=labels, vjp_order=ns.vjp_order, allow_custom_calls=ns.allow_custom_call,
             calling_convention=ns.calling_convention, dims=dims or None,
             buckets=buckets or None, padding=_parse_padding(ns.pad) or None,
+            mesh=mesh, shardings=shards or None,
             **({"batch_sizes": batch_sizes} if batch_sizes is not None else {}),
             **({"max_constant_bytes": ns.max_constant_bytes}
                if ns.max_constant_bytes is not None else {}),

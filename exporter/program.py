@@ -20,6 +20,7 @@ import jax
 import numpy as np
 from jax import export as jax_export
 from jaxport.artifact import manifest as manifest_mod
+from jaxport.artifact import sharding as sharding_io
 from jaxport.exporter import checks as checks_mod
 from jaxport.exporter import module as module_mod
 from jaxport.exporter.errors import ExportError
@@ -88,6 +89,7 @@ class Lowered:
     # bucket program with each dimension's size in it (`dims`).
     polymorphic: bool = False
     dims: dict[str, int] = field(default_factory=dict)
+    mesh: jax.sharding.Mesh | None = None  # a sharded program's mesh (jaxport.exporter.sharding)
 
     @property
     def files_prefix(self) -> str:
@@ -298,6 +300,10 @@ def build_program(
     )
     shape_plan = plan if lowered.polymorphic else None
     expected_types: list[str] = []
+    in_shardings = out_shardings = None
+    if lowered.mesh is not None:  # what jax recorded, as the consumer will read it back
+        in_shardings = exported.in_shardings_jax(lowered.mesh)
+        out_shardings = exported.out_shardings_jax(lowered.mesh)
     if len(exported.platforms) > 1:
         index_dtype = _platform_index_dtype(info)
         program.arguments.add(
@@ -329,6 +335,8 @@ def build_program(
         _set_shape(arg, leaf.shape, shape_plan, f"{leaf.kind} {leaf.name!r}")
         if leaf.kind == "parameter":
             arg.tensorstore_spec_json, arg.sha256 = weights[leaf_index]
+        if in_shardings is not None:
+            arg.sharding.CopyFrom(_sharding(in_shardings[leaf_index], len(leaf.shape), arg.name))
         expected_types.append(_shape_type(leaf.shape, leaf.dtype))
     if info.main_argument_types != expected_types:
         raise ExportError(
@@ -342,9 +350,9 @@ def build_program(
             index=len(program.results), role=_RES.RESULT_ROLE_TOKEN, name=f"token_{n}"
         )
     checks = export_fn.result_checks or [None] * len(export_fn.result_names)
-    for name, role, check, aval in zip(
+    for n, (name, role, check, aval) in enumerate(zip(
         export_fn.result_names, export_fn.result_roles, checks, exported.out_avals, strict=True
-    ):
+    )):
         dt = np.dtype(aval.dtype)
         res = program.results.add(
             index=len(program.results), role=role, name=name,
@@ -353,4 +361,18 @@ def build_program(
         _set_shape(res, aval.shape, shape_plan, f"result {name!r}")
         if check is not None:
             res.check.CopyFrom(check)
+        if out_shardings is not None:
+            res.sharding.CopyFrom(_sharding(out_shardings[n], len(aval.shape), name))
     return program
+
+
+def _sharding(sharding: jax.sharding.Sharding | None, ndim: int, what: str
+              ) -> manifest_pb2.Sharding:
+    """The manifest Sharding of one argument or result: its PartitionSpec, one string per
+    axis, and the HLO sharding text a C++ consumer reads."""
+    if not isinstance(sharding, jax.sharding.NamedSharding):
+        raise ExportError(f"internal: {what} has no recorded sharding ({sharding!r}) in a "
+                          "sharded program")
+    hlo = sharding._to_xla_hlo_sharding(ndim)  # no public accessor; the text is XLA's own
+    return manifest_pb2.Sharding(spec=sharding_io.spec_strings(sharding.spec, ndim),
+                                 hlo_sharding=str(hlo))

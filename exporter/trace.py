@@ -399,15 +399,19 @@ def lower(
     platforms: Sequence[str],
     fn_name: str,
     allow_custom_calls: Sequence[str] = (),
+    shardings: tuple[Any, Any] | None = None,
 ) -> jax_export.Exported:
     """`jax.export.export(jax.jit(fn))` with its failure modes mapped to ExportErrors.
 
     `allow_custom_calls` names custom-call targets outside jax's guaranteed-stable list that
-    may be exported anyway (`DisabledSafetyCheck.custom_call`)."""
+    may be exported anyway (`DisabledSafetyCheck.custom_call`). `shardings` is jit's
+    `(in_shardings, out_shardings)` of a sharded export (`jaxport.exporter.sharding`)."""
     params_spec = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), params)
     disabled = [jax_export.DisabledSafetyCheck.custom_call(t) for t in allow_custom_calls]
+    jit_kwargs = {} if shardings is None else {"in_shardings": shardings[0],
+                                                 "out_shardings": shardings[1]}
     try:
-        return jax_export.export(jax.jit(export_fn.fn), platforms=tuple(platforms),
+        return jax_export.export(jax.jit(export_fn.fn, **jit_kwargs), platforms=tuple(platforms),
                                  disabled_checks=disabled)(params_spec, *inputs.values())
     except NotImplementedError as exc:
         if "host_callbacks" in str(exc):

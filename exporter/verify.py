@@ -44,6 +44,7 @@ from typing import Any
 import jaxport.artifact
 import numpy as np
 from jaxport.artifact import manifest as manifest_mod
+from jaxport.artifact import sharding as sharding_io
 from jaxport.artifact.errors import ArtifactError
 from jaxport.exporter import module as module_mod
 from jaxport.exporter.errors import ExportError
@@ -236,12 +237,12 @@ def f32_reference(art: jaxport.artifact.Artifact, program: manifest_pb2.Program,
     """{case: {result: float32 array}}: the program's text with bf16/f16 widened to f32,
     compiled by PJRT and run on the case (low-precision arguments widened exactly).
 
-    Empty when the program has no low-precision result or cannot be widened (then the plain
-    tolerance applies).
+    Empty when the program has no low-precision result, cannot be widened or is sharded (then
+    the plain tolerance applies).
     """
     if not _low_precision_results(program) or program.polymorphic \
             or "cpu" not in art.manifest.platforms \
-            or _OVERRIDE is not None:
+            or _OVERRIDE is not None or art.manifest.nr_devices > 1:  # one device only
         return {}
     import jax
     from jax.extend import backend as jex_backend
@@ -514,12 +515,29 @@ def _check_checksums(art: jaxport.artifact.Artifact) -> CheckResult:
 
 
 def _check_manifest_matches(exp: Any, m: manifest_pb2.Manifest,
-                            program: manifest_pb2.Program) -> None:
-    """The manifest's argument list is exactly what jax recorded for the program."""
+                            program: manifest_pb2.Program, mesh: Any = None) -> None:
+    """The manifest's argument list (and a sharded program's layouts) is exactly what jax
+    recorded for the program."""
     import jax
 
     if tuple(exp.platforms) != tuple(m.platforms):
         raise ArtifactError(f"manifest platforms {list(m.platforms)} != program {exp.platforms}")
+    if exp.nr_devices != max(1, m.nr_devices):
+        raise ArtifactError(f"manifest nr_devices {m.nr_devices} != the program's "
+                            f"{exp.nr_devices}")
+    if mesh is not None:
+        recorded = exp.in_shardings_jax(mesh)
+        laid_out = [(f"argument {a.index}", a, recorded[a.leaf_index])
+                    for a in program.arguments if a.leaf_index >= 0]
+        results = [r for r in program.results if r.role != _RES.RESULT_ROLE_TOKEN]
+        laid_out += [(f"result {r.index}", r, s)
+                     for r, s in zip(results, exp.out_shardings_jax(mesh), strict=True)]
+        for what, entry, sharding in laid_out:
+            want = sharding_io.spec_strings(sharding.spec, len(entry.shape))
+            if list(entry.sharding.spec) != want:
+                raise ArtifactError(
+                    f"manifest {what} ({entry.name}) sharding {list(entry.sharding.spec)} != "
+                    f"the program's {want}: the manifest was edited or is stale")
     n = exp.in_tree.num_leaves
     paths = [jax.tree_util.keystr(p) for p, _ in
              jax.tree_util.tree_flatten_with_path(exp.in_tree.unflatten(list(range(n))))[0]]
@@ -569,21 +587,27 @@ def _check_jaxexport(art: jaxport.artifact.Artifact, platform: str) -> CheckResu
     goldens = art.goldens()
     comps: dict[str, Comparison] = {}
     device = jax.devices(platform)[0]
+    mesh = art.mesh()  # a sharded program runs on its nr_devices devices
     for program in m.programs:  # every batch size's program (one when unbatched)
         exp = art.exported(program.batch_size, dims=dict(program.dims) or None)
-        _check_manifest_matches(exp, m, program)
+        _check_manifest_matches(exp, m, program, mesh)
         refs = f32_reference(art, program, _cases(goldens, program))
         for case in _cases(goldens, program):
             # Stored parameters and the case's inputs in the exported pytree; zeros for
             # leaves jax dropped (any value of the right type).
             args, kwargs = art.call_arguments(case.inputs, program.batch_size,
                                               dims=dict(program.dims) or None)
-            args, kwargs = jax.device_put((args, kwargs), device)
+            if mesh is None:
+                args, kwargs = jax.device_put((args, kwargs), device)
+            else:  # each leaf laid out as its manifest sharding says
+                leaves, tree = jax.tree.flatten((args, kwargs))
+                shardings = art.leaf_shardings(mesh, program.batch_size)
+                args, kwargs = jax.tree.unflatten(tree, jax.device_put(leaves, shardings))
             results = jax.tree.leaves(exp.call(*args, **kwargs))
             _compare_case(program, results, _expected(case), comps, refs.get(case.name))
             if case.gradients:
                 _compare_gradients(exp, program, case, args, comps)
-    return _result("jaxexport", comps, _cases_detail(goldens, m) + f", on {platform}")
+    return _result("jaxexport", comps, _cases_detail(goldens, m) + _where(m, platform))
 
 
 def _compare_gradients(exp: Any, program: manifest_pb2.Program,
@@ -614,6 +638,10 @@ def _check_pjrt(art: jaxport.artifact.Artifact, platform: str) -> CheckResult:
     m = art.manifest
     client = jex_backend.get_backend(platform)
     device = client.local_devices()[0]
+    mesh = art.mesh()
+    # A sharded program: one replica, nr_devices partitions (SPMD), logical device i = the
+    # mesh's i-th device, every argument laid out as the manifest's sharding says.
+    devices = [device] if mesh is None else list(mesh.devices.flat)
     goldens = art.goldens()
     comps: dict[str, Comparison] = {}
     if not _fixed_programs(m):
@@ -622,8 +650,10 @@ def _check_pjrt(art: jaxport.artifact.Artifact, platform: str) -> CheckResult:
         bytecode = (art.path / program.mlirbc_file).read_bytes()
         try:
             executable = client.compile_and_load(
-                bytecode, [device],
-                jex_backend.get_compile_options(num_replicas=1, num_partitions=1),
+                bytecode, devices,
+                jex_backend.get_compile_options(
+                    num_replicas=1, num_partitions=len(devices),
+                    device_assignment=np.array([[d.id for d in devices]])),
             )
         except Exception as exc:
             first = (str(exc).strip().splitlines() or [""])[0]
@@ -633,12 +663,29 @@ def _check_pjrt(art: jaxport.artifact.Artifact, platform: str) -> CheckResult:
         refs = f32_reference(art, program, _cases(goldens, program))
         for case in _cases(goldens, program):
             values = _argument_values(m, program, case, params, platform)
-            buffers = [jax.device_put(v, device) for v in values]
+            if mesh is None:
+                buffers = [jax.device_put(v, device) for v in values]
+            else:
+                buffers = [jax.device_put(v, sharding_io.named_sharding(mesh, a.sharding))
+                           for a, v in zip(program.arguments, values, strict=True)]
             out = executable.execute_sharded(buffers).disassemble_into_single_device_arrays()
-            _compare_case(program, [np.asarray(o[0]) for o in out], _expected(case), comps,
-                          refs.get(case.name))
+            if mesh is None:
+                results = [np.asarray(o[0]) for o in out]
+            else:  # each result's shards, assembled as its manifest sharding says
+                plain = [r for r in program.results if r.role != _RES.RESULT_ROLE_TOKEN]
+                results = [np.asarray(jax.make_array_from_single_device_arrays(
+                    tuple(r.shape), sharding_io.named_sharding(mesh, r.sharding), shards))
+                    for r, shards in zip(plain, out, strict=True)]
+            _compare_case(program, results, _expected(case), comps, refs.get(case.name))
     detail = _cases_detail(goldens, m, _fixed_programs(m))
-    return _result("pjrt", comps, f"{detail}, on {platform}")
+    return _result("pjrt", comps, detail + _where(m, platform))
+
+
+def _where(m: manifest_pb2.Manifest, platform: str) -> str:
+    if not m.HasField("mesh"):
+        return f", on {platform}"
+    return (f", on {m.nr_devices} {platform} devices (mesh "
+            f"{sharding_io.describe_mesh(m.mesh)})")
 
 
 def _iree_type(shape: Sequence[int], dtype: manifest_pb2.DType) -> str:
@@ -667,6 +714,8 @@ def _check_iree(art: jaxport.artifact.Artifact) -> CheckResult:
     if "cpu" not in m.platforms:
         return CheckResult("iree", "skip", "IREE compiles for llvm-cpu and the artifact is not "
                            f"exported for cpu ({', '.join(m.platforms)})")
+    if m.nr_devices > 1:
+        return CheckResult("iree", "skip", not_run_on_iree(m))
     goldens = art.goldens()
     comps: dict[str, Comparison] = {}
     if not _fixed_programs(m):
@@ -688,6 +737,13 @@ def _fixed_programs(m: manifest_pb2.Manifest) -> list[manifest_pb2.Program]:
 def _polymorphic_skip(check: str) -> CheckResult:
     return CheckResult(check, "skip", "the only program is shape-polymorphic (dynamic shapes "
                        "only jax runs); export with --buckets for fixed-shape programs")
+
+
+def not_run_on_iree(m: manifest_pb2.Manifest) -> str:
+    """Why verify does not run IREE on a sharded program (its `iree` row says so)."""
+    return (f"not run: the program is sharded over {m.nr_devices} devices (mesh "
+            f"{sharding_io.describe_mesh(m.mesh)}) and IREE runs single-device programs; "
+            "jaxexport and pjrt ran it on that many devices")
 
 
 def _cases_detail(goldens: Sequence[jaxport.artifact.Golden], m: manifest_pb2.Manifest,
@@ -777,6 +833,8 @@ def _worker(check: str, artifact_dir: str, platform: str = "cpu") -> CheckResult
         import jax
 
         jax.config.update("jax_enable_x64", True)
+    if check in PLATFORM_CHECKS and m.nr_devices > 1:
+        art.mesh()  # a sharded program's devices, before anything starts jax's backend
     if check in PLATFORM_CHECKS:
         result = {"jaxexport": _check_jaxexport, "pjrt": _check_pjrt}[check](art, platform)
     else:

@@ -134,8 +134,12 @@ def write_weights(
     kept: set[int],
     progress: Progress,
     pool: ThreadPoolExecutor,
+    shards: dict[int, list[int]] | None = None,
 ) -> dict[int, tuple[str, str]]:
-    """Write every kept parameter; returns leaf index -> (tensorstore spec JSON, sha256)."""
+    """Write every kept parameter; returns leaf index -> (tensorstore spec JSON, sha256).
+
+    `shards` (sharded exports): leaf index -> one device's shard shape of a split parameter,
+    which its zarr3 chunks follow along the split axes (each shard is whole chunks)."""
     leaves = jax.tree.leaves(params)
     todo = [i for i in infos if i.kind == "parameter" and i.leaf_index in kept]
     stems = unique_safe_names([i.name for i in todo])
@@ -147,7 +151,8 @@ def write_weights(
         array = np.asarray(leaves[leaf.leaf_index])
         digest = pool.submit(weights_mod.array_sha256, array)  # while TensorStore writes it
         spec = weights_mod.write_parameter(
-            root, f"{weights_mod.WEIGHTS_DIR}/{stem}", array, progress
+            root, f"{weights_mod.WEIGHTS_DIR}/{stem}", array, progress,
+            shard=(shards or {}).get(leaf.leaf_index),
         )
         out[leaf.leaf_index] = (json.dumps(spec, sort_keys=True), digest.result())
     progress.finish_bytes()

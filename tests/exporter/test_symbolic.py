@@ -150,6 +150,8 @@ CLI_ERRORS = [
     ([*FLAGS, "--buckets", "T=128", "--batch-sizes", "1", "--pad", "T=tokens"], 1,
      ["--pad T=tokens", "must be a bool input with a T axis"]),
     ([*FLAGS, "--pad", "T=mask"], 1, ["--pad T=mask without --buckets"]),
+    ([*FLAGS, "--mesh", "data=2"], 1, ["symbolic dimensions (--dim)", "(--mesh)",
+                                       "not supported"]),
 ]
 
 

@@ -242,6 +242,49 @@ def _check_position(entry: manifest_pb2.Argument | manifest_pb2.Result, i: int, 
         raise ArtifactError(f"{source}: {what} has no role")
 
 
+def _check_mesh(manifest: manifest_pb2.Manifest, source: str) -> dict[str, int]:
+    """A sharded manifest's mesh (axis name -> size; empty without one): named, unique axes
+    whose sizes multiply to `nr_devices`."""
+    if not manifest.HasField("mesh"):
+        if manifest.nr_devices > 1:
+            raise ArtifactError(f"{source}: nr_devices {manifest.nr_devices} without a mesh")
+        return {}
+    axes = {a.name: int(a.size) for a in manifest.mesh.axes}
+    if not axes or len(axes) != len(manifest.mesh.axes) or "" in axes or \
+            any(s < 1 for s in axes.values()):
+        raise ArtifactError(f"{source}: mesh axes must be named, unique and of size >= 1, got "
+                            f"{[(a.name, a.size) for a in manifest.mesh.axes]}")
+    if math.prod(axes.values()) != manifest.nr_devices:
+        raise ArtifactError(f"{source}: mesh {axes} is {math.prod(axes.values())} devices but "
+                            f"nr_devices is {manifest.nr_devices}")
+    return axes
+
+
+def _check_sharding(entry: manifest_pb2.Argument | manifest_pb2.Result, axes: dict[str, int],
+                    what: str, source: str) -> None:
+    """In a sharded program every argument and result has a spec of one entry per axis over
+    the mesh's axes, each used once, splitting its dimension evenly; elsewhere none."""
+    if not axes:
+        if entry.HasField("sharding"):
+            raise ArtifactError(f"{source}: {what} has a sharding but the manifest no mesh")
+        return
+    spec = list(entry.sharding.spec)
+    if len(spec) != len(entry.shape):
+        raise ArtifactError(f"{source}: {what} sharding spec {spec} needs one entry per axis "
+                            f"of shape {list(entry.shape)}")
+    used: list[str] = []
+    for dim, names in zip(entry.shape, spec, strict=True):
+        parts = [n for n in names.split("+") if n]
+        unknown = [n for n in parts if n not in axes or n in used]
+        if unknown:
+            raise ArtifactError(f"{source}: {what} sharding spec {spec}: mesh axis "
+                                f"{unknown[0]!r} is unknown or used twice (mesh {axes})")
+        used += parts
+        if dim % math.prod(axes[n] for n in parts):
+            raise ArtifactError(f"{source}: {what} sharding spec {spec} does not split shape "
+                                f"{list(entry.shape)} evenly on mesh {axes}")
+
+
 def exported_at(manifest: manifest_pb2.Manifest, source: str = MANIFEST_FILE
                 ) -> datetime.datetime | None:
     """When the artifact was exported (UTC), or None when unknown (written before the field)."""
@@ -308,6 +351,7 @@ def validate(manifest: manifest_pb2.Manifest, source: str = MANIFEST_FILE) -> No
             f"{source}: manifest schema_version {manifest.schema_version} cannot carry symbolic "
             f"dimensions or a device mesh; they need schema_version {needed}")
     exported_at(manifest, source)
+    axes = _check_mesh(manifest, source)
     if not manifest.programs:
         raise ArtifactError(f"{source}: no programs")
     _check_dimensions(manifest, source)
@@ -326,6 +370,7 @@ def validate(manifest: manifest_pb2.Manifest, source: str = MANIFEST_FILE) -> No
             if arg.role == _ROLE.ARGUMENT_ROLE_TOKEN:
                 continue
             n = _check_shape(arg.shape, what, source, arg.dim_names, program.polymorphic)
+            _check_sharding(arg, axes, what, source)
             itemsize = numpy_dtype(arg.dtype).itemsize
             if arg.byte_size != n * itemsize:
                 raise ArtifactError(
@@ -356,6 +401,7 @@ def validate(manifest: manifest_pb2.Manifest, source: str = MANIFEST_FILE) -> No
             if res.role == _RROLE.RESULT_ROLE_TOKEN:
                 continue
             n = _check_shape(res.shape, what, source, res.dim_names, program.polymorphic)
+            _check_sharding(res, axes, what, source)
             if res.byte_size != n * numpy_dtype(res.dtype).itemsize:
                 raise ArtifactError(f"{source}: {what} byte_size {res.byte_size} is inconsistent")
     for f in manifest.files:

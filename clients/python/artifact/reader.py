@@ -34,12 +34,14 @@ from jaxport.artifact import checks as checks_mod
 from jaxport.artifact import dims as dims_mod
 from jaxport.artifact import goldens as goldens_mod
 from jaxport.artifact import manifest as manifest_mod
+from jaxport.artifact import sharding as sharding_io
 from jaxport.artifact import weights as weights_mod
 from jaxport.artifact.errors import ArtifactError
 from jaxport.artifact.location import LocalLocation, Location, locate
 from jaxport.protocol.gen.jaxport.v1 import manifest_pb2
 
 if TYPE_CHECKING:
+    import jax
     from jax import export as jax_export
 
 __all__ = ["Artifact", "Golden", "open"]
@@ -269,6 +271,30 @@ class Artifact:
                 leaves.append(np.zeros(aval.shape, aval.dtype))
         return leaves
 
+    def mesh(self) -> jax.sharding.Mesh | None:
+        """The device mesh of a sharded artifact (`nr_devices` > 1) over this process's first
+        `nr_devices` devices, or None for a single-device artifact. On CPU the device count is
+        raised while jax has not started its backend; `sharding.DeviceCountError` (one line
+        saying how to start the process) when the devices cannot be had."""
+        if not self.manifest.HasField("mesh"):
+            return None
+        mesh = self.manifest.mesh
+        devices = sharding_io.require_devices(
+            self.manifest.nr_devices,
+            f"{self.name} (sharded over mesh {sharding_io.describe_mesh(mesh)})")
+        return sharding_io.jax_mesh(mesh, devices)
+
+    def leaf_shardings(self, mesh: jax.sharding.Mesh, batch_size: int | None = None
+                       ) -> list[jax.sharding.NamedSharding]:
+        """The NamedSharding of every leaf of `(params, *inputs)` (flatten order) of a sharded
+        program on `mesh` (`self.mesh()`): each argument's manifest sharding, leaves jax
+        dropped replicated. Place `call_arguments` with it (`jax.device_put`)."""
+        program = self.program(batch_size)
+        exp = self.exported(batch_size)
+        by_leaf = {a.leaf_index: a.sharding for a in program.arguments if a.leaf_index >= 0}
+        return [sharding_io.named_sharding(mesh, by_leaf.get(i, manifest_pb2.Sharding()))
+                for i in range(len(exp.in_avals))]
+
     def _needs_x64(self) -> bool:
         return any(a.dtype.itemsize == 8 for p in self.manifest.programs
                    for a in [*p.arguments, *p.results] if a.dtype.itemsize)
@@ -324,8 +350,12 @@ class Artifact:
             batch = rows.pop()
         program = self.program(batch)
         exp = self.exported(batch)
+        mesh = self.mesh()  # a sharded program: its devices first (or one line saying how)
         with jax.enable_x64(True) if self._needs_x64() else contextlib.nullcontext():
-            args, kwargs = exp.in_tree.unflatten(self._leaves(exp, program, arrays))
+            leaves = self._leaves(exp, program, arrays)
+            if mesh is not None:
+                leaves = jax.device_put(leaves, self.leaf_shardings(mesh, batch))
+            args, kwargs = exp.in_tree.unflatten(leaves)
             results = [np.asarray(r) for r in jax.tree.leaves(exp.call(*args, **kwargs))]
         plain = [r for r in program.results if r.role != _RES.RESULT_ROLE_TOKEN]
         checks = [v for r, v in zip(plain, results, strict=True)

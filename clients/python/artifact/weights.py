@@ -19,6 +19,7 @@ import hashlib
 import json
 import math
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -71,10 +72,19 @@ def array_sha256(array: np.ndarray) -> str:
     return hashlib.sha256(_c_bytes(np.asarray(array))).hexdigest()
 
 
-def chunk_shape(shape: tuple[int, ...], itemsize: int, target: int = CHUNK_BYTES) -> list[int]:
-    """Chunk shape of about `target` bytes, splitting leading dimensions first."""
-    chunk = [max(1, d) for d in shape]
+def chunk_shape(shape: tuple[int, ...], itemsize: int, target: int = CHUNK_BYTES,
+                shard: Sequence[int] | None = None) -> list[int]:
+    """Chunk shape of about `target` bytes, splitting leading dimensions first.
+
+    `shard` (a parameter split across devices): one device's shard shape. The chunk is then
+    exactly the shard along its split axes (those where it is smaller than `shape`), so every
+    shard is whole chunks and a device's part can be read alone; only unsplit axes are cut
+    further to approach `target`."""
+    chunk = [max(1, d) for d in (shard if shard is not None else shape)]
+    split = {a for a, (s, d) in enumerate(zip(chunk, shape, strict=True)) if s != d}
     for axis in range(len(shape)):
+        if axis in split:
+            continue
         rest = itemsize * math.prod(chunk[axis + 1 :])
         if rest * chunk[axis] <= target:
             break
@@ -111,8 +121,10 @@ def write_parameter(
     rel_dir: str,
     array: np.ndarray,
     progress: ByteProgress | None = None,
+    shard: Sequence[int] | None = None,
 ) -> dict[str, Any]:
     """Write `array` as a zarr3 array at `<artifact_dir>/<rel_dir>/`; returns its relative spec.
+    `shard`: the shape of one device's shard of a split parameter (see `chunk_shape`).
 
     Files are not fsync'd here (see the module docstring). TensorStore references `array`'s
     buffer instead of copying it, so the array must not change while this call runs.
@@ -120,7 +132,7 @@ def write_parameter(
     row = dtypes.by_numpy(array.dtype)
     array = np.asarray(array, dtype=row.numpy, order="C")
     rel_path = rel_dir.rstrip("/") + "/"
-    chunks = chunk_shape(array.shape, row.itemsize)
+    chunks = chunk_shape(array.shape, row.itemsize, shard=shard)
     create = _absolute(_spec(rel_path, row.numpy_name), Path(artifact_dir))
     create["metadata"] = {
         "shape": list(array.shape),

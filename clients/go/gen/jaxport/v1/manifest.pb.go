@@ -176,7 +176,8 @@ type Manifest struct {
 	// (int32, or int64 when exported with jax_enable_x64; its Argument.dtype says which) whose
 	// value is the index of the running platform in this list.
 	Platforms []string `protobuf:"bytes,5,rep,name=platforms,proto3" json:"platforms,omitempty"`
-	// Number of devices the program was exported for (jaxport exports single-device programs: 1).
+	// Number of devices the program was exported for: 1, or for a sharded program (`--mesh`) the
+	// product of `mesh`'s axis sizes.
 	NrDevices uint32 `protobuf:"varint,6,opt,name=nr_devices,json=nrDevices,proto3" json:"nr_devices,omitempty"`
 	// The exported programs. Without batching there is exactly one; with `--batch-sizes` there is
 	// one per batch size, each with fixed shapes, all sharing the same parameters.
@@ -530,7 +531,8 @@ func (x *Padding) GetMaskInput() string {
 	return ""
 }
 
-// A named device mesh (`jax.sharding.Mesh`), axes in order; devices = product of sizes.
+// A named device mesh (`jax.sharding.Mesh`), axes in order; devices = product of sizes. Logical
+// device i of the program is position i of the mesh's devices in row-major order.
 type Mesh struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Axes          []*MeshAxis            `protobuf:"bytes,1,rep,name=axes,proto3" json:"axes,omitempty"`
@@ -631,9 +633,11 @@ func (x *MeshAxis) GetSize() uint32 {
 type Sharding struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// One entry per array axis (a PartitionSpec): "" = not split along that axis, else the mesh
-	// axis name(s) it is split over, joined by "+" when several.
+	// axis name(s) it is split over, joined by "+" when several. Unnamed mesh axes replicate.
 	Spec []string `protobuf:"bytes,1,rep,name=spec,proto3" json:"spec,omitempty"`
-	// The HLO sharding string jax recorded (`{devices=[2,1]<=[2]}`), for C++ consumers.
+	// The same layout as XLA's HLO sharding text over the program's logical devices
+	// (`{devices=[1,2,2]<=[2,2]T(1,0) last_tile_dim_replicate}`, `{replicated}`), for C++
+	// consumers.
 	HloSharding   string `protobuf:"bytes,2,opt,name=hlo_sharding,json=hloSharding,proto3" json:"hlo_sharding,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1073,7 +1077,8 @@ type Argument struct {
 	Sha256 string `protobuf:"bytes,10,opt,name=sha256,proto3" json:"sha256,omitempty"`
 	// Schema 2: as TensorSpec.dim_names, in a polymorphic program.
 	DimNames []string `protobuf:"bytes,11,rep,name=dim_names,json=dimNames,proto3" json:"dim_names,omitempty"`
-	// Schema 2: its layout across `Manifest.mesh` (sharded programs only).
+	// Schema 2: its layout across `Manifest.mesh`; in a sharded program on every parameter and
+	// input (not the platform index or tokens), absent otherwise.
 	Sharding      *Sharding `protobuf:"bytes,12,opt,name=sharding,proto3" json:"sharding,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1206,7 +1211,8 @@ type Result struct {
 	Check *CheckLeaf `protobuf:"bytes,7,opt,name=check,proto3" json:"check,omitempty"`
 	// Schema 2: as TensorSpec.dim_names, in a polymorphic program.
 	DimNames []string `protobuf:"bytes,8,rep,name=dim_names,json=dimNames,proto3" json:"dim_names,omitempty"`
-	// Schema 2: its layout across `Manifest.mesh` (sharded programs only).
+	// Schema 2: its layout across `Manifest.mesh`; in a sharded program on every non-token
+	// result (check results replicated), absent otherwise.
 	Sharding      *Sharding `protobuf:"bytes,9,opt,name=sharding,proto3" json:"sharding,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
