@@ -592,16 +592,17 @@ def _check_jaxexport(art: jaxport.artifact.Artifact, platform: str) -> CheckResu
         exp = art.exported(program.batch_size, dims=dict(program.dims) or None)
         _check_manifest_matches(exp, m, program, mesh)
         refs = f32_reference(art, program, _cases(goldens, program))
+        # A sharded program: each leaf laid out as its manifest sharding says (once per program).
+        shardings = None if mesh is None else art.leaf_shardings(mesh, program.batch_size)
         for case in _cases(goldens, program):
             # Stored parameters and the case's inputs in the exported pytree; zeros for
             # leaves jax dropped (any value of the right type).
             args, kwargs = art.call_arguments(case.inputs, program.batch_size,
                                               dims=dict(program.dims) or None)
-            if mesh is None:
+            if shardings is None:
                 args, kwargs = jax.device_put((args, kwargs), device)
-            else:  # each leaf laid out as its manifest sharding says
+            else:
                 leaves, tree = jax.tree.flatten((args, kwargs))
-                shardings = art.leaf_shardings(mesh, program.batch_size)
                 args, kwargs = jax.tree.unflatten(tree, jax.device_put(leaves, shardings))
             results = jax.tree.leaves(exp.call(*args, **kwargs))
             _compare_case(program, results, _expected(case), comps, refs.get(case.name))
@@ -661,13 +662,13 @@ def _check_pjrt(art: jaxport.artifact.Artifact, platform: str) -> CheckResult:
                                f"PJRT cannot compile {program.mlirbc_file}: {first}")
         params = art.parameters()
         refs = f32_reference(art, program, _cases(goldens, program))
+        # Where each argument goes: the device, or its manifest sharding on the mesh.
+        places = [device if mesh is None else sharding_io.named_sharding(mesh, a.sharding)
+                  for a in program.arguments]
         for case in _cases(goldens, program):
             values = _argument_values(m, program, case, params, platform)
-            if mesh is None:
-                buffers = [jax.device_put(v, device) for v in values]
-            else:
-                buffers = [jax.device_put(v, sharding_io.named_sharding(mesh, a.sharding))
-                           for a, v in zip(program.arguments, values, strict=True)]
+            buffers = [jax.device_put(v, place)
+                       for v, place in zip(values, places, strict=True)]
             out = executable.execute_sharded(buffers).disassemble_into_single_device_arrays()
             if mesh is None:
                 results = [np.asarray(o[0]) for o in out]
