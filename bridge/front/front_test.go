@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"net"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -49,6 +50,19 @@ func TestParseArgsErrors(t *testing.T) {
 		if err == nil || err.Error() != msg {
 			t.Errorf("%s: got %v, want %q", args, err, msg)
 		}
+	}
+}
+
+func TestFrontProcsLeavesTheWorkersTheirCores(t *testing.T) {
+	for _, c := range []struct{ cpus, workers, want int }{
+		{2, 2, 1}, {2, 1, 1}, {1, 2, 1}, {8, 2, 6}, {16, 4, 12},
+	} {
+		if got := frontProcs(c.cpus, c.workers, false); got != c.want {
+			t.Errorf("frontProcs(%d cpus, %d workers) = %d, want %d", c.cpus, c.workers, got, c.want)
+		}
+	}
+	if got, want := frontProcs(64, 1, true), runtime.GOMAXPROCS(0); got != want {
+		t.Errorf("an explicit GOMAXPROCS must be kept: got %d, want %d", got, want)
 	}
 }
 
