@@ -7,8 +7,11 @@ batch sizes 8,64,256,512 for dynamic batching, fed the same 8-row requests). Cas
 - closed loop at c=1 and c=16 (ghz, one connection, pre-serialized binary request): req/s,
   p50, p99 of each server; server CPU per request from /proc/<pid>/stat (utime + stime of the
   server process and, for the front, of each worker child), split front vs workers;
-- 16 MiB each way over the wire (the elementwise model, c=1, the bench's Python client since
-  ghz cannot raise its 4 MiB receive limit): MB/s vs an in-run numpy memcpy;
+- 16 MiB each way over the wire (the elementwise model, c=1; ghz cannot raise its 4 MiB
+  receive limit): MB/s vs an in-run numpy memcpy, with the bench's Python client and with the
+  jaxport Go client (`tests/bench/wire`, every answer checked), plus the floor under both: a
+  grpc-go server answering with its input and no model (`wire echo`, with grpc-go's defaults
+  as the front has them and with 64 MiB flow-control windows), called by the same Go client;
 - dynamic batching at c=64 vs the unbatched model, both on the native front;
 - diagnostic: the front's transport floor, its workers answering ModelInfer from a cache
   (`tests/bench/floor_worker.py`): what front + framing cost without the model core's Python.
@@ -36,6 +39,8 @@ BIN = ROOT / "build" / "bench" / "bin"
 GHZ_VERSION = "v0.93.0"
 GHZ_PACKAGE = "github.com/bojand/ghz/cmd/ghz"
 FRONT_SRC = ROOT / "bridge" / "front"
+WIRE_SRC = ROOT / "tests" / "bench" / "wire"
+LARGE_CALLS = 12  # 16 MiB round trips per server and client
 IN, HIDDEN, OUT, ROWS = 64, 256, 16, 8
 BATCH_SIZES = (8, 64, 256, 512)
 MODEL_INFER = "inference.GRPCInferenceService.ModelInfer"
@@ -83,6 +88,42 @@ def build_front() -> Path:
     if proc.returncode != 0:
         raise BenchSetupError(f"go build of bridge/front failed: {proc.stderr.strip()}")
     return out
+
+
+def build_wire() -> Path:
+    """tests/bench/wire (the Go 16 MiB client and the grpc-go echo floor), built from this tree."""
+    out = BIN / "wire"
+    BIN.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.run([_go(), "build", "-o", str(out), "."], cwd=WIRE_SRC,
+                          capture_output=True, text=True, timeout=1200)
+    if proc.returncode != 0:
+        raise BenchSetupError(f"go build of tests/bench/wire failed: {proc.stderr.strip()}")
+    return out
+
+
+def wire_call(wire: Path, target: str, expect: str, *extra: str) -> list[float]:
+    """LARGE_CALLS 16 MiB round trips with the Go client, each answer checked; seconds each."""
+    proc = subprocess.run([str(wire), "call", "--target", target, "--expect", expect,
+                           "--n", str(LARGE_CALLS), *extra],
+                          capture_output=True, text=True, timeout=600)
+    if proc.returncode != 0:
+        raise AssertionError(f"16 MiB Go client against {target}: {proc.stderr.strip()}")
+    return [ms / 1e3 for ms in json.loads(proc.stdout)["latencies_ms"]]
+
+
+def wire_floor(wire: Path, tuned: bool) -> list[float]:
+    """The Go client against `wire echo` (no model): what grpc-go moves here."""
+    flags = ["--tuned"] if tuned else []
+    proc = subprocess.Popen([str(wire), "echo", *flags], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        target = proc.stdout.readline().strip()
+        if not target:
+            raise AssertionError(f"wire echo exited with {proc.wait()} before listening")
+        return wire_call(wire, target, "echo", *flags)
+    finally:
+        proc.terminate()  # by PID, this process's own child
+        proc.wait(timeout=30)
 
 
 # ------------------------------------------------------------------------------------------
@@ -232,6 +273,7 @@ def front_vs_python(server: ServerCtx, pool: Any, work: Path, repo: Path, rounds
 
     ghz = ensure_ghz()
     front_bin = build_front()
+    wire = build_wire()
     params = export_models(repo)
     raw, expected = request(params, "mlp8")
     braw, bexpected = request(params, "mlp8_batched")
@@ -265,7 +307,7 @@ def front_vs_python(server: ServerCtx, pool: Any, work: Path, repo: Path, rounds
         native(DEFAULT_WORKERS, cmd=f"{sys.executable} -m tests.bench.floor_worker"), ["mlp8"],
         data, raw, expected, [1, 16])
     cells: dict[str, dict[int, list[dict[str, Any]]]] = {}
-    large: dict[str, list[float]] = {}
+    large: dict[tuple[str, str], list[float]] = {}
     x16 = np.random.default_rng(7).standard_normal(16 * (1 << 20) // 4).astype(np.float32)
     req16 = _ew_request(x16)
     exp16 = {"y": x16 * np.float32(2.0) + np.float32(0.5)}
@@ -287,16 +329,25 @@ def front_vs_python(server: ServerCtx, pool: Any, work: Path, repo: Path, rounds
                                       1e-6, 1e-6).result()
                     if res["errors"] or res["mismatches"]:
                         raise AssertionError(f"{name} 16 MiB: {res['first_error']}")
-                    large.setdefault(name, []).extend(res["latencies"])
-                    log(f"  16 MiB: median {np.median(res['latencies']) * 1e3:.1f} ms")
+                    large.setdefault((name, "Python"), []).extend(res["latencies"])
+                    go = wire_call(wire, srv.target, "affine")
+                    large.setdefault((name, "Go"), []).extend(go)
+                    log(f"  16 MiB: median {np.median(res['latencies']) * 1e3:.1f} ms (Python "
+                        f"client), {np.median(go) * 1e3:.1f} ms (Go client)")
+        for tuned in (False, True):
+            name = "grpc-go echo, no model" + (" (64 MiB windows)" if tuned else "")
+            lat = wire_floor(wire, tuned)
+            large.setdefault((name, "Go"), []).extend(lat)
+            log(f"front bench round {rnd + 1}/{rounds}: {name}: 16 MiB median "
+                f"{np.median(lat) * 1e3:.1f} ms")
     best = {name: {c: max(rows, key=lambda r: r["rps"]) | {"rounds_rps": [r["rps"]
                                                                           for r in rows]}
                    for c, rows in by_c.items()} for name, by_c in cells.items()}
     nbytes = 16 * (1 << 20)
-    large_rows = {name: {"median_ms": float(np.median(lat)) * 1e3,
-                         "mb_s": nbytes / float(np.median(lat)) / 1e6,
-                         "pct_memcpy": 100 * nbytes / float(np.median(lat)) / memcpy_16}
-                  for name, lat in large.items()}
+    large_rows = [{"server": name, "client": client, "median_ms": float(np.median(lat)) * 1e3,
+                   "mb_s": nbytes / float(np.median(lat)) / 1e6,
+                   "pct_memcpy": 100 * nbytes / float(np.median(lat)) / memcpy_16}
+                  for (name, client), lat in large.items()]
     return {"workers": list(workers), "levels": best, "large_16mib": large_rows,
             "memcpy_16mib_mb_s": memcpy_16 / 1e6, "ghz": GHZ_VERSION,
             "rounds": rounds, "duration_s": duration_s}
@@ -337,9 +388,9 @@ def markdown(front: dict[str, Any], targets_: list[dict[str, Any]],
                 f"| {' '.join(f'{v:.0f}' for v in r.get('rounds_rps', []))} |")
     lines += ["", "16 MiB each way over the wire (elementwise model, c=1, median of the calls; "
               f"memcpy {front['memcpy_16mib_mb_s']:.0f} MB/s in this run):", "",
-              "| server | median ms | MB/s | % of memcpy |", "|---|---:|---:|---:|"]
-    for name, r in front.get("large_16mib", {}).items():
-        lines.append(f"| {name} | {r['median_ms']:.1f} | {r['mb_s']:.0f} "
+              "| server | client | median ms | MB/s | % of memcpy |", "|---|---|---:|---:|---:|"]
+    for r in front.get("large_16mib", []):
+        lines.append(f"| {r['server']} | {r['client']} | {r['median_ms']:.1f} | {r['mb_s']:.0f} "
                      f"| {r['pct_memcpy']:.2f}% |")
     if targets_:
         lines += ["", "### Targets (issue 12)", ""]
@@ -385,9 +436,10 @@ def targets(front: dict[str, Any], default_workers: int) -> list[dict[str, Any]]
         lambda r: r <= 0.6)
     add(f"c=16 server CPU per request, {w} / python",
         ratio(nat.get(16), py.get(16), "server_cpu_ms_per_req"), "<= 0.35", lambda r: r <= 0.35)
-    large = front.get("large_16mib", {}).get(f"front {default_workers}w")
-    add(f"16 MiB over the wire, {w} MB/s / memcpy MB/s",
-        large["pct_memcpy"] / 100 if large else None, ">= 0.10", lambda r: r >= 0.1)
+    large = {(r["server"], r["client"]): r["pct_memcpy"] / 100
+             for r in front.get("large_16mib", [])}
+    add(f"16 MiB over the wire, {w}, Go client: MB/s / memcpy MB/s",
+        large.get((f"front {default_workers}w", "Go")), ">= 0.10", lambda r: r >= 0.1)
     add(f"c=64 batching req/s / no batching req/s, {w}",
         ratio(batching.get(64), nat.get(64), "rps"), ">= 3.00", lambda r: r >= 3)
     floor = lv.get(f"front {default_workers}w transport floor", {})
@@ -401,6 +453,12 @@ def targets(front: dict[str, Any], default_workers: int) -> list[dict[str, Any]]
     diag(f"c=1 p50, {w} transport floor / python", ratio(floor.get(1), py.get(1), "p50_ms"))
     diag(f"c=16 server CPU per request, {w} transport floor / python",
          ratio(floor.get(16), py.get(16), "server_cpu_ms_per_req"))
+    diag(f"16 MiB, {w}, Python client: MB/s / memcpy MB/s",
+         large.get((f"front {default_workers}w", "Python")))
+    diag("16 MiB, grpc-go echo with no model (the wire floor), Go client: MB/s / memcpy MB/s",
+         large.get(("grpc-go echo, no model", "Go")))
+    diag("16 MiB, the same echo with 64 MiB flow-control windows: MB/s / memcpy MB/s",
+         large.get(("grpc-go echo, no model (64 MiB windows)", "Go")))
     return out
 
 
