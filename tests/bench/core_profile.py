@@ -1,7 +1,7 @@
 """The model core's Python per ModelInfer, in one process with no transport (issue 12).
 
     .venv/bin/python -m tests.bench.core_profile [-n 1000] [--repeat 20] [--top 25]
-        [--model mlp8] [--tree DIR] [-- extra jaxport serve flags]
+        [--gap-ms 0] [--model mlp8] [--tree DIR] [-- extra jaxport serve flags]
 
 Exports the front bench's batch-8 MLP 64 -> 256 -> 16 f32 (`tests.bench.front`), builds the
 worker `jaxport-front` starts (`jaxport.bridge.worker.Worker`: `build_core`, the servicer,
@@ -12,7 +12,11 @@ reply frames go into a socketpair this loop drains between calls. Prints CPU us/
 (`time.process_time`, every thread of the process) and wall us/request of each of `--repeat`
 runs of N calls and the best run (on a loaded machine the least disturbed run is the one that
 repeats: many short runs, 20 x 1000 by default, spread less than a few long ones), then a
-cProfile of a further run (top entries by own time and by cumulative time). Prints, never
+cProfile of a further run (top entries by own time and by cumulative time). `--gap-ms G`
+sleeps G ms before each call, as a worker idles between requests at c=1: on this VM the same
+calls then cost about twice the CPU (202 us back to back; 270-383 us after 0.5 ms asleep,
+434-521 us after 2 ms: caches and the vCPU go cold), which is why a worker at c=1 spends
+~0.5 ms per request on a core that costs 0.2 ms in this loop. Prints, never
 asserts.
 Compare the figure before and after a change on the same machine and load (it prints the load
 average; anything above ~0.5 on this 2-core machine means other processes shared the cores).
@@ -37,10 +41,13 @@ import numpy as np
 from tests.bench import front
 
 
-def _loop(conn: object, payload: bytes, reader: socket.socket, n: int) -> None:
+def _loop(conn: object, payload: bytes, reader: socket.socket, n: int, gap_s: float = 0.0
+          ) -> None:
     from jaxport.bridge import worker
 
     for i in range(n):
+        if gap_s:
+            time.sleep(gap_s)
         run = conn._dispatch(  # type: ignore[attr-defined]
             worker.CALL, 5, i, worker.NO_DEADLINE, payload)
         run()
@@ -58,6 +65,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--top", type=int, default=25, help="cProfile rows (0 = no profile)")
     parser.add_argument("--model", default="mlp8", choices=("mlp8", "mlp8_batched"))
     parser.add_argument("--repeat", type=int, default=20, help="timed runs; best is reported")
+    parser.add_argument("--gap-ms", type=float, default=0.0,
+                        help="sleep this long before each call, as a worker idles between "
+                             "requests at c=1 (the sleep is not counted: CPU and the call's "
+                             "own wall time are)")
     parser.add_argument("--tree", type=Path,
                         help="A/B: run bridge/ and clients/python/jaxport/protocol/ from this "
                              "directory instead (e.g. `git archive <commit> bridge "
@@ -102,13 +113,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         _loop(conn, payload, reader, args.warmup)
         where = f"tree {args.tree}" if args.tree else "this tree"
         print(f"{where}: load average {' / '.join(f'{v:.1f}' for v in os.getloadavg())}; "
-              f"model {args.model}; {args.n} ModelInfer calls per run, best of {args.repeat}")
+              f"model {args.model}; {args.n} ModelInfer calls per run, best of {args.repeat}"
+              + (f"; {args.gap_ms:g} ms asleep before each call" if args.gap_ms else ""))
         best_cpu = best_wall = float("inf")
+        gap = args.gap_ms / 1e3
         for r in range(args.repeat):
             c0, w0 = time.process_time(), time.perf_counter()
-            _loop(conn, payload, reader, args.n)
+            _loop(conn, payload, reader, args.n, gap)
             cpu = (time.process_time() - c0) / args.n * 1e6
-            wall = (time.perf_counter() - w0) / args.n * 1e6
+            wall = (time.perf_counter() - w0) / args.n * 1e6 - args.gap_ms * 1e3
             print(f"  run {r + 1}: {cpu:.1f} us CPU/request, {wall:.1f} us wall/request")
             best_cpu, best_wall = min(best_cpu, cpu), min(best_wall, wall)
         print(f"best: {best_cpu:.1f} us CPU/request ({best_wall:.1f} us wall)")
