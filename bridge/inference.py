@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
 
 import numpy as np
 from jaxport.bridge.limits import AdmissionController
@@ -40,17 +41,29 @@ class InferenceCore:
         `prepare` runs inside the accounting so a malformed request counts as a failure of
         the model it named. `deadline` is absolute `time.monotonic()` time.
         """
-        start = time.perf_counter_ns()
-        code = Code.OK
-        timings: Timings | None = None
+        return self.start(model, prepare, deadline=deadline, is_active=is_active).finish()
+
+    def start(
+        self,
+        model: Model,
+        prepare: Callable[[], Prepared],
+        *,
+        deadline: float | None = None,
+        is_active: Callable[[], bool] | None = None,
+    ) -> Started:
+        """`run` up to the wait for a batch: validates, and hands a request for the model's
+        batcher to its queue without waiting (one thread can start the requests of several
+        calls, then `finish` each: `jaxport.bridge.worker` does so for frames that arrived
+        together); a request on a program is executed here. Raises what `run` raises, after
+        accounting for it; otherwise `finish()` accounts, once."""
+        begun = time.perf_counter_ns()
         try:
             prepared = prepare()
             if prepared.program is None:
                 # The model's batcher is its queue (bounded) and runs one batch at a time;
                 # holding an admission slot while waiting to be batched would cap batches at
                 # max_inflight rows.
-                outputs, timings = model.execute(prepared, deadline=deadline)
-                return outputs
+                return Started(self, model, begun, prepared, model.submit(prepared, deadline))
             queued = time.perf_counter_ns()
             # acquire/release rather than `admit()`'s context manager: a generator per request.
             admission = self.admission
@@ -60,21 +73,48 @@ class InferenceCore:
                 outputs, t = model.execute(prepared)
             finally:
                 admission.release(model.key)
-            timings = Timings(admitted - queued, t.input_ns, t.infer_ns, t.output_ns,
-                              t.inferences, t.executions, t.batch_rows)
-            return outputs
-        except ProtocolError as exc:
-            code = exc.code
+        except Exception as exc:
+            self._account(model, begun, _code_of(exc), None)
             raise
-        except Exception:
-            code = Code.INTERNAL
+        timings = Timings(admitted - queued, t.input_ns, t.infer_ns, t.output_ns,
+                          t.inferences, t.executions, t.batch_rows)
+        self._account(model, begun, Code.OK, timings)
+        return Started(self, model, begun, prepared, None, outputs)
+
+    def _account(self, model: Model, begun: int, code: Code, timings: Timings | None) -> None:
+        """Record one request's outcome once: the model's statistics and the metrics."""
+        total = time.perf_counter_ns() - begun
+        if code == Code.OK and timings is not None:
+            model.statistics.record_success(total, timings)
+        else:
+            model.statistics.record_failure(total)
+        if self.metrics is not None:
+            self.metrics.record_request(model.name, model.version, code, total / 1e9,
+                                        timings if code == Code.OK else None)
+
+
+def _code_of(exc: BaseException) -> Code:
+    return exc.code if isinstance(exc, ProtocolError) else Code.INTERNAL
+
+
+class Started:
+    """A request `InferenceCore.start` began: `finish()` returns its outputs by name (waiting
+    for its batch if it joined one) or raises its error, accounted for once."""
+
+    __slots__ = ("_begun", "_core", "_future", "_model", "_outputs", "_prepared")
+
+    def __init__(self, core: InferenceCore, model: Model, begun: int, prepared: Prepared,
+                 future: Future | None, outputs: dict[str, np.ndarray] | None = None) -> None:
+        self._core, self._model, self._begun = core, model, begun
+        self._prepared, self._future, self._outputs = prepared, future, outputs
+
+    def finish(self) -> dict[str, np.ndarray]:
+        if self._outputs is not None:
+            return self._outputs  # executed (and accounted for) by `start`
+        try:
+            outputs, timings = self._model.finish(self._prepared, self._future)
+        except Exception as exc:
+            self._core._account(self._model, self._begun, _code_of(exc), None)
             raise
-        finally:
-            total = time.perf_counter_ns() - start
-            if code == Code.OK and timings is not None:
-                model.statistics.record_success(total, timings)
-            else:
-                model.statistics.record_failure(total)
-            if self.metrics is not None:
-                self.metrics.record_request(model.name, model.version, code, total / 1e9,
-                                            timings if code == Code.OK else None)
+        self._core._account(self._model, self._begun, Code.OK, timings)
+        return outputs

@@ -14,6 +14,7 @@ import math
 import time
 import types
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
 
 import jax
@@ -331,7 +332,24 @@ class Model:
         to, with the message `err.get()` gives in JAX. Outputs in `prepared.classes` come back
         as Triton's classification results (BYTES, `jaxport.protocol.codecs`).
         """
-        outputs, timings = self._execute(prepared, deadline)
+        return self.finish(prepared, self.submit(prepared, deadline))
+
+    def submit(self, prepared: Prepared, deadline: float | None = None) -> Future | None:
+        """The first half of `execute`: a request for the batcher joins its queue (its future
+        is returned at once, so one thread can start many); None for a request that runs on
+        its program, which `finish` executes."""
+        if prepared.program is not None:
+            return None
+        test_gate(self.name)  # no-op unless JAXPORT_TEST_GATE_DIR (tests only): bridge/testing.py
+        assert self.batcher is not None  # Model.prepare chose the batcher
+        return self.batcher.submit(prepared.arrays, deadline, rows=prepared.rows)
+
+    def finish(
+        self, prepared: Prepared, future: Future | None,
+    ) -> tuple[dict[str, np.ndarray], Timings]:
+        """The second half of `execute`: waits for the batch `future` joined (or runs the
+        program); the outputs by name and the timings."""
+        outputs, timings = self._execute(prepared, future)
         for name, k in prepared.classes.items():
             batched = name in self._batched_outputs
             outputs[name] = codecs.topk_classification(outputs[name], k, batched,
@@ -339,19 +357,18 @@ class Model:
         return outputs, timings
 
     def _execute(
-        self, prepared: Prepared, deadline: float | None,
+        self, prepared: Prepared, future: Future | None,
     ) -> tuple[dict[str, np.ndarray], Timings]:
-        test_gate(self.name)  # no-op unless JAXPORT_TEST_GATE_DIR (tests only): bridge/testing.py
         names = prepared.outputs
-        if prepared.program is None:
-            assert self.batcher is not None  # Model.prepare chose the batcher
-            future = self.batcher.submit(prepared.arrays, deadline, rows=prepared.rows)
+        if future is not None:
             outputs = future.result()
             t = future.batch_timing
             return ({n: outputs[n] for n in names},
                     Timings(queue_ns=t.queue_ns, infer_ns=t.execute_ns, inferences=t.rows,
                             executions=1 if t.first else 0, batch_rows=t.batch_rows))
+        test_gate(self.name)  # no-op unless JAXPORT_TEST_GATE_DIR (tests only): bridge/testing.py
         program = prepared.program
+        assert program is not None
         t1 = time.perf_counter_ns()
         # Host arrays go to the engine as they are: jit's C++ path does the one transfer with no
         # separate device_put + sync (measured 0.3-0.5 ms less per MLP request; input_ns is 0).

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import importlib.metadata
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
 
 import grpc
-from jaxport.bridge.inference import InferenceCore
+from jaxport.bridge.inference import InferenceCore, Started
 from jaxport.bridge.interceptor import status_of
 from jaxport.bridge.limits import deadline_from_remaining
 from jaxport.bridge.model import Model, Prepared, TensorSig
@@ -288,19 +289,62 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
 
     def _infer(self, request: pb.ModelInferRequest, context: grpc.ServicerContext
                ) -> pb.ModelInferResponse:
+        return self._respond(request, *self._begin(request, context))
+
+    def joins_batch(self, request: pb.ModelInferRequest) -> bool:
+        """Whether this ModelInfer request goes to its model's dynamic batcher (False for a
+        model that cannot be had: ModelInfer itself answers that)."""
+        try:
+            model = self._repo.get(request.model_name, request.model_version)
+        except Exception:
+            return False
+        return model.batcher is not None
+
+    def infer_together(self, calls: Sequence[tuple[pb.ModelInferRequest, grpc.ServicerContext]]
+                       ) -> list[pb.ModelInferResponse | Exception]:
+        """ModelInfer for calls that arrived together (`jaxport.bridge.worker`: frames read
+        at once): every request is started before any is waited for, so those for one
+        model's dynamic batcher join its queue together instead of one thread each, then
+        each is finished in order. Per call exactly what ModelInfer answers, or the exception
+        it would raise."""
+        begun: list[tuple[Any, ...] | Exception] = []
+        for request, context in calls:
+            try:
+                begun.append((request, *self._begin(request, context)))
+            except Exception as exc:
+                begun.append(exc)
+        out: list[pb.ModelInferResponse | Exception] = []
+        for item in begun:
+            if isinstance(item, Exception):
+                out.append(item)
+                continue
+            try:
+                out.append(self._respond(*item))
+            except Exception as exc:
+                out.append(exc)
+        return out
+
+    def _begin(self, request: pb.ModelInferRequest, context: grpc.ServicerContext
+               ) -> tuple[Model, dict[str, codecs.SharedMemoryOutput], Started]:
         model = self._repo.get(request.model_name, request.model_version)
         placed: dict[str, codecs.SharedMemoryOutput] = {}
 
         def prepare() -> Prepared:
             return _prepare(model, request, self._resolve, placed)
 
-        outputs = self._core.run(
+        started = self._core.start(
             model, prepare,
             deadline=deadline_from_remaining(context.time_remaining()),
             is_active=context.is_active,
         )
+        return model, placed, started
+
+    @staticmethod
+    def _respond(request: pb.ModelInferRequest, model: Model,
+                 placed: dict[str, codecs.SharedMemoryOutput], started: Started
+                 ) -> pb.ModelInferResponse:
         return codecs.encode_infer_response(
-            outputs, model_name=model.name, model_version=str(model.version),
+            started.finish(), model_name=model.name, model_version=str(model.version),
             request_id=request.id, shared_memory=placed,
         )
 
