@@ -114,6 +114,8 @@ _ANCILLARY = socket.CMSG_SPACE(64 * array.array("i").itemsize)
 READ_BUFFER = 256 * 1024
 #: Room for the header fields of a request around its largest allowed message.
 FRAME_SLACK = 64 * 1024
+#: Most calls one thread starts together (`Connection._group`).
+GROUP_MAX = 256
 DESERIALIZE_FAILED = "Exception deserializing request!"  # grpcio's details for the same case
 CONCURRENCY_EXCEEDED = "Concurrent RPC limit exceeded!"  # grpcio's maximum_concurrent_rpcs
 
@@ -161,6 +163,22 @@ class CallContext:
 
     def invocation_metadata(self) -> tuple[()]:
         return ()
+
+
+class _Call:
+    """A unary call accepted by `Connection._dispatch` (slot taken, context registered), run
+    by calling it. `request`: its parsed message when it was parsed to be grouped."""
+
+    __slots__ = ("call_id", "conn", "context", "method", "payload", "request")
+
+    def __init__(self, conn: Connection, method: Method, call_id: int, context: CallContext,
+                 payload: bytes | bytearray | mmap.mmap) -> None:
+        self.conn, self.method, self.call_id = conn, method, call_id
+        self.context, self.payload = context, payload
+        self.request: Any = None
+
+    def __call__(self) -> None:
+        self.conn._unary(self.method, self.call_id, self.context, self.payload, self.request)
 
 
 @dataclass(frozen=True)
@@ -457,6 +475,8 @@ class Connection:
                     self._done = True
                     self._close()
                     return
+                if type(job) is _Call and job.method.index == self.worker.infer_index:
+                    job = self._group(job)
             if job is None or job is True:
                 continue
             with self._threads_lock:
@@ -474,6 +494,88 @@ class Connection:
             finally:
                 with self._threads_lock:
                     self._idle += 1
+
+    def _group(self, first: _Call) -> Callable[[], None]:
+        """`first` (a ModelInfer call) and the ModelInfer calls right behind it, when they go
+        to a dynamic batcher: every complete frame already read that is one joins the group
+        (no wait for more), and one thread starts them all before waiting for any
+        (`InferenceServicer.infer_together`): a batch of N requests costs one thread instead
+        of N, each blocked on its future and woken in turn (in process: 57 instead of
+        160-186 us of CPU per request at 64 in flight). Answers, statistics and errors are
+        the calls' own, as if each had run alone."""
+        if not isinstance(first.payload, bytes | bytearray):
+            return first  # a shared-memory frame: a large request, batched the usual way
+        try:
+            first.request = _parse(first.method, first.payload)
+        except Exception:
+            return first  # answered by the usual path: INTERNAL, grpcio's words
+        if not self.worker.servicer.joins_batch(first.request):
+            return first
+        group = [first]
+        while len(group) < GROUP_MAX:
+            call = self._next_batched(first.method)
+            if call is None:
+                break
+            if type(call) is _Call:
+                group.append(call)
+        if len(group) == 1:
+            return first
+        return lambda: self._together(group)
+
+    def _next_batched(self, method: Method) -> _Call | bool | None:
+        """The next frame if it is already in the read buffer, whole, and a ModelInfer call
+        for a dynamic batcher: consumed and dispatched (a `_Call`, or True when `_dispatch`
+        answered it at once, e.g. no slot); else None and nothing is consumed."""
+        avail = self._hi - self._lo
+        if avail < HEADER.size:
+            return None
+        length, ftype, index, _code, call_id, aux = HEADER.unpack_from(self._rbuf, self._lo)
+        start = self._lo + HEADER.size
+        if ftype != CALL or index != method.index or avail < HEADER.size + length \
+                or length > self.worker.max_frame_bytes:
+            return None
+        payload = bytes(self._rview[start:start + length])
+        try:
+            request = _parse(method, payload)
+        except Exception:
+            return None
+        if not self.worker.servicer.joins_batch(request):
+            return None
+        self._lo = start + length
+        if self._lo == self._hi:
+            self._lo = self._hi = 0
+        call = self._dispatch(CALL, index, call_id, aux, payload)
+        if type(call) is _Call:
+            call.request = request
+        return call
+
+    def _together(self, group: list[_Call]) -> None:
+        """Run a group from `_group`; every call is answered and frees its slot, whatever
+        happens."""
+        try:
+            results: list[Any] = self.worker.servicer.infer_together(
+                [(call.request, call.context) for call in group])
+        except Exception as exc:  # not expected: infer_together answers per call
+            log.exception("grouped calls failed")
+            results = [exc] * len(group)
+        for call, result in zip(group, results, strict=True):
+            try:
+                if isinstance(result, Exception):
+                    code, message = _status(result, call.method.full_name)
+                    body = b""
+                else:
+                    body = result.SerializeToString()
+                    code, message = self.worker.check_size(len(body))
+                    if code:
+                        body = b""
+            except Exception as exc:
+                code, message = _status(exc, call.method.full_name)
+                body = b""
+            finally:
+                self._forget(call.call_id)
+                self.worker.slots.release()
+            self.send_status(REPLY, call.method.index, call.call_id, code, message, body)
+            self.worker.observe(call.method.full_name, code)
 
     def _close(self) -> None:
         self.closed.set()
@@ -540,7 +642,7 @@ class Connection:
             else:
                 self._streams[call_id] = _Stream(context)
         if ftype == CALL:
-            return lambda: self._unary(method, call_id, context, payload)
+            return _Call(self, method, call_id, context, payload)
         return lambda: self._stream(method, call_id)
 
     def _forget(self, call_id: int) -> None:
@@ -551,10 +653,11 @@ class Connection:
     # -- calls -------------------------------------------------------------------------------
 
     def _unary(self, method: Method, call_id: int, context: CallContext,
-               payload: bytes | bytearray) -> None:
+               payload: bytes | bytearray, request: Any = None) -> None:
         try:
             try:
-                request = _parse(method, payload)
+                if request is None:
+                    request = _parse(method, payload)
             except Exception:  # grpcio: any deserializer failure
                 code, message, body = grpc.StatusCode.INTERNAL.value[0], DESERIALIZE_FAILED, b""
             else:
@@ -610,6 +713,7 @@ class Worker:
         self.core = build_core(settings)
         self.servicer = self.core.servicer
         self.methods = service_methods(self.servicer)
+        self.infer_index = next(m.index for m in self.methods if m.name == "ModelInfer")
         self.slots = _Slots(settings.worker_threads)
         self.max_frame_bytes = settings.max_message_bytes + FRAME_SLACK
         self.listener = listener

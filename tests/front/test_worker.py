@@ -353,3 +353,68 @@ def test_sigterm_with_a_call_held_past_the_grace_exits_3(repository: Path, tmp_p
         gate.release("slow")
         frames.close()
         stop_worker(proc)
+
+
+@pytest.fixture(scope="module")
+def rows_repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A model with dynamic batching (exported batch sizes 1, 4, 8)."""
+    import jax
+    from jaxport.exporter import export
+    from test_front_routing import FEATURES, SIZES, rows_model, rows_params
+
+    repo = tmp_path_factory.mktemp("worker-rows")
+    export(rows_model, rows_params(), {"x": jax.ShapeDtypeStruct((1, FEATURES), np.float32)},
+           repo / "rows" / "1", batch_sizes=SIZES, goldens=1, quiet=True)
+    return repo
+
+
+def test_batching_calls_read_together_start_on_one_thread(
+        rows_repository: Path, tmp_path: Path, gate: Gate) -> None:
+    """Nine ModelInfer frames for a batching model written at once (one read takes them all),
+    then a ServerLive: one thread starts the nine calls (`Connection._group`): eight one-row
+    requests fill the 8-row program (one execution; the queue delay never expires) while the
+    ninth, malformed, gets its own INVALID_ARGUMENT; every answer is the call's own and the
+    statistics count each call. Had each call its own thread, eight threads would wait on
+    the batch at once."""
+    import jax
+    from test_front_routing import FEATURES, NEVER_US, rows_model, rows_params, rows_request
+
+    proc, frames = start_worker(rows_repository, tmp_path, gate, "--batching",
+                                "--max-queue-delay-us", str(NEVER_US), "--worker-threads", "32")
+    try:
+        threads_before = len(os.listdir(f"/proc/{proc.pid}/task"))
+        xs = [np.random.default_rng(i).standard_normal((1, FEATURES)).astype(np.float32)
+              for i in range(8)]
+        bad = rows_request(np.ones((1, FEATURES + 1), np.float32), "bad")
+        bad.inputs[0].shape[:] = [1, FEATURES + 1]
+        requests = [rows_request(x, f"r{i}") for i, x in enumerate(xs)]
+        requests.insert(3, bad)
+        wire = b"".join(HEADER.pack(len(p), CALL, METHODS["ModelInfer"], 0, i + 1, 60_000_000)
+                        + p for i, p in enumerate(r.SerializeToString() for r in requests))
+        wire += HEADER.pack(0, CALL, METHODS["ServerLive"], 0, 100, NO_DEADLINE)
+        frames.sock.sendall(wire)
+        assert frames.read_for(100)[:2] == (REPLY, 0)  # the frame after the group, answered
+        want = np.asarray(jax.jit(rows_model)(rows_params(), np.concatenate(xs)))
+        got_rows = []
+        for call_id, request in enumerate(requests, start=1):
+            _ftype, code, msg, body = frames.read_for(call_id)
+            if request.id == "bad":
+                assert code == grpc.StatusCode.INVALID_ARGUMENT.value[0]
+                assert msg == f"input 'x': expected shape [-1, {FEATURES}], got [1, 6]", msg
+                continue
+            assert (code, msg) == (0, "")
+            response = pb.ModelInferResponse.FromString(body)
+            assert response.id == request.id and list(response.outputs[0].shape) == [1, 3]
+            got_rows.append(np.frombuffer(response.raw_output_contents[0], np.float32))
+        np.testing.assert_allclose(np.stack(got_rows), want, rtol=1e-5, atol=1e-6)
+        # One thread ran the nine calls (plus the follower reading on, and the batcher's).
+        assert len(os.listdir(f"/proc/{proc.pid}/task")) - threads_before <= 3
+        frames.send(CALL, "ModelStatistics", 200, NO_DEADLINE,
+                    pb.ModelStatisticsRequest(name="rows").SerializeToString())
+        _ftype, code, _msg, body = frames.read_for(200)
+        (stats,) = pb.ModelStatisticsResponse.FromString(body).model_stats
+        assert (stats.inference_stats.success.count, stats.inference_stats.fail.count) == (8, 1)
+        assert (stats.inference_count, stats.execution_count) == (8, 1)
+    finally:
+        frames.close()
+        assert stop_worker(proc) == 0
