@@ -62,6 +62,12 @@ answered RESOURCE_EXHAUSTED (as grpcio's `maximum_concurrent_rpcs`). Threads tak
 the socket (leader/followers): a call runs on the thread that read its frame while the next
 idle thread reads on, and one thread more than the calls running is kept idle, so a frame is
 always read at once.
+ModelInfer calls for a model with dynamic batching whose frames are already whole in the read
+buffer behind the one just read form a group (`Connection._group`, at most GROUP_MAX): one
+thread starts them all, then finishes each (`InferenceServicer.infer_together`), instead of a
+thread per call blocked on its batch. Each call keeps its own answer, error, deadline, CANCEL
+and slot. Calls for other models never group: run one after another they would wait behind
+each other's executions.
 A request that does not parse is INTERNAL "Exception deserializing request!" (grpcio's words);
 a response larger than `--max-message-bytes` is RESOURCE_EXHAUSTED for that call. A call's
 slot is free again before its answer is sent.
