@@ -287,6 +287,8 @@ def export(
             manifest.schema_version = manifest_mod.schema_version_for(manifest)
             manifest_mod.write(manifest, tmp)
             weights_synced.result()
+    for path in write.refresh_indices(out_dir):
+        progress.step(f"updated {path}")
     return manifest
 
 

@@ -20,8 +20,10 @@ from typing import Any
 
 import jax
 import numpy as np
+from jaxport.artifact import index as index_mod
 from jaxport.artifact import manifest as manifest_mod
 from jaxport.artifact import weights as weights_mod
+from jaxport.artifact.errors import ArtifactError
 from jaxport.artifact.paths import unique_safe_names
 from jaxport.exporter.errors import ExportError
 from jaxport.exporter.program import Lowered
@@ -34,6 +36,7 @@ __all__ = [
     "exists_message",
     "file_entries",
     "fsync_tree",
+    "refresh_indices",
     "staging_dir",
     "write_program_files",
     "write_weights",
@@ -102,6 +105,23 @@ def staging_dir(out_dir: Path, force: bool) -> Iterator[Path]:
                     d.rmdir()
                 except OSError:  # not empty (another export put something there) or gone
                     break
+
+
+def refresh_indices(out_dir: Path) -> list[Path]:
+    """Rewrite the jaxport `index.json` of the model directory and of the repository that hold
+    a freshly written `out_dir`, where there is one: a repository served by URL is listed
+    through them (`jaxport.artifact.index`), and a version left out of a stale index is
+    invisible there. None is created where there was none; a file of that name that is not a
+    jaxport index is left alone. The paths rewritten."""
+    out: list[Path] = []
+    for root in (out_dir.parent, out_dir.parent.parent):
+        try:
+            if index_mod.read(root) is None:
+                continue
+        except ArtifactError:
+            continue  # not ours, or damaged: not this export's to overwrite
+        out.append(index_mod.write(root))
+    return out
 
 
 def exists_message(out_dir: Path) -> str:

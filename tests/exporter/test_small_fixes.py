@@ -111,3 +111,35 @@ def test_api_trace_error_names_the_users_line(tmp_path: Path) -> None:
     assert f"test_small_fixes.py:{line})" in str(info.value), info.value
 
 
+
+
+def test_export_refreshes_the_indices_that_list_it(tmp_path: Path) -> None:
+    """A repository served by URL is listed through index.json: exporting a new version into
+    it rewrites the model's and the repository's index (a stale one would hide the version),
+    creates none where there was none, and leaves a file of that name that is not a jaxport
+    index alone."""
+    import json
+
+    from jaxport.artifact import index
+
+    def fn(params, x):
+        return x @ params["w"]
+
+    params = {"w": np.ones((3, 2), np.float32)}
+    spec = {"x": jax.ShapeDtypeStruct((1, 3), np.float32)}
+    repo = tmp_path / "repo"
+    api.export(fn, params, spec, repo / "m" / "1", quiet=True, goldens=0)
+    api.export(fn, params, spec, repo / "other" / "4", quiet=True, goldens=0)
+    assert not (repo / "index.json").exists() and not (repo / "m" / "index.json").exists()
+    index.write(repo)
+    index.write(repo / "m")
+    api.export(fn, params, spec, repo / "m" / "2", quiet=True, goldens=0)
+    assert index.read(repo) == {"models": {"m": [1, 2], "other": [4]}}
+    assert index.read(repo / "m") == {"versions": [1, 2]}
+    assert not (repo / "other" / "index.json").exists()  # none was there: none is made
+
+    foreign = tmp_path / "elsewhere"
+    foreign.mkdir()
+    (foreign / "index.json").write_text(json.dumps({"pages": ["a"]}))
+    api.export(fn, params, spec, foreign / "m" / "1", quiet=True, goldens=0)
+    assert json.loads((foreign / "index.json").read_text()) == {"pages": ["a"]}

@@ -6,7 +6,8 @@ stores list differently). A local repository is listed from the file system and 
     {"jaxport_index": 1, "versions": [1, 2]}                          # MODEL/index.json
 
 Written next to the artifacts after exporting (and again whenever versions are added or
-removed), from the directories that hold a `manifest.json`:
+removed; `jaxport export` rewrites the model's and the repository's index when they exist,
+`jaxport.exporter.write.refresh_indices`), from the directories that hold a `manifest.json`:
 
     python -m jaxport.artifact.index REPO       # or MODEL_DIR (a directory of versions)
 
