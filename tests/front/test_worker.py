@@ -371,11 +371,11 @@ def rows_repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_batching_calls_read_together_start_on_one_thread(
         rows_repository: Path, tmp_path: Path, gate: Gate) -> None:
     """Nine ModelInfer frames for a batching model written at once (one read takes them all),
-    then a ServerLive: one thread starts the nine calls (`Connection._group`): eight one-row
-    requests fill the 8-row program (one execution; the queue delay never expires) while the
-    ninth, malformed, gets its own INVALID_ARGUMENT; every answer is the call's own and the
-    statistics count each call. Had each call its own thread, eight threads would wait on
-    the batch at once."""
+    then one that does not parse and a ServerLive: one thread starts the nine calls
+    (`Connection._group`): eight one-row requests fill the 8-row program (one execution; the
+    queue delay never expires) while the ninth, malformed, gets its own INVALID_ARGUMENT;
+    every answer is the call's own and the statistics count each call. Had each call its own
+    thread, eight threads would wait on the batch at once."""
     import jax
     from test_front_routing import FEATURES, NEVER_US, rows_model, rows_params, rows_request
 
@@ -391,9 +391,14 @@ def test_batching_calls_read_together_start_on_one_thread(
         requests.insert(3, bad)
         wire = b"".join(HEADER.pack(len(p), CALL, METHODS["ModelInfer"], 0, i + 1, 60_000_000)
                         + p for i, p in enumerate(r.SerializeToString() for r in requests))
+        garbage = b"\xff\xff\xff"  # does not parse: ends the group, answered on its own
+        wire += HEADER.pack(len(garbage), CALL, METHODS["ModelInfer"], 0, 99, NO_DEADLINE)
+        wire += garbage
         wire += HEADER.pack(0, CALL, METHODS["ServerLive"], 0, 100, NO_DEADLINE)
         frames.sock.sendall(wire)
-        assert frames.read_for(100)[:2] == (REPLY, 0)  # the frame after the group, answered
+        assert frames.read_for(100)[:2] == (REPLY, 0)  # the frames after the group, answered
+        assert frames.read_for(99)[1:3] == (grpc.StatusCode.INTERNAL.value[0],
+                                            "Exception deserializing request!")
         want = np.asarray(jax.jit(rows_model)(rows_params(), np.concatenate(xs)))
         got_rows = []
         for call_id, request in enumerate(requests, start=1):
@@ -407,8 +412,9 @@ def test_batching_calls_read_together_start_on_one_thread(
             assert response.id == request.id and list(response.outputs[0].shape) == [1, 3]
             got_rows.append(np.frombuffer(response.raw_output_contents[0], np.float32))
         np.testing.assert_allclose(np.stack(got_rows), want, rtol=1e-5, atol=1e-6)
-        # One thread ran the nine calls (plus the follower reading on, and the batcher's).
-        assert len(os.listdir(f"/proc/{proc.pid}/task")) - threads_before <= 3
+        # One thread ran the nine calls (plus the follower reading on, the garbage frame's
+        # and the batcher's).
+        assert len(os.listdir(f"/proc/{proc.pid}/task")) - threads_before <= 4
         frames.send(CALL, "ModelStatistics", 200, NO_DEADLINE,
                     pb.ModelStatisticsRequest(name="rows").SerializeToString())
         _ftype, code, _msg, body = frames.read_for(200)
