@@ -424,3 +424,94 @@ def test_batching_calls_read_together_start_on_one_thread(
     finally:
         frames.close()
         assert stop_worker(proc) == 0
+
+
+def _hostile_rows_requests(rng: np.random.Generator, n: int, features: int
+                           ) -> list[tuple[str, bytes, np.ndarray | None]]:
+    """(kind, payload, x for a valid request) for the batching model `rows`: valid requests
+    of 1-4 rows mixed with malformed ones of every kind a client can send."""
+    out: list[tuple[str, bytes, np.ndarray | None]] = []
+    for i in range(n):
+        kind = ["valid", "valid", "garbage", "truncated", "dtype", "shape", "rows", "bytes",
+                "duplicate", "output", "typed"][int(rng.integers(11))]
+        rows = int(rng.integers(1, 5))
+        x = rng.standard_normal((rows, features)).astype(np.float32)
+        req = pb.ModelInferRequest(model_name="rows", id=f"{kind}{i}")
+        t = req.inputs.add(name="x", datatype="FP32", shape=[rows, features])
+        req.raw_input_contents.append(x.tobytes())
+        if kind == "garbage":
+            out.append((kind, rng.bytes(int(rng.integers(1, 64))), None))
+            continue
+        if kind == "truncated":
+            out.append((kind, req.SerializeToString()[:-7], None))
+            continue
+        if kind == "dtype":
+            t.datatype = "FP64"
+        elif kind == "shape":
+            t.shape[:] = [rows, features, 2]
+        elif kind == "rows":
+            t.shape[:] = [1 << 40, features]
+        elif kind == "bytes":
+            req.raw_input_contents[0] = x.tobytes()[:-4]
+        elif kind == "duplicate":
+            req.inputs.add(name="x", datatype="FP32", shape=[rows, features])
+            req.raw_input_contents.append(x.tobytes())
+        elif kind == "output":
+            req.outputs.add(name="nope")
+        elif kind == "typed":
+            t.contents.fp32_contents.extend([1.0])
+        out.append((kind, req.SerializeToString(), x if kind == "valid" else None))
+    return out
+
+
+def test_hostile_frames_read_together_are_each_answered(
+        rows_repository: Path, tmp_path: Path, gate: Gate) -> None:
+    """Two hundred frames for the batching model written at once, a seeded mix of valid
+    requests and malformed ones (bytes that do not parse, truncated messages, wrong datatype,
+    rank, row count, byte count, a duplicate input, an unknown output, raw and typed contents
+    together): every call gets exactly one answer, a valid one JAX's rows, a malformed one
+    INVALID_ARGUMENT naming what is wrong (INTERNAL only for bytes that do not parse, grpcio's
+    answer), and the worker serves on."""
+    import jax
+    from test_front_routing import FEATURES, rows_model, rows_params
+
+    proc, frames = start_worker(rows_repository, tmp_path, gate, "--batching",
+                                "--max-queue-delay-us", "2000", "--worker-threads", "256")
+    try:
+        cases = _hostile_rows_requests(np.random.default_rng(2026), 200, FEATURES)
+        frames.sock.sendall(b"".join(
+            HEADER.pack(len(p), CALL, METHODS["ModelInfer"], 0, i + 1, 60_000_000) + p
+            for i, (_kind, p, _x) in enumerate(cases)))
+        jitted = jax.jit(rows_model)
+        invalid = grpc.StatusCode.INVALID_ARGUMENT.value[0]
+        words = {"dtype": "expected datatype FP32", "shape": "expected shape",
+                 "rows": "shape [1099511627776, 5]", "bytes": "raw contents hold",
+                 "duplicate": "'x'", "output": "unknown requested output 'nope'",
+                 "typed": "send every input one way"}
+        kinds: set[str] = set()
+        for call_id, (kind, _payload, x) in enumerate(cases, start=1):
+            _ftype, code, msg, body = frames.read_for(call_id)
+            kinds.add(kind)
+            if kind == "valid":
+                assert (code, msg) == (0, ""), (kind, msg)
+                got = np.frombuffer(pb.ModelInferResponse.FromString(body)
+                                    .raw_output_contents[0], np.float32)
+                np.testing.assert_allclose(got.reshape(len(x), 3),
+                                           np.asarray(jitted(rows_params(), x)),
+                                           rtol=1e-5, atol=1e-6)
+            elif kind in ("garbage", "truncated"):
+                # Bytes that do not parse are grpcio's INTERNAL; a few random or truncated
+                # ones happen to parse as some request, which is then invalid or unknown.
+                assert code != 0, (kind, msg)
+                if code == grpc.StatusCode.INTERNAL.value[0]:
+                    assert msg == "Exception deserializing request!", msg
+            else:
+                assert code == invalid, (kind, code, msg)
+                assert words[kind] in msg, (kind, msg)
+        assert kinds >= {"valid", "garbage", "truncated", "dtype", "shape", "rows", "bytes",
+                         "duplicate", "output", "typed"}
+        frames.send(CALL, "ServerLive", 999, NO_DEADLINE, b"")
+        assert frames.read_for(999)[:2] == (REPLY, 0)
+    finally:
+        frames.close()
+        assert stop_worker(proc) == 0
