@@ -557,13 +557,16 @@ class Connection:
 
     def _together(self, group: list[_Call]) -> None:
         """Run a group from `_group`; every call is answered and frees its slot, whatever
-        happens."""
+        happens. Replies under 64 KiB go out in one write (one system call and one wake-up of
+        the front for the group, not one per call)."""
         try:
             results: list[Any] = self.worker.servicer.infer_together(
                 [(call.request, call.context) for call in group])
         except Exception as exc:  # not expected: infer_together answers per call
             log.exception("grouped calls failed")
             results = [exc] * len(group)
+        small: list[bytes] = []  # the reply frames of up to 64 KiB, sent in one write
+        codes: list[int] = []
         for call, result in zip(group, results, strict=True):
             try:
                 if isinstance(result, Exception):
@@ -580,7 +583,21 @@ class Connection:
             finally:
                 self._forget(call.call_id)
                 self.worker.slots.release()
-            self.send_status(REPLY, call.method.index, call.call_id, code, message, body)
+            text = message.encode("utf-8", "replace")
+            if len(text) + len(body) < 65536:  # small replies leave in one write, below
+                small.append(HEADER.pack(len(text) + len(body), REPLY, call.method.index,
+                                         code, call.call_id, len(text)))
+                small += (text, body)
+            else:
+                self.send(REPLY, call.method.index, code, call.call_id, len(text), text, body)
+            codes.append(code)
+        if small:
+            try:
+                with self._write_lock:
+                    self.sock.sendall(b"".join(small))
+            except OSError:
+                self.closed.set()  # the front went away; the reader notices too
+        for call, code in zip(group, codes, strict=True):
             self.worker.observe(call.method.full_name, code)
 
     def _close(self) -> None:
