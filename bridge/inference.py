@@ -1,6 +1,6 @@
 """One inference request through the model core (no grpc): admission, execution, accounting.
 
-The servicer hands `InferenceCore.run` its decode step, which validates the request once
+The servicer hands `InferenceCore.start` its decode step, which validates the request once
 (`Model.prepare` -> `Prepared`); this module decides when the request may execute (per-model
 slots and bounded queue of `jaxport.bridge.limits.AdmissionController`, deadline and caller
 liveness honoured), runs it on the `Model`, and records the outcome once in the model's
@@ -28,21 +28,6 @@ class InferenceCore:
         self.admission = admission
         self.metrics = metrics
 
-    def run(
-        self,
-        model: Model,
-        prepare: Callable[[], Prepared],
-        *,
-        deadline: float | None = None,
-        is_active: Callable[[], bool] | None = None,
-    ) -> dict[str, np.ndarray]:
-        """Decode and validate (`prepare`, once), wait for a slot, execute; outputs by name.
-
-        `prepare` runs inside the accounting so a malformed request counts as a failure of
-        the model it named. `deadline` is absolute `time.monotonic()` time.
-        """
-        return self.start(model, prepare, deadline=deadline, is_active=is_active).finish()
-
     def start(
         self,
         model: Model,
@@ -51,11 +36,16 @@ class InferenceCore:
         deadline: float | None = None,
         is_active: Callable[[], bool] | None = None,
     ) -> Started:
-        """`run` up to the wait for a batch: validates, and hands a request for the model's
-        batcher to its queue without waiting (one thread can start the requests of several
-        calls, then `finish` each: `jaxport.bridge.worker` does so for frames that arrived
-        together); a request on a program is executed here. Raises what `run` raises, after
-        accounting for it; otherwise `finish()` accounts, once."""
+        """Decode and validate (`prepare`, once), then either execute on the request's program
+        (after waiting for an admission slot) or hand the request to the model's batcher
+        without waiting for its batch; `Started.finish()` gives the outputs by name. One
+        thread can start the requests of several calls, then finish each
+        (`jaxport.bridge.worker` does so for frames that arrived together).
+
+        `prepare` runs inside the accounting so a malformed request counts as a failure of
+        the model it named; a failure here is accounted for and raised, otherwise `finish()`
+        accounts, once. `deadline` is absolute `time.monotonic()` time.
+        """
         begun = time.perf_counter_ns()
         try:
             prepared = prepare()
