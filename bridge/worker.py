@@ -93,7 +93,7 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -120,6 +120,9 @@ _ANCILLARY = socket.CMSG_SPACE(64 * array.array("i").itemsize)
 READ_BUFFER = 256 * 1024
 #: Room for the header fields of a request around its largest allowed message.
 FRAME_SLACK = 64 * 1024
+#: Frames below this many bytes are written joined to their header (one copy, one write);
+#: larger ones header first, then the payload as it is.
+SMALL_FRAME = 64 * 1024
 #: Most calls one thread starts together (`Connection._group`).
 GROUP_MAX = 256
 DESERIALIZE_FAILED = "Exception deserializing request!"  # grpcio's details for the same case
@@ -350,7 +353,7 @@ class Connection:
                     return
             header = HEADER.pack(length, ftype, method, code, call_id, aux)
             with self._write_lock:
-                if length < 65536:
+                if length < SMALL_FRAME:
                     self.sock.sendall(b"".join((header, *parts)))
                 else:  # a large response: no extra copy of it
                     self.sock.sendall(header)
@@ -361,8 +364,27 @@ class Connection:
 
     def send_status(self, ftype: int, method: int, call_id: int, code: int, message: str,
                     body: bytes = b"") -> None:
-        text = message.encode("utf-8", "replace")
-        self.send(ftype, method, code, call_id, len(text), text, body)
+        self.send_statuses(ftype, [(method, call_id, code, message, body)])
+
+    def send_statuses(self, ftype: int,
+                      replies: Sequence[tuple[int, int, int, str, bytes]]) -> None:
+        """Status frames (REPLY / STREAM_END), each (method, call id, code, message, body):
+        those under SMALL_FRAME bytes in one write (one system call and one wake-up of the
+        front for a group of calls, not one each), larger ones through `send`."""
+        small: list[bytes] = []
+        for method, call_id, code, message, body in replies:
+            text = message.encode("utf-8", "replace")
+            if len(text) + len(body) < SMALL_FRAME:
+                small += (HEADER.pack(len(text) + len(body), ftype, method, code, call_id,
+                                      len(text)), text, body)
+            else:
+                self.send(ftype, method, code, call_id, len(text), text, body)
+        if small:
+            try:
+                with self._write_lock:
+                    self.sock.sendall(b"".join(small))
+            except OSError:
+                self.closed.set()  # the front went away; the reader notices too
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -535,69 +557,43 @@ class Connection:
         avail = self._hi - self._lo
         if avail < HEADER.size:
             return None
-        length, ftype, index, _code, call_id, aux = HEADER.unpack_from(self._rbuf, self._lo)
+        length, ftype, index, _code, call_id, _aux = HEADER.unpack_from(self._rbuf, self._lo)
         start = self._lo + HEADER.size
         if ftype != CALL or index != method.index or avail < HEADER.size + length \
                 or length > self.worker.max_frame_bytes:
             return None
-        payload = bytes(self._rview[start:start + length])
-        try:
-            request = _parse(method, payload)
+        try:  # parsed where it lies (the message copies what it keeps)
+            request = _parse(method, self._rview[start:start + length])
         except Exception:
             return None
         if not self.worker.servicer.joins_batch(request):
             return None
-        self._lo = start + length
-        if self._lo == self._hi:
-            self._lo = self._hi = 0
-        call = self._dispatch(CALL, index, call_id, aux, payload)
+        frame = self._read_frame()  # that whole frame, from the buffer: no read, no wait
+        assert frame is not None and frame[2] == call_id
+        call = self._dispatch(*frame)
         if type(call) is _Call:
             call.request = request
         return call
 
     def _together(self, group: list[_Call]) -> None:
         """Run a group from `_group`; every call is answered and frees its slot, whatever
-        happens. Replies under 64 KiB go out in one write (one system call and one wake-up of
-        the front for the group, not one per call)."""
+        happens, and the replies leave together (`send_statuses`)."""
         try:
             results: list[Any] = self.worker.servicer.infer_together(
                 [(call.request, call.context) for call in group])
         except Exception as exc:  # not expected: infer_together answers per call
             log.exception("grouped calls failed")
             results = [exc] * len(group)
-        small: list[bytes] = []  # the reply frames of up to 64 KiB, sent in one write
-        codes: list[int] = []
+        replies: list[tuple[int, int, int, str, bytes]] = []
         for call, result in zip(group, results, strict=True):
             try:
-                if isinstance(result, Exception):
-                    code, message = _status(result, call.method.full_name)
-                    body = b""
-                else:
-                    body = result.SerializeToString()
-                    code, message = self.worker.check_size(len(body))
-                    if code:
-                        body = b""
-            except Exception as exc:
-                code, message = _status(exc, call.method.full_name)
-                body = b""
+                code, message, body = self._answer(call.method, result)
             finally:
                 self._forget(call.call_id)
                 self.worker.slots.release()
-            text = message.encode("utf-8", "replace")
-            if len(text) + len(body) < 65536:  # small replies leave in one write, below
-                small.append(HEADER.pack(len(text) + len(body), REPLY, call.method.index,
-                                         code, call.call_id, len(text)))
-                small += (text, body)
-            else:
-                self.send(REPLY, call.method.index, code, call.call_id, len(text), text, body)
-            codes.append(code)
-        if small:
-            try:
-                with self._write_lock:
-                    self.sock.sendall(b"".join(small))
-            except OSError:
-                self.closed.set()  # the front went away; the reader notices too
-        for call, code in zip(group, codes, strict=True):
+            replies.append((call.method.index, call.call_id, code, message, body))
+        self.send_statuses(REPLY, replies)
+        for call, (_index, _id, code, _message, _body) in zip(group, replies, strict=True):
             self.worker.observe(call.method.full_name, code)
 
     def _close(self) -> None:
@@ -685,13 +681,10 @@ class Connection:
                 code, message, body = grpc.StatusCode.INTERNAL.value[0], DESERIALIZE_FAILED, b""
             else:
                 try:
-                    body = method.handler(request, context).SerializeToString()
-                    code, message = self.worker.check_size(len(body))
-                    if code:
-                        body = b""
+                    response = method.handler(request, context)
                 except Exception as exc:
-                    code, message = _status(exc, method.full_name)
-                    body = b""
+                    response = exc
+                code, message, body = self._answer(method, response)
         finally:
             # Free the slot before answering: a call the front sends once it has the answer
             # must find it free.
@@ -699,6 +692,19 @@ class Connection:
             self.worker.slots.release()
         self.send_status(REPLY, method.index, call_id, code, message, body)
         self.worker.observe(method.full_name, code)
+
+    def _answer(self, method: Method, response: Any) -> tuple[int, str, bytes]:
+        """(code, status message, serialized body) of a unary call's response, or of the
+        exception its handler raised (the one error table); a response over the message
+        limit is RESOURCE_EXHAUSTED."""
+        if isinstance(response, Exception):
+            return (*_status(response, method.full_name), b"")
+        try:
+            body = response.SerializeToString()
+        except Exception as exc:
+            return (*_status(exc, method.full_name), b"")
+        code, message = self.worker.check_size(len(body))
+        return code, message, b"" if code else body
 
     def _stream(self, method: Method, call_id: int) -> None:
         with self._lock:
