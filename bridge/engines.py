@@ -123,14 +123,12 @@ class ExportedEngine:
         return list(self._compiled(self._fixed, tuple(inputs)))
 
 
-
-
 class PolymorphicEngine(ExportedEngine):
     """A shape-polymorphic `Exported` under `jax.jit`: jax compiles one executable per concrete
     input shape, so this engine compiles on the first request of each shape and keeps the
     `cache_size` (`jaxport serve --compiled-shapes`, default 32) most recently used executables
-    (an LRU: a
-    client cycling through more shapes pays a compilation per miss, memory stays bounded).
+    (an LRU: a client cycling through more shapes pays a compilation per miss, memory stays
+    bounded).
     The request's sizes were checked against the dimensions' rules before (`Model.prepare`);
     jax checks them again inside.
 

@@ -79,26 +79,27 @@ def ensure_ghz() -> Path:
     return ghz
 
 
-def build_front() -> Path:
-    """The front built from this tree (so the bench measures the current source)."""
-    out = BIN / "jaxport-front"
+def _go_build(src: Path, name: str) -> Path:
+    """build/bench/bin/<name> built from `src` in this tree (the bench measures the current
+    source)."""
+    out = BIN / name
     BIN.mkdir(parents=True, exist_ok=True)
-    proc = subprocess.run([_go(), "build", "-o", str(out), "."], cwd=FRONT_SRC,
+    proc = subprocess.run([_go(), "build", "-o", str(out), "."], cwd=src,
                           capture_output=True, text=True, timeout=1200)
     if proc.returncode != 0:
-        raise BenchSetupError(f"go build of bridge/front failed: {proc.stderr.strip()}")
+        raise BenchSetupError(f"go build of {src.relative_to(ROOT)} failed: "
+                              f"{proc.stderr.strip()}")
     return out
+
+
+def build_front() -> Path:
+    """The front (bridge/front)."""
+    return _go_build(FRONT_SRC, "jaxport-front")
 
 
 def build_wire() -> Path:
-    """tests/bench/wire (the Go 16 MiB client and the grpc-go echo floor), built from this tree."""
-    out = BIN / "wire"
-    BIN.mkdir(parents=True, exist_ok=True)
-    proc = subprocess.run([_go(), "build", "-o", str(out), "."], cwd=WIRE_SRC,
-                          capture_output=True, text=True, timeout=1200)
-    if proc.returncode != 0:
-        raise BenchSetupError(f"go build of tests/bench/wire failed: {proc.stderr.strip()}")
-    return out
+    """tests/bench/wire: the Go 16 MiB client and the grpc-go echo floor."""
+    return _go_build(WIRE_SRC, "wire")
 
 
 def wire_call(wire: Path, target: str, expect: str, *extra: str) -> list[float]:
