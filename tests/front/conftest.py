@@ -23,7 +23,14 @@ for _p in (TESTS, TESTS / "bridge"):
     if str(_p) not in sys.path:
         sys.path.insert(0, str(_p))
 
-from front_helpers import build_front, front_command  # noqa: E402
+from front_helpers import (  # noqa: E402
+    FEATURES,
+    SIZES,
+    build_front,
+    front_command,
+    rows_model,
+    rows_params,
+)
 from support.bridge import BridgeProcess  # noqa: E402
 from support.gate import Gate  # noqa: E402
 
@@ -34,6 +41,20 @@ BIG_ELEMENTS = 4 << 20  # 16 MiB of FP32 in and out
 def scale(params: dict, x):
     """y = x * s + 0.5 over a flat FP32 vector (`big`: frames of 16 MiB each way)."""
     return x * params["s"] + 0.5
+
+
+@pytest.fixture(scope="session")
+def batched_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The batching model `rows` (front_helpers) as version 1, exported with batch sizes
+    SIZES."""
+    import jax
+    import numpy as np
+    from jaxport.exporter import export
+
+    repo = tmp_path_factory.mktemp("front-batched")
+    export(rows_model, rows_params(), {"x": jax.ShapeDtypeStruct((1, FEATURES), np.float32)},
+           repo / "rows" / "1", batch_sizes=SIZES, goldens=1, quiet=True)
+    return repo
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,5 @@
-"""Building and starting the native front in tests (no fixtures here: see conftest.py)."""
+"""Building and starting the native front in tests, and the row-wise batching model `rows`
+the routing and worker tests share (no fixtures here: see conftest.py)."""
 
 from __future__ import annotations
 
@@ -6,12 +7,41 @@ import shutil
 import sys
 from pathlib import Path
 
+import jax.numpy as jnp
+import numpy as np
 import pytest
+from jaxport.protocol.gen.inference import grpc_service_pb2 as pb
 from support.bridge import FRONT_SRC, FrontBuildError
 from support.bridge import build_front as support_build_front
 
-__all__ = ["FRONT_SRC", "WORKER_CMD", "build_front", "front_command", "go_or_fail"]
+__all__ = ["FEATURES", "FRONT_SRC", "NEVER_US", "SIZES", "WORKER_CMD", "build_front",
+           "front_command", "go_or_fail", "rows_model", "rows_params", "rows_request"]
 WORKER_CMD = f"{sys.executable} -m jaxport.bridge.worker"
+# The batching model `rows` (exported by conftest's `batched_repo`): FEATURES inputs per row,
+# batch sizes SIZES.
+FEATURES = 5
+SIZES = (1, 4, 8)
+# A queue delay no test outlives: a batch is dispatched only when its rows reach the preferred
+# size (8, the largest program), never by a clock.
+NEVER_US = 3_600_000_000
+
+
+def rows_model(params, x):
+    """Row-wise: y = tanh(x @ w + b); a row routed to the wrong request changes values."""
+    return jnp.tanh(x @ params["w"] + params["b"])
+
+
+def rows_params() -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(12)
+    return {"w": rng.standard_normal((FEATURES, 3)).astype(np.float32),
+            "b": rng.standard_normal(3).astype(np.float32)}
+
+
+def rows_request(x: np.ndarray, rid: str) -> pb.ModelInferRequest:
+    req = pb.ModelInferRequest(model_name="rows", id=rid)
+    req.inputs.add(name="x", datatype="FP32", shape=list(x.shape))
+    req.raw_input_contents.append(x.tobytes())
+    return req
 
 
 def go_or_fail() -> str:

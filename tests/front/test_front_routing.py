@@ -15,48 +15,13 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import jax
-import jax.numpy as jnp
 import numpy as np
-import pytest
-from front_helpers import front_command
+from front_helpers import FEATURES, NEVER_US, front_command, rows_model, rows_params, rows_request
 from jaxport.protocol.gen.inference import grpc_service_pb2 as pb
 from support.bridge import BridgeProcess
 from test_front import _scrape, _sum, mlp_request, stub, wait_for, worker_ready_records
 
-FEATURES = 5
-SIZES = (1, 4, 8)
-# A queue delay no test outlives: a batch is dispatched only when its rows reach the preferred
-# size (8, the largest program), never by a clock.
-NEVER_US = 3_600_000_000
 WAIT_S = 120.0
-
-
-def rows_model(params, x):
-    """Row-wise: y = tanh(x @ w + b); a row routed to the wrong request changes values."""
-    return jnp.tanh(x @ params["w"] + params["b"])
-
-
-def rows_params() -> dict[str, np.ndarray]:
-    rng = np.random.default_rng(12)
-    return {"w": rng.standard_normal((FEATURES, 3)).astype(np.float32),
-            "b": rng.standard_normal(3).astype(np.float32)}
-
-
-@pytest.fixture(scope="module")
-def batched_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from jaxport.exporter import export
-
-    repo = tmp_path_factory.mktemp("front-batched")
-    export(rows_model, rows_params(), {"x": jax.ShapeDtypeStruct((1, FEATURES), np.float32)},
-           repo / "rows" / "1", batch_sizes=SIZES, goldens=1, quiet=True)
-    return repo
-
-
-def rows_request(x: np.ndarray, rid: str) -> pb.ModelInferRequest:
-    req = pb.ModelInferRequest(model_name="rows", id=rid)
-    req.inputs.add(name="x", datatype="FP32", shape=list(x.shape))
-    req.raw_input_contents.append(x.tobytes())
-    return req
 
 
 def test_batching_model_requests_fill_one_batch_across_two_workers(

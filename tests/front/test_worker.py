@@ -22,6 +22,7 @@ from pathlib import Path
 import grpc
 import numpy as np
 import pytest
+from front_helpers import FEATURES, NEVER_US, rows_model, rows_params, rows_request
 from jaxport.bridge.worker import (
     CALL,
     CANCEL,
@@ -355,21 +356,8 @@ def test_sigterm_with_a_call_held_past_the_grace_exits_3(repository: Path, tmp_p
         stop_worker(proc)
 
 
-@pytest.fixture(scope="module")
-def rows_repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A model with dynamic batching (exported batch sizes 1, 4, 8)."""
-    import jax
-    from jaxport.exporter import export
-    from test_front_routing import FEATURES, SIZES, rows_model, rows_params
-
-    repo = tmp_path_factory.mktemp("worker-rows")
-    export(rows_model, rows_params(), {"x": jax.ShapeDtypeStruct((1, FEATURES), np.float32)},
-           repo / "rows" / "1", batch_sizes=SIZES, goldens=1, quiet=True)
-    return repo
-
-
 def test_batching_calls_read_together_start_on_one_thread(
-        rows_repository: Path, tmp_path: Path, gate: Gate) -> None:
+        batched_repo: Path, tmp_path: Path, gate: Gate) -> None:
     """Nine ModelInfer frames for a batching model written at once (one read takes them all),
     then one that does not parse and a ServerLive: one thread starts the nine calls
     (`Connection._group`): eight one-row requests fill the 8-row program (one execution; the
@@ -377,9 +365,8 @@ def test_batching_calls_read_together_start_on_one_thread(
     every answer is the call's own and the statistics count each call. Had each call its own
     thread, eight threads would wait on the batch at once."""
     import jax
-    from test_front_routing import FEATURES, NEVER_US, rows_model, rows_params, rows_request
 
-    proc, frames = start_worker(rows_repository, tmp_path, gate, "--batching",
+    proc, frames = start_worker(batched_repo, tmp_path, gate, "--batching",
                                 "--max-queue-delay-us", str(NEVER_US), "--worker-threads", "32")
     try:
         threads_before = len(os.listdir(f"/proc/{proc.pid}/task"))
@@ -465,7 +452,7 @@ def _hostile_rows_requests(rng: np.random.Generator, n: int, features: int
 
 
 def test_hostile_frames_read_together_are_each_answered(
-        rows_repository: Path, tmp_path: Path, gate: Gate) -> None:
+        batched_repo: Path, tmp_path: Path, gate: Gate) -> None:
     """Two hundred frames for the batching model written at once, a seeded mix of valid
     requests and malformed ones (bytes that do not parse, truncated messages, wrong datatype,
     rank, row count, byte count, a duplicate input, an unknown output, raw and typed contents
@@ -473,9 +460,8 @@ def test_hostile_frames_read_together_are_each_answered(
     INVALID_ARGUMENT naming what is wrong (INTERNAL only for bytes that do not parse, grpcio's
     answer), and the worker serves on."""
     import jax
-    from test_front_routing import FEATURES, rows_model, rows_params
 
-    proc, frames = start_worker(rows_repository, tmp_path, gate, "--batching",
+    proc, frames = start_worker(batched_repo, tmp_path, gate, "--batching",
                                 "--max-queue-delay-us", "2000", "--worker-threads", "256")
     try:
         cases = _hostile_rows_requests(np.random.default_rng(2026), 200, FEATURES)
