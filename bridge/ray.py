@@ -213,7 +213,7 @@ class OIPDeployment:
         # Imported here: the model core (JAX) lives in the replicas, not in the process that
         # builds the application.
         from jaxport.artifact.location import is_url
-        from jaxport.bridge.server import build_core, load_all, prepare_process
+        from jaxport.bridge.core import build_core, load_all, prepare_process
         from jaxport.bridge.settings import Settings
 
         # A URL (http(s)://, file://) stays a string: every replica reads the repository

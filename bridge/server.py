@@ -10,13 +10,12 @@ many). A second SIGTERM/SIGINT during the drain exits at once with `EXIT_FORCED`
 Besides `inference.GRPCInferenceService` the server exposes `grpc.health.v1.Health` (for
 Kubernetes probes; service "" and "inference.GRPCInferenceService") and server reflection (for
 `grpcurl`). Interceptors, outermost first: bearer-token auth (optional), then the one error
-mapping interceptor.
+mapping interceptor. The objects behind the servicer, the process set-up and the exit statuses
+are `jaxport.bridge.core`'s, shared with the native front's workers and Ray Serve replicas.
 """
 
 from __future__ import annotations
 
-import ctypes
-import functools
 import json
 import logging
 import os
@@ -24,7 +23,6 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable
 from concurrent import futures
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,19 +31,20 @@ from typing import Any
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection, reflection_pb2
-from jaxport.bridge import logs, security
-from jaxport.bridge.batcher import BatchingConfig
-from jaxport.bridge.engines import configure_jax
-from jaxport.bridge.inference import InferenceCore
+from jaxport.bridge import security
+from jaxport.bridge.core import (
+    EXIT_CUT,
+    EXIT_DRAINED,
+    EXIT_FORCED,
+    HeapTrimmer,
+    build_core,
+    exit_now,
+    load_all,
+    prepare_process,
+)
 from jaxport.bridge.interceptor import ErrorInterceptor
-from jaxport.bridge.limits import AdmissionController, grpc_message_size_options
-from jaxport.bridge.loading import LoadError, load_model
-from jaxport.bridge.metrics import Metrics
-from jaxport.bridge.model import Model
-from jaxport.bridge.repository import Repository
-from jaxport.bridge.servicer import InferenceServicer, ServerState
+from jaxport.bridge.limits import grpc_message_size_options
 from jaxport.bridge.settings import Settings
-from jaxport.bridge.shared_memory import SharedMemoryRegistry
 from jaxport.protocol.gen.inference import grpc_service_pb2 as pb
 from jaxport.protocol.gen.inference import grpc_service_pb2_grpc as pb_grpc
 
@@ -53,10 +52,6 @@ log = logging.getLogger("jaxport.bridge.server")
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["GRPCInferenceService"].full_name
 
-# Exit statuses of `jaxport serve` after a signal (1: cannot bind/serve, 2: usage, in cli).
-EXIT_DRAINED = 0  # every RPC in flight finished within the grace period
-EXIT_CUT = 3  # the grace period ended with RPCs still running: they were cancelled
-EXIT_FORCED = 4  # a second SIGTERM/SIGINT during the drain: exited at once
 # After the grace period, how long grpc gets to finish cancelling the calls that remain.
 CANCEL_WAIT_S = 1.0
 
@@ -78,64 +73,6 @@ class Drain:
 
 class BindError(RuntimeError):
     """The gRPC or metrics address cannot be bound (in use, bad host...)."""
-
-
-@dataclass(frozen=True)
-class Core:
-    """Everything that answers requests, transport aside. `jaxport serve` (Bridge), the native
-    front's execution workers (jaxport.bridge.worker) and Ray Serve replicas build it the same
-    way, with `build_core`, and put their own transport in front of `servicer`."""
-
-    metrics: Metrics | None
-    state: ServerState
-    repository: Repository
-    admission: AdmissionController
-    inference: InferenceCore
-    servicer: InferenceServicer
-
-
-def build_core(settings: Settings,
-               servicer_class: type[InferenceServicer] = InferenceServicer) -> Core:
-    """The core objects for `settings`: metrics (if enabled), repository with its loader,
-    admission control, the inference core and the servicer (`servicer_class`: a transport
-    that refuses some RPCs, as Ray replicas do, passes a subclass). Nothing is loaded or
-    bound."""
-    metrics = Metrics() if settings.metrics_enabled else None
-    state = ServerState()
-    repository = Repository(
-        settings.repository,
-        functools.partial(_load, settings=settings),
-        single_model=settings.model_name,
-        version_policy=settings.model_version_policy,
-        on_change=metrics.record_model if metrics else None,
-    )
-    admission = AdmissionController(
-        settings.max_inflight_per_model,
-        settings.max_queue_per_model,
-        on_outcome=metrics.record_admission if metrics else None,
-    )
-    inference = InferenceCore(admission, metrics)
-    servicer = servicer_class(
-        repository, inference, state,
-        SharedMemoryRegistry() if settings.system_shared_memory else None)
-    return Core(metrics, state, repository, admission, inference, servicer)
-
-
-def load_all(repository: Repository, state: ServerState) -> None:
-    """Load every model per the policy, then mark the server ready (ServerReady true)."""
-    statuses = repository.load_all()
-    ready = sum(s.state == "READY" for s in statuses)
-    state.set_ready()
-    log.info("server ready", extra={"fields": {
-        "models_ready": ready, "models_failed": len(statuses) - ready}})
-
-
-def prepare_process(settings: Settings) -> None:
-    """Process-wide set-up of a process that executes models: JSON logs, JAX settings, heap
-    settings (the heap trimmer starts with the traffic counter it watches)."""
-    logs.configure(settings.log_level)
-    configure_jax(settings.cpu_devices)
-    keep_heap_memory()
 
 
 class Bridge:
@@ -239,101 +176,6 @@ class Bridge:
         return drain
 
 
-def _load(name: str, version: int, path: Path, *, settings: Settings) -> Model:
-    model = load_model(name, version, path, engine=settings.engine,
-                       compiled_shapes=settings.compiled_shapes)
-    batching = settings.batching_for(name)
-    listed = any(m.name == name for m in settings.batching_models)
-    if batching is not None and model.manifest.dimensions:
-        names = ", ".join(d.name for d in model.manifest.dimensions)
-        raise LoadError(
-            f"{model.label} has symbolic dimensions ({names}): dynamic batching of a "
-            "shape-polymorphic model is not built; serve it without --batching (each request "
-            "then runs unpadded at its own size)")
-    # --batching alone skips models without batch sizes; a model named in --batching-models
-    # must batch: a LoadError (naming the model) fails its load.
-    if batching is not None and (model.batch_sizes or listed):
-        if not model.batch_sizes:
-            raise LoadError(
-                f"{model.label} is named in --batching-models but was exported without "
-                "--batch-sizes; export it with batch sizes or drop it from the list")
-        delay_us, preferred = batching
-        model.enable_batching(BatchingConfig(
-            model.batch_sizes,
-            preferred_batch_sizes=[b for b in preferred if b <= max(model.batch_sizes)],
-            max_queue_delay_us=delay_us,
-            max_queue_size=settings.batch_queue_size,
-        ))
-    return model
-
-
-# Heap arenas glibc may use (M_ARENA_MAX). Its default is 8 per core, and a new arena for each
-# thread that finds the others busy: every grpc worker thread then keeps its own high-water mark
-# of freed message buffers (issue 18: RSS 284 -> 727 MiB and 10 more threads under hostile
-# load). Two arenas keep allocation contention low on a few cores.
-MALLOC_ARENAS = 2
-# How often the heap trimmer returns free heap pages to the system after traffic.
-HEAP_TRIM_INTERVAL_S = 5.0
-
-
-def _libc() -> Any:
-    try:
-        return ctypes.CDLL("libc.so.6")
-    except OSError:
-        return None
-
-
-def keep_heap_memory(arenas: int = MALLOC_ARENAS) -> bool:
-    """Let glibc reuse freed heap memory for large buffers instead of mmap/munmap each time.
-
-    Every multi-MiB tensor otherwise lands in freshly mapped pages, and first-touch page faults
-    dominate (measured here: protobuf serialize of a 64 MiB response 246 ms -> 25 ms, a 16 MiB
-    ModelInfer round trip 2-3x faster). Cost: freed memory stays in the heap, one high-water
-    mark per arena, hence at most `arenas` arenas, and `HeapTrimmer` handing free pages back
-    once traffic pauses. glibc only; False (and nothing changed) elsewhere.
-    """
-    libc = _libc()
-    mallopt = getattr(libc, "mallopt", None)
-    if mallopt is None:
-        return False
-    m_arena_max, m_trim_threshold, m_top_pad, m_mmap_threshold = -8, -1, -2, -3
-    return all(mallopt(opt, value) == 1 for opt, value in (
-        (m_arena_max, arenas), (m_mmap_threshold, 1 << 30), (m_trim_threshold, 1 << 30),
-        (m_top_pad, 64 << 20)))
-
-
-class HeapTrimmer:
-    """Every `interval_s`, if RPCs finished since the last look, `malloc_trim(0)`: the free
-    pages of every arena go back to the system (a burst of large messages costs RSS while it
-    lasts, not for the life of the process). A daemon thread; glibc only."""
-
-    def __init__(self, finished: Callable[[], int], interval_s: float = HEAP_TRIM_INTERVAL_S
-                 ) -> None:
-        libc = _libc()
-        self._trim = getattr(libc, "malloc_trim", None)
-        self._finished = finished
-        self._interval = interval_s
-        self._stop = threading.Event()
-
-    def start(self) -> bool:
-        """Start trimming; False where there is no malloc_trim."""
-        if self._trim is None:
-            return False
-        seen = self._finished()
-        threading.Thread(target=self._run, args=(seen,), name="heap-trim", daemon=True).start()
-        return True
-
-    def stop(self) -> None:
-        self._stop.set()
-
-    def _run(self, seen: int) -> None:
-        while not self._stop.wait(self._interval):
-            now = self._finished()
-            if now != seen:
-                seen = now
-                self._trim(0)
-
-
 def _write_port_file(path: Path, content: dict[str, int]) -> None:
     """Atomic write: a reader never sees a half-written file."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -354,7 +196,7 @@ def run(settings: Settings) -> int:
             log.warning("second signal: exiting now", extra={"fields": {
                 "signal": name, "cut": bridge.interceptor.active if bridge else 0,
                 "exit_status": EXIT_FORCED}})
-            _exit_now(EXIT_FORCED)
+            exit_now(EXIT_FORCED)
         log.info("signal received", extra={"fields": {"signal": name}})
         stop.set()
 
@@ -398,19 +240,8 @@ def run(settings: Settings) -> int:
     if drain.cut or not drain.finished:
         # Handlers that were cancelled may still hold grpc's worker threads (non-daemon, joined
         # at interpreter exit): leave without waiting for them.
-        _exit_now(drain.exit_status)
+        exit_now(drain.exit_status)
     return drain.exit_status
-
-
-def _exit_now(status: int) -> None:
-    """Flush what was logged and printed, then end the process without joining threads."""
-    logging.shutdown()
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):
-            pass
-    os._exit(status)
 
 
 REFLECTION_V1 = "grpc.reflection.v1.ServerReflection"

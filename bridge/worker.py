@@ -5,7 +5,7 @@
 
 The native front (`bridge/front`, Go) terminates gRPC; it forwards each call as (method,
 serialized request) to one of N workers. A worker runs exactly the objects `jaxport serve` runs
-(`jaxport.bridge.server.build_core`: repository, admission, inference core, the same
+(`jaxport.bridge.core.build_core`: repository, admission, inference core, the same
 `InferenceServicer`), maps exceptions through `jaxport.bridge.interceptor.status_of` (the one
 table), and answers (status code, message, serialized response). Protocol behaviour therefore
 lives in one place; the front adds transport only. All `jaxport serve` settings apply
@@ -735,7 +735,7 @@ class Worker:
 
     def __init__(self, settings: Settings, listener: socket.socket,
                  exit_on_disconnect: bool = False) -> None:
-        from jaxport.bridge.server import build_core
+        from jaxport.bridge.core import build_core
 
         self.settings = settings
         # The same core objects as `jaxport serve` (the front is the gRPC server here).
@@ -783,7 +783,7 @@ class Worker:
 
     def load(self) -> None:
         """Load the repository (as `jaxport serve`), then tell every connection READY."""
-        from jaxport.bridge.server import load_all
+        from jaxport.bridge.core import load_all
 
         try:
             load_all(self.core.repository, self.core.state)
@@ -819,7 +819,7 @@ class Worker:
 
     def run(self) -> bool:
         """Serve until stopped; True if every call in flight finished within the grace."""
-        from jaxport.bridge.server import HeapTrimmer
+        from jaxport.bridge.core import HeapTrimmer
 
         HeapTrimmer(lambda: self.finished).start()  # as `jaxport serve` does
         threading.Thread(target=self.load, name="repository-load", daemon=True).start()
@@ -860,7 +860,7 @@ def main(argv: list[str] | None = None) -> int:
     except SettingsError as exc:
         print(f"jaxport worker: error: {exc}", file=sys.stderr)
         return 2
-    from jaxport.bridge.server import prepare_process
+    from jaxport.bridge.core import prepare_process
 
     prepare_process(settings)  # the process set-up of `jaxport serve`
     if own.listen_fd is not None:
@@ -876,12 +876,7 @@ def main(argv: list[str] | None = None) -> int:
         listener.listen(64)
     worker = Worker(settings, listener, exit_on_disconnect=own.listen_fd is not None)
 
-    from jaxport.bridge.server import EXIT_CUT, EXIT_DRAINED, EXIT_FORCED
-
-    def exit_now(status: int) -> None:
-        logging.shutdown()
-        sys.stdout.flush()
-        os._exit(status)  # without joining the pool's threads (calls still running)
+    from jaxport.bridge.core import EXIT_CUT, EXIT_DRAINED, EXIT_FORCED, exit_now
 
     def on_signal(signum: int, _frame: object) -> None:
         name = signal.Signals(signum).name

@@ -83,7 +83,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         jaxport.protocol.__path__[:] = [str(args.tree / "clients/python/jaxport/protocol")]
 
     from jaxport.bridge import worker
-    from jaxport.bridge.server import prepare_process
+    from jaxport.bridge.core import prepare_process
 
     with tempfile.TemporaryDirectory(prefix="core-profile-") as tmp:
         repo = Path(tmp) / "repo"

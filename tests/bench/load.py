@@ -154,7 +154,7 @@ async def _run_async(spec: LoadSpec) -> LoadResult:
 def _client_heap() -> None:
     """The client process keeps its heap like the bridge does (large responses otherwise pay
     first-touch page faults here too, which would be charged to the bridge's latency)."""
-    from jaxport.bridge.server import keep_heap_memory
+    from jaxport.bridge.core import keep_heap_memory
 
     keep_heap_memory()
 

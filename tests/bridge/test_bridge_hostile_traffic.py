@@ -126,7 +126,7 @@ def test_throttled_logs_once_per_interval_and_counts_what_it_left_out(caplog):
 
 
 def test_the_heap_trimmer_trims_only_after_traffic():
-    from jaxport.bridge.server import HeapTrimmer
+    from jaxport.bridge.core import HeapTrimmer
 
     finished = [0]
     trims: list[int] = []
