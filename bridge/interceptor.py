@@ -1,13 +1,7 @@
-"""The ONE place where exceptions become gRPC statuses, for every RPC, streams included.
-
-- `jaxport.protocol.errors.ProtocolError` (raised by codecs, model, loading, repository,
-  admission, batcher) -> the `grpc.StatusCode` that `STATUS` lists for its typed `err.code`
-  (a `jaxport.protocol.errors.Code`), with `err.message` as details;
-- anything else is a bug: INTERNAL with the generic details "internal error"; the traceback
-  goes to the log only, never to the caller.
-
-`status_of()` is also what ModelStreamInfer uses to word the `error_message` of a failed
-request inside a stream that continues (Triton's behaviour).
+"""grpcio's server interceptor: exceptions escaping any handler, streams included, end their
+call with the status `jaxport.bridge.status.status_of` gives (the one table, shared with the
+native front's workers and Ray Serve replicas); plus in-flight accounting for the drain and
+hostile-traffic logs.
 """
 
 from __future__ import annotations
@@ -19,49 +13,13 @@ from typing import Any
 
 import grpc
 from jaxport.bridge import logs
-from jaxport.protocol.errors import Code, InternalError, ProtocolError, clip
+from jaxport.bridge.status import DESERIALIZE_FAILED, status_of
+from jaxport.protocol.errors import InternalError, clip
 
 log = logging.getLogger("jaxport.bridge.interceptor")
 
-INTERNAL_DETAILS = "internal error"
-# grpc's details for a request that does not parse (kept for messages of streams too).
-DESERIALIZE_FAILED = "Exception deserializing request!"
-
 RpcObserver = Callable[[str, str], None]
 """`observer(method, code_name)`, called once per finished RPC (metrics)."""
-
-STATUS: dict[Code, grpc.StatusCode] = {
-    Code.CANCELLED: grpc.StatusCode.CANCELLED,
-    Code.UNKNOWN: grpc.StatusCode.UNKNOWN,
-    Code.INVALID_ARGUMENT: grpc.StatusCode.INVALID_ARGUMENT,
-    Code.DEADLINE_EXCEEDED: grpc.StatusCode.DEADLINE_EXCEEDED,
-    Code.NOT_FOUND: grpc.StatusCode.NOT_FOUND,
-    Code.ALREADY_EXISTS: grpc.StatusCode.ALREADY_EXISTS,
-    Code.PERMISSION_DENIED: grpc.StatusCode.PERMISSION_DENIED,
-    Code.RESOURCE_EXHAUSTED: grpc.StatusCode.RESOURCE_EXHAUSTED,
-    Code.FAILED_PRECONDITION: grpc.StatusCode.FAILED_PRECONDITION,
-    Code.ABORTED: grpc.StatusCode.ABORTED,
-    Code.OUT_OF_RANGE: grpc.StatusCode.OUT_OF_RANGE,
-    Code.UNIMPLEMENTED: grpc.StatusCode.UNIMPLEMENTED,
-    Code.INTERNAL: grpc.StatusCode.INTERNAL,
-    Code.UNAVAILABLE: grpc.StatusCode.UNAVAILABLE,
-    Code.DATA_LOSS: grpc.StatusCode.DATA_LOSS,
-    Code.UNAUTHENTICATED: grpc.StatusCode.UNAUTHENTICATED,
-}
-"""The one `Code` -> `grpc.StatusCode` table. `Code.OK` is absent: an error cannot be OK."""
-
-
-def status_of(exc: BaseException, method: str = "") -> tuple[grpc.StatusCode, str]:
-    """The status code and details a caller sees for `exc` (logs unexpected ones)."""
-    if isinstance(exc, ProtocolError):
-        code = STATUS.get(exc.code)
-        if code is not None:
-            return code, exc.message
-        log.error("ProtocolError with code %r, which is no error status", exc.code)
-        return grpc.StatusCode.UNKNOWN, exc.message
-    log.error("unexpected error in %s", method or "rpc", exc_info=exc,
-              extra={"fields": {"method": method}})
-    return grpc.StatusCode.INTERNAL, INTERNAL_DETAILS
 
 
 def _aborted(context: grpc.ServicerContext) -> bool:

@@ -8,7 +8,7 @@ method named after the RPC. tritonclient, the jaxport clients and the conformanc
 the proxy's port unchanged (see docs/scale-out.md).
 
 Errors: a replica method never lets an exception reach Serve (Serve would answer INTERNAL with
-the whole Ray traceback). It maps it with `jaxport.bridge.interceptor.status_of`, the bridge's one
+the whole Ray traceback). It maps it with `jaxport.bridge.status.status_of`, the bridge's one
 error table, and sets the status on Serve's `grpc_context`: same codes and messages as
 `jaxport serve`.
 
@@ -174,9 +174,9 @@ class _CallContext:
 
 
 def _status(exc: BaseException, ctx: _CallContext, method: str) -> tuple[grpc.StatusCode, str]:
-    """The status `jaxport serve`'s interceptor gives: the code a handler set (as grpc keeps
-    it), else the one error table."""
-    from jaxport.bridge.interceptor import status_of
+    """The status `jaxport serve` gives: the code a handler set (as grpc keeps it), else the
+    one error table."""
+    from jaxport.bridge.status import status_of
 
     if ctx.code() not in (None, grpc.StatusCode.OK):
         return ctx.code(), ctx.details()  # type: ignore[return-value]

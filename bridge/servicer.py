@@ -2,7 +2,7 @@
 
 No error handling here beyond what the protocol itself defines (a failed request inside
 ModelStreamInfer is answered in `error_message` and the stream continues, as Triton does);
-exceptions are turned into statuses by `jaxport.bridge.interceptor`, the one place for that.
+exceptions are turned into statuses by `jaxport.bridge.status`, the one place for that.
 """
 
 from __future__ import annotations
@@ -14,13 +14,13 @@ from typing import Any
 
 import grpc
 from jaxport.bridge.inference import InferenceCore, Started
-from jaxport.bridge.interceptor import status_of
 from jaxport.bridge.limits import deadline_from_remaining
 from jaxport.bridge.model import Model, Prepared, TensorSig
 from jaxport.bridge.repository import Repository
 from jaxport.bridge.shared_memory import EXTENSION as SHARED_MEMORY_EXTENSION
 from jaxport.bridge.shared_memory import SharedMemoryRegistry, disabled_error
 from jaxport.bridge.statistics import Duration
+from jaxport.bridge.status import status_of
 from jaxport.protocol import codecs
 from jaxport.protocol.errors import InvalidArgumentError, NotFoundError, clip
 from jaxport.protocol.gen.inference import grpc_service_pb2 as pb

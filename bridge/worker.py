@@ -6,7 +6,7 @@
 The native front (`bridge/front`, Go) terminates gRPC; it forwards each call as (method,
 serialized request) to one of N workers. A worker runs exactly the objects `jaxport serve` runs
 (`jaxport.bridge.core.build_core`: repository, admission, inference core, the same
-`InferenceServicer`), maps exceptions through `jaxport.bridge.interceptor.status_of` (the one
+`InferenceServicer`), maps exceptions through `jaxport.bridge.status.status_of` (the one
 table), and answers (status code, message, serialized response). Protocol behaviour therefore
 lives in one place; the front adds transport only. All `jaxport serve` settings apply
 (`jaxport.bridge.settings.Settings`); the gRPC ones (port, TLS, tokens, metrics port) are the
@@ -99,8 +99,8 @@ from typing import Any
 
 import grpc
 from google.protobuf import message_factory
-from jaxport.bridge.interceptor import status_of
 from jaxport.bridge.settings import Settings, SettingsError
+from jaxport.bridge.status import CODE_NAMES, DESERIALIZE_FAILED, status_of
 
 log = logging.getLogger("jaxport.bridge.worker")
 
@@ -108,7 +108,6 @@ HEADER = struct.Struct("<IBBHQq")
 CALL, REPLY, READY, CANCEL = 1, 2, 3, 4
 STREAM_OPEN, STREAM_MSG, STREAM_HALF_CLOSE, STREAM_REPLY, STREAM_END = 5, 6, 7, 8, 9
 METRICS = 10
-CODE_NAMES = {c.value[0]: c.name for c in grpc.StatusCode}
 NO_DEADLINE = -1
 #: Flag bit of the type byte: the payload is in the memfd sent with the header (SCM_RIGHTS).
 SHM = 0x80
@@ -125,7 +124,6 @@ FRAME_SLACK = 64 * 1024
 SMALL_FRAME = 64 * 1024
 #: Most calls one thread starts together (`Connection._group`).
 GROUP_MAX = 256
-DESERIALIZE_FAILED = "Exception deserializing request!"  # grpcio's details for the same case
 CONCURRENCY_EXCEEDED = "Concurrent RPC limit exceeded!"  # grpcio's maximum_concurrent_rpcs
 
 

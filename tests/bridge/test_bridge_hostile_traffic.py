@@ -12,8 +12,9 @@ from concurrent import futures
 
 import grpc
 import pytest
-from jaxport.bridge.interceptor import DESERIALIZE_FAILED, ErrorInterceptor
+from jaxport.bridge.interceptor import ErrorInterceptor
 from jaxport.bridge.logs import Throttled
+from jaxport.bridge.status import DESERIALIZE_FAILED
 
 UNARY = "/t.T/Unary"
 STREAM = "/t.T/Stream"

@@ -3,7 +3,8 @@ unit: a bridge process cannot be made to raise an unexpected exception on purpos
 
 Unary and streaming handlers raise domain errors and arbitrary exceptions; the caller must
 see the domain error's code and message, or INTERNAL with the generic "internal error" and
-none of the exception's text (that goes to the log only)."""
+none of the exception's text (that goes to the log only). The table itself:
+test_bridge_status."""
 
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ from concurrent import futures
 
 import grpc
 import pytest
-from jaxport.bridge.interceptor import INTERNAL_DETAILS, STATUS, ErrorInterceptor, status_of
-from jaxport.protocol.errors import Code, InvalidArgumentError, NotFoundError, ProtocolError
+from jaxport.bridge.interceptor import ErrorInterceptor
+from jaxport.bridge.status import INTERNAL_DETAILS
+from jaxport.protocol.errors import InvalidArgumentError, NotFoundError, ProtocolError
 
 SECRET = "secret-internal-detail /etc/passwd"
 
@@ -121,18 +123,3 @@ def _wait_until(condition, timeout: float = 30.0) -> None:
     end = time.monotonic() + timeout
     while not condition():
         assert time.monotonic() < end, "condition never held"
-
-
-def test_the_one_table_maps_every_error_code_to_its_namesake():
-    """Every `Code` but OK has exactly the grpc.StatusCode of the same name; OK has none."""
-    assert set(STATUS) == set(Code) - {Code.OK}
-    assert all(status.name == code.name for code, status in STATUS.items())
-    assert len(set(STATUS.values())) == len(STATUS)
-
-
-def test_an_error_carrying_ok_is_unknown(caplog):
-    err = ProtocolError("claims success")
-    err.code = Code.OK
-    with caplog.at_level(logging.ERROR):
-        assert status_of(err) == (grpc.StatusCode.UNKNOWN, "claims success")
-    assert "no error status" in caplog.text

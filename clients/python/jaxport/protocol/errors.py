@@ -3,8 +3,8 @@
 Raised by the codecs and by the bridge's model core, which must not import grpc: each class
 carries a `Code`, an enum independent of grpc whose members are named like the
 `grpc.StatusCode` members (and, being a StrEnum, equal those names as strings). ONE table in the
-bridge's interceptor maps `Code` to `grpc.StatusCode`, with `err.message` as details. Anything
-that is not a ProtocolError is a bug and becomes INTERNAL there.
+bridge (`jaxport.bridge.status`) maps `Code` to `grpc.StatusCode`, with `err.message` as
+details. Anything that is not a ProtocolError is a bug and becomes INTERNAL there.
 """
 
 from __future__ import annotations
