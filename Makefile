@@ -5,6 +5,8 @@ SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# perf_analyzer's venv (make test-perf-analyzer, make test-all)
+PERF_VENV := build/perf
 
 # A Python >= 3.12 (JAX 0.12 needs it): $(PYTHON) if given, else the first suitable one found
 # on PATH or under pyenv.
@@ -18,11 +20,12 @@ done; exit 1
 endef
 export FIND_PYTHON
 
-.PHONY: help setup demo test test-python lint generate check-generate conformance bench soak clean
+.PHONY: help setup demo test test-all test-python lint generate check-generate conformance bench soak clean
 
 help:
 	@echo "make demo   - set up .venv, export the bundled example model, verify it, list the artifact"
-	@echo "make test   - set up .venv and run every test suite (Python, Go, Java, conformance)"
+	@echo "make test   - set up .venv and run the fast tier: lint, drift, pytest (not slow), conformance on the shipped configuration"
+	@echo "make test-all - everything: slow tests, the full conformance matrix, Ray/KServe, perf_analyzer (CI)"
 	@echo "make setup  - only create .venv (PYTHON=/path/to/python3.12+ to choose the interpreter)"
 	@echo "make generate / check-generate - regenerate code from proto/ / fail if it drifted"
 	@echo "make bench  - benchmarks (not part of make test);  make soak - long load test"
@@ -56,10 +59,18 @@ $(STAMP): pyproject.toml clients/python/pyproject.toml
 demo: setup
 	$(VENV)/bin/python -m jaxport.exporter.demo
 
-test: setup lint check-generate test-python conformance
+# The two tiers (tests/tiers.py says what each phase runs and prints how long each took).
+# make test: lint, generated-code drift, every pytest test not marked slow, conformance on the
+# shipped configuration with every runner. make test-all: every test, the full conformance
+# matrix, the Ray/KServe suite and perf_analyzer.
+test: setup
+	$(PY) tests/tiers.py fast
+
+test-all: setup $(PERF_VENV)/.installed
+	$(PY) tests/tiers.py all
 
 test-python: setup
-	$(VENV)/bin/python -m pytest -q
+	$(VENV)/bin/python -m pytest -q -m 'not slow and not soak'
 
 lint: setup
 	$(VENV)/bin/ruff check .
@@ -90,7 +101,7 @@ export CLIENT_BUILD
 # Java (plus JUnit via mvn test) runners over tests/conformance/cases, stops the bridge by PID.
 # Fails, naming the tool, when Go or Java/Maven is missing.
 conformance: setup
-	$(PY) tests/conformance/run.py
+	$(PY) tests/conformance/run.py --tier all
 
 # One run (~7 min on 2 cores): floors, bridge exported/pjrt/batching, large tensors, cold start,
 # exporter. Writes bench-results/<UTC timestamp>.{json,md,png} and latest.*; BENCH_ARGS=--quick.
@@ -158,8 +169,11 @@ test-scale: setup
 # --shared-memory system. Needs the apt package libb64-0d. Not part of `make test` (~1 min).
 # --no-deps: the binary needs none of tritonclient's Python dependencies (with them pip builds
 # numpy<2 from source on Python 3.13).
-PERF_VENV := build/perf
-$(PERF_VENV)/.installed:
+$(PERF_VENV)/.installed: | $(STAMP)
+	@ldconfig -p | grep -q 'libb64\.so\.0d' || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libb64-0d; \
+	  else echo "error: perf_analyzer needs the apt package libb64-0d (apt-get install libb64-0d)" >&2; exit 1; fi; }
 	$(PY) -m venv $(PERF_VENV)
 	$(PERF_VENV)/bin/pip install -q --no-deps tritonclient==2.50.0 nvidia-cuda-runtime-cu12
 	touch $@

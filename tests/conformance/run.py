@@ -2,29 +2,28 @@
 """`make conformance`: export the suite models, start real servers, run the Python, Go and Java
 runners over every case, stop each server by PID; exit 1 if any runner or case failed.
 
-    .venv/bin/python tests/conformance/run.py [--only python,go,java] [--pjrt python,go,java]
-                                              [--secured python,go,java] [--keep]
-                                              [--frontend both|native|python]
-                                              [--front-workers N]
+    .venv/bin/python tests/conformance/run.py [--tier fast|all] [--only python,go,java]
+                                              [--keep] [--front-workers N]
 
-Each server is `jaxport serve`. With the native front (`--frontend native`, jaxport serve's
-default: bridge/front, Go, built with `go build` for the run and handed to jaxport serve as
-`--front-binary`, before `--front-workers` Python execution workers): all three runners (plus
-go vet/go test, JUnit and the examples) against `--engine exported`; again against a server
-with `--engine pjrt` (the raw `model.mlirbc` bound from the manifest, like the C++ runtime);
-finally over mutual TLS (a CA, server and client certificates made for the run) with a bearer
-token, against a server that requires both; then each runner runs once more WITHOUT a client
-certificate and must be refused (its one case fails with UNAVAILABLE).
+Each server is `jaxport serve` (the native front: bridge/front, Go, built with `go build` for
+the run and handed to jaxport serve as `--front-binary`, before `--front-workers` Python
+execution workers). Three server configurations:
 
-With `--frontend python` (grpcio's server in one process) the same sequence runs against it.
-`--frontend both` (the default, `make conformance`) runs the native sequence, then every
-runner once more against `--frontend python --engine exported` (the Python transport keeps
-serving every case; its TLS, token and engine code paths are the workers' and the front's
-own, covered by the native runs and by tests/reliability).
+1. the shipped one (`--engine exported`): every runner (Python sync and asyncio, Go, Java, the
+   Python REST runner) over every case, plus `go vet`/`go test`, the Java client's JUnit tests
+   and each language's example;
+2. `--engine pjrt` (the raw `model.mlirbc` bound from the manifest, like the C++ runtime);
+3. mutual TLS (a CA, server and client certificates made for the run) with a bearer token,
+   against a server that requires both; then each runner runs once more WITHOUT a client
+   certificate and must be refused (its one case fails with UNAVAILABLE).
+
+`--tier all` (`make test-all`) runs every runner over every case against 2 and 3 as well.
+`--tier fast` (`make test`, the default) runs the Python runner over every case against 2 and
+3 and each other runner over a few cases there (SAMPLE: the fp32 inference and error cases),
+so each transport path of each language still meets each configuration once.
 
 Go and Java toolchains are required: when one is missing this says which and fails (it never
-skips a language silently). The Go step also runs `go vet` and the Go client's unit tests, the
-Java step the Java client's JUnit tests (`mvn test`), so `make test` covers both clients.
+skips a language silently).
 """
 
 from __future__ import annotations
@@ -128,21 +127,31 @@ def run_step(label: str, cmd: list[str], cwd: Path, log: list[str],
     return rc
 
 
-def language_steps(lang: str, url: str, full: bool) -> list[tuple[str, list[str], Path]]:
+#: The cases each runner but the Python one runs against the other server configurations in
+#: the fast tier (a substring of case names, as every runner's --run takes): fp32 inference with
+#: raw and typed contents, special values and NaN outputs, its metadata and classification.
+SAMPLE = "fp32"
+
+
+def language_steps(lang: str, url: str, full: bool, only: str = ""
+                   ) -> list[tuple[str, list[str], Path]]:
     """The commands of one language: with `full`, unit checks and the example as well as its
-    conformance runner (whose summary line ends the step's output)."""
+    conformance runner (whose summary line ends the step's output); `only`: the runner runs the
+    cases whose name contains it (all when empty; Python's synchronous runner always runs all,
+    its asyncio twin takes `only`)."""
+    run = ["--run", only] if only else []
     if lang == "python":
         runner = ("python runner", [sys.executable, str(HERE / "runner.py"), "--url", url,
                                     "--cases", str(CASES)], REPO)
         # The same cases through AsyncInferenceClient (its summary is "python-async").
-        async_runner = ("python async runner", [*runner[1], "--async"], REPO)
+        async_runner = ("python async runner", [*runner[1], *run, "--async"], REPO)
         if not full:
             return [runner, async_runner]
         return [runner, async_runner,
                 ("python example", [sys.executable, str(PY_EXAMPLE), url, "cf_multi"], REPO)]
     if lang == "go":
         runner = ("go runner", ["go", "run", "./cmd/jaxport-conformance", "--url", url,
-                                "--cases", str(CASES)], GO_DIR)
+                                "--cases", str(CASES), *run], GO_DIR)
         if not full:
             return [runner]
         return [
@@ -153,10 +162,11 @@ def language_steps(lang: str, url: str, full: bool) -> list[tuple[str, list[str]
                             "--model", "cf_multi"], GO_DIR),
         ]
     mvn = ["mvn", "-B", "-q", "-Dstyle.color=never"]
+    option = [f"-Dconformance.option=--run={only}"] if only else []
     if not full:
         return [("java runner", [*mvn, "test-compile", "exec:exec@conformance",
-                                 f"-Dconformance.url={url}", f"-Dconformance.cases={CASES}"],
-                 JAVA_DIR)]
+                                 f"-Dconformance.url={url}", f"-Dconformance.cases={CASES}",
+                                 *option], JAVA_DIR)]
     return [("java test + runner + example",
              [*mvn, "test", "exec:exec@conformance", "exec:exec@example",
               f"-Dconformance.url={url}", f"-Dconformance.cases={CASES}",
@@ -191,18 +201,17 @@ def check_refused(lang: str, rc: int, output: str) -> str | None:
 
 
 def run_against_bridge(name: str, bridge_args: list[str], repository: Path, work: Path,
-                       languages: list[str], full: bool, results: dict[str, tuple[int, int]],
-                       failed_steps: list[str], env: dict[str, str | None] | None = None,
+                       languages: list[str], full: bool, only: str,
+                       results: dict[str, tuple[int, int]], failed_steps: list[str],
+                       env: dict[str, str | None] | None = None,
                        ca_pem: Path | None = None,
-                       client_pair: tuple[Path, Path] | None = None,
-                       frontend: tuple[str, list[str]] = ("python", [])) -> None:
+                       client_pair: tuple[Path, Path] | None = None) -> None:
     """Serve `repository` with one configuration of `jaxport serve` and run each language
-    against it. With `client_pair` (mutual TLS), each language then runs once without it and
-    must be refused. `frontend`: (`--frontend` value, its own flags)."""
+    (and the REST runner) against it; `full`/`only` as for language_steps. With `client_pair`
+    (mutual TLS), each language then runs once without it and must be refused."""
     from tests.support.bridge import BridgeProcess
 
-    kind, flags = frontend
-    bridge = BridgeProcess(repository, *bridge_args, *flags, frontend=kind,
+    bridge = BridgeProcess(repository, *bridge_args,
                            workdir=work / f"bridge-{re.sub(r'[^a-z0-9]+', '-', name)}")
     try:
         try:
@@ -224,7 +233,7 @@ def run_against_bridge(name: str, bridge_args: list[str], repository: Path, work
               f"{bridge.address}", flush=True)
         for lang in languages:
             key = f"{lang} ({name})"
-            for label, cmd, cwd in language_steps(lang, bridge.address, full):
+            for label, cmd, cwd in language_steps(lang, bridge.address, full, only):
                 log: list[str] = []
                 rc = run_step(f"{label} ({name})", cmd, cwd, log, env)
                 found = SUMMARY.findall("".join(log))
@@ -236,8 +245,8 @@ def run_against_bridge(name: str, bridge_args: list[str], repository: Path, work
                     break
             if key not in results:
                 failed_steps.append(f"{key}: runner produced no summary")
-        if kind == "native" and "python" in languages:
-            run_rest(name, bridge, results, failed_steps, env)
+        if "python" in languages:
+            run_rest(name, bridge, only, results, failed_steps, env)
         if client_pair is not None:
             no_cert = {**(env or {}), "JAXPORT_CONFORMANCE_CERT": None,
                        "JAXPORT_CONFORMANCE_KEY": None}
@@ -258,10 +267,10 @@ def run_against_bridge(name: str, bridge_args: list[str], repository: Path, work
         print(f"conformance: bridge ({name}) stopped by pid (exit {rc})", flush=True)
 
 
-def run_rest(name: str, bridge, results: dict[str, tuple[int, int]], failed_steps: list[str],
-             env: dict[str, str | None] | None) -> None:
-    """The Python REST runner against the native front's --http-port (the same TLS/token
-    settings come through JAXPORT_CONFORMANCE_* in `env`)."""
+def run_rest(name: str, bridge, only: str, results: dict[str, tuple[int, int]],
+             failed_steps: list[str], env: dict[str, str | None] | None) -> None:
+    """The Python REST runner against the front's --http-port (the same TLS/token settings
+    come through JAXPORT_CONFORMANCE_* in `env`); `only` as for language_steps."""
     ports = json.loads(bridge.port_file.read_text())
     if int(ports.get("http_port", -1)) < 0:
         failed_steps.append(f"python-rest ({name}): the front reported no http_port")
@@ -269,7 +278,8 @@ def run_rest(name: str, bridge, results: dict[str, tuple[int, int]], failed_step
     label = f"python REST runner ({name})"
     log: list[str] = []
     rc = run_step(label, [sys.executable, str(HERE / "rest_runner.py"), "--url",
-                          f"127.0.0.1:{ports['http_port']}", "--cases", str(CASES)],
+                          f"127.0.0.1:{ports['http_port']}", "--cases", str(CASES),
+                          *(["--run", only] if only else [])],
                   REPO, log, env)
     found = SUMMARY.findall("".join(log))
     if found:
@@ -280,71 +290,60 @@ def run_rest(name: str, bridge, results: dict[str, tuple[int, int]], failed_step
         failed_steps.append(label)
 
 
-def build_native_front(work: Path, workers: int) -> tuple[str, list[str]] | None:
-    """`go build` bridge/front into `work`; the `jaxport serve` flags that serve with it."""
+def build_native_front(work: Path, workers: int) -> list[str] | None:
+    """`go build` bridge/front into `work`; the `jaxport serve` flags that serve with it (the
+    front of the tree under test: .venv/bin/jaxport-front may be older)."""
     binary = work / "jaxport-front"
     cmd = ["go", "build", "-o", str(binary), "."]
     if run_step("build native front", cmd, REPO / "bridge" / "front", []) != 0:
         print("conformance: error: go build of bridge/front failed", file=sys.stderr)
         return None
-    return ("native", ["--front-binary", str(binary), "--workers", str(workers)])
+    return ["--front-binary", str(binary), "--workers", str(workers)]
 
 
-def run_sequence(frontend: tuple[str, list[str]], repository: Path, work: Path,
-                 languages: list[str], pjrt: list[str], secured: list[str],
-                 results: dict[str, tuple[int, int]], failed_steps: list[str]) -> None:
-    """Engine exported (every language, unit checks and examples too), engine pjrt, then
-    mTLS + token with the refusal without a client certificate; against one frontend."""
-    label = "native" if frontend[0] == "native" else "python frontend"
-    run_against_bridge(f"{label}, engine exported", ["--engine", "exported"], repository, work,
-                       languages, True, results, failed_steps, frontend=frontend)
-    if pjrt:
-        run_against_bridge(f"{label}, engine pjrt", ["--engine", "pjrt"], repository, work,
-                           pjrt, False, results, failed_steps, frontend=frontend)
-    if secured:
-        from tests.support.certs import make_pki
+def run_sequence(tier: str, front: list[str], repository: Path, work: Path,
+                 languages: list[str], results: dict[str, tuple[int, int]],
+                 failed_steps: list[str]) -> None:
+    """The shipped configuration (every language over every case, unit checks and examples
+    too), then engine pjrt, then mTLS + token with the refusal without a client certificate;
+    the last two over every case (tier all) or SAMPLE (tier fast, see the module doc)."""
+    only = "" if tier == "all" else SAMPLE
+    run_against_bridge("engine exported", ["--engine", "exported", *front], repository, work,
+                       languages, True, "", results, failed_steps)
+    run_against_bridge("engine pjrt", ["--engine", "pjrt", *front], repository, work,
+                       languages, False, only, results, failed_steps)
+    from tests.support.certs import make_pki
 
-        pki = make_pki(work / "pki")
-        token_file = work / "token"
-        token_file.write_text("conformance-secret\n", encoding="utf-8")
-        run_against_bridge(
-            f"{label}, mtls + token",
-            ["--tls-cert", str(pki.server_cert), "--tls-key", str(pki.server_key),
-             "--tls-client-ca", str(pki.ca_cert), "--auth-token-file", str(token_file)],
-            repository, work, secured, False, results, failed_steps,
-            env={"JAXPORT_CONFORMANCE_CA": str(pki.ca_cert),
-                 "JAXPORT_CONFORMANCE_CERT": str(pki.client_cert),
-                 "JAXPORT_CONFORMANCE_KEY": str(pki.client_key),
-                 "JAXPORT_CONFORMANCE_TOKEN": "conformance-secret"},
-            ca_pem=pki.ca_cert, client_pair=(pki.client_cert, pki.client_key),
-            frontend=frontend)
+    pki = make_pki(work / "pki")
+    token_file = work / "token"
+    token_file.write_text("conformance-secret\n", encoding="utf-8")
+    run_against_bridge(
+        "mtls + token",
+        ["--tls-cert", str(pki.server_cert), "--tls-key", str(pki.server_key),
+         "--tls-client-ca", str(pki.ca_cert), "--auth-token-file", str(token_file), *front],
+        repository, work, languages, False, only, results, failed_steps,
+        env={"JAXPORT_CONFORMANCE_CA": str(pki.ca_cert),
+             "JAXPORT_CONFORMANCE_CERT": str(pki.client_cert),
+             "JAXPORT_CONFORMANCE_KEY": str(pki.client_key),
+             "JAXPORT_CONFORMANCE_TOKEN": "conformance-secret"},
+        ca_pem=pki.ca_cert, client_pair=(pki.client_cert, pki.client_key))
 
 
 def main(argv: list[str] | None = None) -> int:
     """Export, serve, run every runner, stop; 0 only when every case passed in every language."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[1])
+    parser.add_argument("--tier", choices=("fast", "all"), default="fast",
+                        help="'fast' (make test, default): every runner over every case against "
+                             "the shipped configuration, the other configurations with the "
+                             "Python runner and a sample per other runner; 'all' (make "
+                             "test-all): every runner over every case everywhere")
     parser.add_argument("--only", default=",".join(LANGUAGES),
                         help="comma-separated languages to run (default: all three)")
-    parser.add_argument("--pjrt", default="python,go,java",
-                        help="languages to run again against a bridge with --engine pjrt "
-                             "(default: all; '' for none)")
-    parser.add_argument("--secured", default="python,go,java",
-                        help="languages to run again over mutual TLS with a bearer token against "
-                             "a bridge that requires both, and once without a client "
-                             "certificate, which must be refused (default: all; '' for none)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary repository")
-    parser.add_argument("--frontend", choices=("both", "native", "python"), default="both",
-                        help="'native': jaxport serve with the Go front (bridge/front, built "
-                             "for the run) before Python workers; 'python': grpcio's server; "
-                             "'both' (default): the native sequence, then every runner against "
-                             "--frontend python")
     parser.add_argument("--front-workers", type=int, default=2,
-                        help="with the native front: worker processes (default 2)")
+                        help="Python execution workers behind the front (default 2)")
     args = parser.parse_args(argv)
     languages = [x.strip() for x in args.only.split(",") if x.strip()]
-    pjrt = [x.strip() for x in args.pjrt.split(",") if x.strip() and x.strip() in languages]
-    secured = [x.strip() for x in args.secured.split(",")
-               if x.strip() and x.strip() in languages]
     unknown = sorted(set(languages) - set(LANGUAGES))
     if unknown:
         parser.error(f"unknown language(s) {unknown}; choose from {', '.join(LANGUAGES)}")
@@ -355,10 +354,9 @@ def main(argv: list[str] | None = None) -> int:
         print("conformance: FAILED (a required toolchain is missing; no language is skipped)",
               file=sys.stderr)
         return 1
-
-    if args.frontend != "python" and shutil.which("go") is None:
-        print(f"conformance: error: --frontend {args.frontend} needs the Go toolchain (`go` on "
-              "PATH) to build bridge/front", file=sys.stderr)
+    if shutil.which("go") is None:
+        print("conformance: error: the native front needs the Go toolchain (`go` on PATH) to "
+              "build bridge/front", file=sys.stderr)
         return 1
 
     work = Path(tempfile.mkdtemp(prefix="jaxport-conformance-"))
@@ -367,24 +365,13 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, tuple[int, int]] = {}
     failed_steps: list[str] = []
     try:
-        native = None
-        if args.frontend != "python":
-            native = build_native_front(work, args.front_workers)
-            if native is None:
-                return 1
+        front = build_native_front(work, args.front_workers)
+        if front is None:
+            return 1
         export_models(repository)
         print(f"conformance: exported {len(list(repository.iterdir()))} suite models in "
               f"{time.perf_counter() - start:.1f} s to {repository}", flush=True)
-        if native is not None:
-            run_sequence(native, repository, work, languages, pjrt, secured, results,
-                         failed_steps)
-        if args.frontend == "python":
-            run_sequence(("python", []), repository, work, languages, pjrt, secured, results,
-                         failed_steps)
-        elif args.frontend == "both":
-            run_against_bridge("python frontend, engine exported", ["--engine", "exported"],
-                               repository, work, languages, False, results, failed_steps,
-                               frontend=("python", []))
+        run_sequence(args.tier, front, repository, work, languages, results, failed_steps)
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)

@@ -9,15 +9,17 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import grpc
 import numpy as np
 import pytest
-from jaxport.bridge.ray import NODE_KEY, REPLICA_KEY
+from jaxport.bridge.ray import DEFAULT_MAX_ONGOING_REQUESTS, NODE_KEY, REPLICA_KEY
 from jaxport.protocol.gen.inference import grpc_service_pb2 as pb
 from jaxport.protocol.gen.inference import grpc_service_pb2_grpc as pb_grpc
 from scale_helpers import CONFORMANCE, REPO, ServeCluster, conformance_run
@@ -73,7 +75,7 @@ def test_conformance_runner_on_a_repository_over_http(suite_repository: Path) ->
 
     index_mod.write(suite_repository)
     with serving(suite_repository) as http, BridgeProcess(
-            http.url, frontend="default", start_timeout=600) as bridge:
+            http.url, start_timeout=600) as bridge:
         proc = subprocess.run(
             [sys.executable, str(CONFORMANCE / "runner.py"), "--url", bridge.address,
              "--features", FEATURES],
@@ -137,32 +139,44 @@ def _fp32_request(n: int) -> pb.ModelInferRequest:
         raw_input_contents=[x.tobytes()])
 
 
-#: Bound on the calls `test_requests_served_on_both_nodes` makes (a count, not a time). With
-#: RAY_SERVE_PROXY_PREFER_LOCAL_NODE_ROUTING=0 Serve's router picks between the two idle
-#: replicas at random for each sequential call, so all of them landing on one replica has
-#: probability 2**-(MAX_SPREAD_CALLS - 1).
-MAX_SPREAD_CALLS = 200
+def _held_stream(stub: pb_grpc.GRPCInferenceServiceStub, n: int
+                 ) -> tuple[queue.Queue, Any]:
+    """A ModelStreamInfer call whose requests come from a queue the test feeds: request `n` is
+    sent and answered, then the stream stays open (held on its replica: Serve counts an open
+    stream as an ongoing request there) until the test puts None in the queue."""
+    feed: queue.Queue = queue.Queue()
+
+    def requests():
+        while (item := feed.get()) is not None:
+            yield item
+
+    feed.put(_fp32_request(n))
+    call = stub.ModelStreamInfer(requests(), timeout=600)
+    first = next(call)
+    assert not first.error_message and first.infer_response.id == str(n), first
+    return feed, call
 
 
 def test_requests_served_on_both_nodes(serve_cluster: ServeCluster) -> None:
-    """Each answer names the replica and Ray node that served it (trailing metadata): calls
-    through the one proxy reach replicas on both nodes of the cluster. Calls go on until both
-    nodes have answered, at most MAX_SPREAD_CALLS of them (a bound on requests, not on time)."""
+    """Placement proven by requests held on the replicas, not by counting sequential calls
+    (Serve's proxy prefers its own node's replica, so sequential calls can all land on one):
+    max_ongoing_requests + 1 streams are opened and held, each answered once. One replica
+    takes at most max_ongoing_requests of them, so the last ones must be on the other replica;
+    each stream's trailing metadata names the replica and Ray node that served it."""
     stub = _stub(serve_cluster)
-    nodes: set[str] = set()
+    held = [_held_stream(stub, n) for n in range(DEFAULT_MAX_ONGOING_REQUESTS + 1)]
     replicas: set[str] = set()
-    calls = 0
-    while calls < MAX_SPREAD_CALLS and (nodes != set(serve_cluster.node_ids)
-                                        or len(replicas) < 2):
-        response, call = stub.ModelInfer.with_call(_fp32_request(calls), timeout=60)
-        assert response.id == str(calls)
-        calls += 1
+    nodes: set[str] = set()
+    for feed, call in held:
+        feed.put(None)  # half-close: the stream ends once its one answer is out
+        assert list(call) == []
         md = dict(call.trailing_metadata())
-        nodes.add(md[NODE_KEY])
         replicas.add(md[REPLICA_KEY])
-    print(f"served by replicas {sorted(replicas)} on nodes {sorted(nodes)} after {calls} calls")
-    assert len(replicas) == 2, (calls, replicas)
-    assert nodes == set(serve_cluster.node_ids), (calls, nodes)
+        nodes.add(md[NODE_KEY])
+    print(f"{len(held)} held streams served by replicas {sorted(replicas)} on nodes "
+          f"{sorted(nodes)}")
+    assert len(replicas) == 2, replicas
+    assert nodes == set(serve_cluster.node_ids), nodes
 
 
 @pytest.mark.parametrize(("rpc", "request_", "code", "words"), [
