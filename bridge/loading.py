@@ -29,6 +29,7 @@ import numpy as np
 from jax import export as jax_export
 from jaxport.artifact import sharding as sharding_io
 from jaxport.artifact.errors import ArtifactError, ChecksumError
+from jaxport.artifact.gen import manifest_pb2
 from jaxport.artifact.location import Location
 from jaxport.artifact.manifest import CompatibilityWarning
 from jaxport.bridge.engines import (
@@ -44,7 +45,6 @@ from jaxport.bridge.model import Model, Program, TensorSig
 from jaxport.bridge.settings import DEFAULT_COMPILED_SHAPES
 from jaxport.protocol import dtypes
 from jaxport.protocol.errors import FailedPreconditionError
-from jaxport.protocol.gen.jaxport.v1 import manifest_pb2
 
 log = logging.getLogger("jaxport.bridge.loading")
 

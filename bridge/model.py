@@ -23,13 +23,13 @@ import numpy as np
 from jaxport.artifact import checks as checks_io
 from jaxport.artifact import dims as dims_io
 from jaxport.artifact.errors import CheckFailedError
+from jaxport.artifact.gen import manifest_pb2
 from jaxport.bridge.batcher import BatchingConfig, DynamicBatcher, pad_rows
 from jaxport.bridge.engines import Engine
 from jaxport.bridge.statistics import ModelStatistics, Timings
 from jaxport.bridge.testing import gate as test_gate
 from jaxport.protocol import codecs, dtypes
 from jaxport.protocol.errors import InvalidArgumentError, clip, clip_shape, error_for_code
-from jaxport.protocol.gen.jaxport.v1 import manifest_pb2
 
 Declared = Iterable[tuple[str, str, Sequence[int]]]
 """A request's inputs as declared before decoding: (name, datatype, shape) each."""

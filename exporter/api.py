@@ -26,6 +26,7 @@ from typing import Any
 import jax
 from jaxport.artifact import manifest as manifest_mod
 from jaxport.artifact import weights as weights_mod
+from jaxport.artifact.gen import manifest_pb2
 from jaxport.exporter import checks as checks_mod
 from jaxport.exporter import goldens as goldens_mod
 from jaxport.exporter import labels as labels_mod
@@ -37,7 +38,6 @@ from jaxport.exporter import symbolic as symbolic_mod
 from jaxport.exporter import trace, write
 from jaxport.exporter.errors import ExportError
 from jaxport.exporter.progress import Progress
-from jaxport.protocol.gen.jaxport.v1 import manifest_pb2
 
 __all__ = ["export"]
 

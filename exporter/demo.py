@@ -21,7 +21,7 @@ def _table(rows: list[tuple[str, ...]]) -> str:
 def show(artifact_dir: Path) -> None:
     """Print the artifact's files with sizes and the manifest's @main argument/result tables."""
     from jaxport.artifact import manifest as manifest_mod
-    from jaxport.protocol.gen.jaxport.v1 import manifest_pb2
+    from jaxport.artifact.gen import manifest_pb2
 
     m = manifest_mod.load(artifact_dir)
     files = [("file", "bytes")]

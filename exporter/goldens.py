@@ -16,11 +16,11 @@ from typing import Any
 import jax
 import numpy as np
 from jaxport.artifact import goldens as goldens_io
+from jaxport.artifact.gen import manifest_pb2
 from jaxport.exporter.errors import ExportError
 from jaxport.exporter.program import Lowered
 from jaxport.exporter.symbolic import Plan
 from jaxport.protocol import dtypes
-from jaxport.protocol.gen.jaxport.v1 import manifest_pb2
 
 __all__ = [
     "check_padding",

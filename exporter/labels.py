@@ -26,9 +26,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from jaxport.artifact.gen import manifest_pb2
 from jaxport.artifact.paths import unique_safe_names
 from jaxport.exporter.errors import ExportError
-from jaxport.protocol.gen.jaxport.v1 import manifest_pb2
 
 __all__ = ["LABELS_DIR", "Labels", "check_labels", "read_labels", "write_labels"]
 

@@ -21,13 +21,13 @@ import numpy as np
 from jax import export as jax_export
 from jaxport.artifact import manifest as manifest_mod
 from jaxport.artifact import sharding as sharding_io
+from jaxport.artifact.gen import manifest_pb2
 from jaxport.exporter import checks as checks_mod
 from jaxport.exporter import module as module_mod
 from jaxport.exporter.errors import ExportError
 from jaxport.exporter.symbolic import Plan
 from jaxport.exporter.trace import ExportFunction, LeafInfo
 from jaxport.protocol import dtypes
-from jaxport.protocol.gen.jaxport.v1 import manifest_pb2
 
 __all__ = ["Lowered", "build_program", "check_batch_sizes", "describe", "program_inputs"]
 

@@ -27,9 +27,9 @@ from typing import Any
 import jax
 from jax.sharding import NamedSharding, PartitionSpec
 from jaxport.artifact import sharding as sharding_io
+from jaxport.artifact.gen import manifest_pb2
 from jaxport.exporter.errors import ExportError, UsageError
 from jaxport.exporter.trace import ExportFunction, LeafInfo
-from jaxport.protocol.gen.jaxport.v1 import manifest_pb2
 
 __all__ = ["Plan", "parse_mesh", "plan", "provide_devices"]
 

@@ -29,9 +29,9 @@ from typing import Any
 import jax
 import numpy as np
 from jaxport.artifact import dims as dims_mod
+from jaxport.artifact.gen import manifest_pb2
 from jaxport.exporter.errors import ExportError
 from jaxport.protocol import dtypes
-from jaxport.protocol.gen.jaxport.v1 import manifest_pb2
 
 __all__ = ["Dim", "Plan", "parse_dim_range", "plan"]
 

@@ -24,9 +24,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import export as jax_export
+from jaxport.artifact.gen import manifest_pb2
 from jaxport.exporter.errors import ExportError
 from jaxport.protocol import dtypes
-from jaxport.protocol.gen.jaxport.v1 import manifest_pb2
 
 __all__ = [
     "ExportFunction",

@@ -24,12 +24,12 @@ from jaxport.artifact import index as index_mod
 from jaxport.artifact import manifest as manifest_mod
 from jaxport.artifact import weights as weights_mod
 from jaxport.artifact.errors import ArtifactError
+from jaxport.artifact.gen import manifest_pb2
 from jaxport.artifact.paths import unique_safe_names
 from jaxport.exporter.errors import ExportError
 from jaxport.exporter.program import Lowered
 from jaxport.exporter.progress import Progress
 from jaxport.exporter.trace import LeafInfo
-from jaxport.protocol.gen.jaxport.v1 import manifest_pb2
 
 __all__ = [
     "background",

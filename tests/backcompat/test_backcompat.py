@@ -16,8 +16,8 @@ import jax
 import jaxport.artifact
 import pytest
 from jaxport.artifact import manifest, weights
+from jaxport.artifact.gen import manifest_pb2
 from jaxport.exporter import api, verify
-from jaxport.protocol.gen.jaxport.v1 import manifest_pb2
 
 HERE = Path(__file__).resolve().parent
 GOLDENS = sorted(p for p in HERE.iterdir() if (p / "manifest.json").is_file())

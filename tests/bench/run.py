@@ -255,8 +255,8 @@ def _compute_floor_worker(artifact: str, xs: list[np.ndarray], expected: list[di
     from jax import export as jax_export
     from jaxport.artifact import manifest as manifest_io
     from jaxport.artifact import weights as weights_io
+    from jaxport.artifact.gen import manifest_pb2
     from jaxport.bridge.engines import configure_jax
-    from jaxport.protocol.gen.jaxport.v1 import manifest_pb2
 
     configure_jax()  # the bridge's settings, then the dispatch mode under test
     jax.config.update("jax_cpu_enable_async_dispatch", dispatch == "async")

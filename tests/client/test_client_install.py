@@ -84,7 +84,6 @@ def test_imports_without_jax(client_venv: Path) -> None:
         "import sys\n"
         "import jaxport.client, jaxport.protocol.codecs, jaxport.protocol.errors, jaxport.cli\n"
         "from jaxport.protocol.gen.inference import grpc_service_pb2_grpc\n"
-        "from jaxport.protocol.gen.jaxport.v1 import manifest_pb2\n"
         "assert 'jax' not in sys.modules, 'jax imported'\n"
         "try:\n"
         "    import jax\n"

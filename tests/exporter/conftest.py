@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from exporter_helpers import export_model
 from jaxport.artifact import manifest
-from jaxport.protocol.gen.jaxport.v1 import manifest_pb2
+from jaxport.artifact.gen import manifest_pb2
 
 
 @pytest.fixture(scope="session")

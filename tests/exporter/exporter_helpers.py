@@ -14,8 +14,8 @@ from pathlib import Path
 
 import jax
 import numpy as np
+from jaxport.artifact.gen import manifest_pb2
 from jaxport.exporter import api
-from jaxport.protocol.gen.jaxport.v1 import manifest_pb2
 
 REPO = Path(__file__).resolve().parents[2]
 MODELS_DIR = REPO / "tests" / "models"

@@ -8,7 +8,7 @@ import re
 
 from exporter_helpers import REPO
 from jaxport.artifact import manifest
-from jaxport.protocol.gen.jaxport.v1 import manifest_pb2
+from jaxport.artifact.gen import manifest_pb2
 
 DOC = REPO / "docs" / "artifact-format.md"
 # Message fields that a plain (unchecked, unbatched) export leaves out, as the doc says.

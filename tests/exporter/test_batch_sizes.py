@@ -12,10 +12,10 @@ import pytest
 from jax import export as jax_export
 from jaxport.artifact import manifest as manifest_io
 from jaxport.artifact import weights as weights_io
+from jaxport.artifact.gen import manifest_pb2
 from jaxport.artifact.goldens import load_npy
 from jaxport.exporter import export
 from jaxport.exporter.errors import ExportError
-from jaxport.protocol.gen.jaxport.v1 import manifest_pb2
 
 SIZES = (1, 4, 8)
 

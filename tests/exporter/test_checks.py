@@ -23,8 +23,8 @@ from google.protobuf import json_format
 from jax import export
 from jax.experimental import checkify
 from jaxport.artifact import checks as A
+from jaxport.artifact.gen import manifest_pb2
 from jaxport.exporter import checks as C
-from jaxport.protocol.gen.jaxport.v1 import manifest_pb2
 
 MODELS = Path(__file__).resolve().parents[1] / "models"
 sys.path.insert(0, str(MODELS))
@@ -308,7 +308,7 @@ def test_format_failure_in_fresh_process_without_jax(inst, tmp_path):
         import numpy as np
         from google.protobuf import json_format
         from jaxport.exporter.checks import format_failure
-        from jaxport.protocol.gen.jaxport.v1 import manifest_pb2
+        from jaxport.artifact.gen import manifest_pb2
         d = Path({str(tmp_path)!r})
         table = json_format.Parse((d / "checks.json").read_text(), manifest_pb2.Checks())
         out = {{}}

@@ -11,9 +11,9 @@ import ml_dtypes
 import numpy as np
 import pytest
 from jaxport.artifact import goldens, manifest, weights
+from jaxport.artifact.gen import manifest_pb2
 from jaxport.exporter import api, trace, write
 from jaxport.exporter import goldens as export_goldens
-from jaxport.protocol.gen.jaxport.v1 import manifest_pb2
 
 
 def _fn(p, x):

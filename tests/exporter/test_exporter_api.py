@@ -14,11 +14,11 @@ from exporter_helpers import model_module
 from jax import export
 from jaxport.artifact import goldens, manifest, weights
 from jaxport.artifact.errors import SchemaVersionError
+from jaxport.artifact.gen import manifest_pb2
 from jaxport.exporter import api
 from jaxport.exporter import module as module_mod
 from jaxport.exporter.errors import ExportError
 from jaxport.exporter.progress import Progress
-from jaxport.protocol.gen.jaxport.v1 import manifest_pb2
 
 PARAM = manifest_pb2.ARGUMENT_ROLE_PARAMETER
 INPUT = manifest_pb2.ARGUMENT_ROLE_INPUT

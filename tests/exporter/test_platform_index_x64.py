@@ -13,9 +13,9 @@ import pytest
 from exporter_helpers import run_cli
 from jaxport.artifact import manifest
 from jaxport.artifact.errors import ArtifactError
+from jaxport.artifact.gen import manifest_pb2
 from jaxport.exporter import api, module
 from jaxport.exporter.cli import verify_main
-from jaxport.protocol.gen.jaxport.v1 import manifest_pb2
 
 PLATFORMS = ("cuda", "cpu")
 

@@ -27,9 +27,9 @@ from jaxport import artifact
 from jaxport.artifact import manifest as manifest_mod
 from jaxport.artifact import sharding as sharding_io
 from jaxport.artifact.errors import ArtifactError
+from jaxport.artifact.gen import manifest_pb2
 from jaxport.exporter import api
 from jaxport.exporter.errors import ExportError
-from jaxport.protocol.gen.jaxport.v1 import manifest_pb2
 
 # tests/models/mlp.py: x [4, 16] @ w1 [16, 32] + b1 [32] -> tanh -> @ w2 [32, 10] + b2 [10].
 SHARDS = ["--mesh", "data=2,model=2", "--shard", "x=data,None", "--shard",

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from exporter_helpers import REPO, export_model, run_cli
 from jaxport.artifact import manifest
+from jaxport.artifact.gen import manifest_pb2
 from jaxport.exporter import verify
 from jaxport.exporter.cli import verify_main
-from jaxport.protocol.gen.jaxport.v1 import manifest_pb2
 
 
 def _verify(art: Path, capsys: pytest.CaptureFixture[str], *extra: str) -> tuple[int, str]:

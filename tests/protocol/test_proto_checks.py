@@ -15,8 +15,10 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 BUF = Path(sys.executable).parent / "buf"
+# The Python outputs: the protocol's stubs (client package), the manifest's (artifact package).
 GEN_DIR = Path("clients/python/jaxport/protocol/gen")
-# On copies only the Python generator runs (the copy holds proto/ and the Python output only).
+ARTIFACT_GEN_DIR = Path("clients/python/artifact/gen")
+# On copies only the Python generators run (the copy holds proto/ and the Python output only).
 GENERATE_PY = [sys.executable, "proto/generate.py", "--only", "python"]
 
 
@@ -30,9 +32,10 @@ def _run(cmd: list[str | Path], cwd: Path = REPO) -> subprocess.CompletedProcess
 def proto_copy(tmp_path: Path) -> Path:
     """A copy of the repository's proto/ and generated Python, laid out like the repo."""
     shutil.copytree(REPO / "proto", tmp_path / "proto")
-    shutil.copytree(
-        REPO / GEN_DIR, tmp_path / GEN_DIR, ignore=shutil.ignore_patterns("__pycache__")
-    )
+    for gen_dir in (GEN_DIR, ARTIFACT_GEN_DIR):
+        shutil.copytree(
+            REPO / gen_dir, tmp_path / gen_dir, ignore=shutil.ignore_patterns("__pycache__")
+        )
     return tmp_path
 
 
@@ -125,8 +128,35 @@ def test_proto_edit_without_regenerating_fails_the_check(proto_copy: Path) -> No
 
 
 def test_regenerate_restores_the_committed_output(proto_copy: Path) -> None:
-    edited = proto_copy / GEN_DIR / "jaxport/v1/manifest_pb2.py"
+    edited = proto_copy / ARTIFACT_GEN_DIR / "manifest_pb2.py"
     edited.write_text("broken\n")
     assert _run(GENERATE_PY, cwd=proto_copy).returncode == 0
-    assert edited.read_bytes() == (REPO / GEN_DIR / "jaxport/v1/manifest_pb2.py").read_bytes()
+    assert edited.read_bytes() == (REPO / ARTIFACT_GEN_DIR / "manifest_pb2.py").read_bytes()
     assert _run([*GENERATE_PY, "--check"], cwd=proto_copy).returncode == 0
+
+
+def test_the_manifest_schema_is_generated_into_the_artifact_package_only(
+    proto_copy: Path,
+) -> None:
+    """The client distribution carries the protocol, not the artifact format: a manifest
+    module left in the client's generated tree is stale, and regenerating removes it with its
+    directories."""
+    assert not (REPO / GEN_DIR / "jaxport").exists()
+    stale = proto_copy / GEN_DIR / "jaxport/v1/manifest_pb2.py"
+    stale.parent.mkdir(parents=True)
+    stale.write_text("")
+    (stale.parent / "__pycache__").mkdir()
+    done = _run([*GENERATE_PY, "--check"], cwd=proto_copy)
+    assert done.returncode == 1
+    assert f"{GEN_DIR}: stale (no longer generated): jaxport/v1/manifest_pb2.py" in done.stderr
+    assert _run(GENERATE_PY, cwd=proto_copy).returncode == 0
+    assert not (proto_copy / GEN_DIR / "jaxport").exists()
+    assert (proto_copy / ARTIFACT_GEN_DIR / "manifest_pb2.py").is_file()
+
+
+def test_a_proto_no_python_generator_takes_is_refused(proto_copy: Path) -> None:
+    (proto_copy / "proto/other").mkdir()
+    (proto_copy / "proto/other/x.proto").write_text('syntax = "proto3";\npackage other;\n')
+    done = _run([*GENERATE_PY, "--check"], cwd=proto_copy)
+    assert done.returncode == 1
+    assert "proto/other/x.proto is taken by 0 python generators (none)" in done.stderr

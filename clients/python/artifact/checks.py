@@ -25,8 +25,8 @@ from typing import Any
 
 import numpy as np
 from jaxport.artifact.errors import CheckFailedError
+from jaxport.artifact.gen import manifest_pb2
 from jaxport.protocol.errors import Code
-from jaxport.protocol.gen.jaxport.v1 import manifest_pb2
 
 __all__ = ["KINDS", "STATUS", "check_layout", "format_failure", "raise_if_fired"]
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from jaxport.artifact.errors import ArtifactError
-from jaxport.protocol.gen.jaxport.v1 import manifest_pb2
+from jaxport.artifact.gen import manifest_pb2
 
 __all__ = ["DimensionError", "admissible", "bind", "rule"]
 

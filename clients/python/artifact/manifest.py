@@ -22,10 +22,10 @@ from pathlib import Path
 import numpy as np
 from google.protobuf import json_format
 from jaxport.artifact.errors import ArtifactError, ChecksumError, SchemaVersionError
+from jaxport.artifact.gen import manifest_pb2
 from jaxport.artifact.location import LocalLocation, Location, locate
 from jaxport.artifact.paths import check_relative, resolve_inside
 from jaxport.protocol import dtypes
-from jaxport.protocol.gen.jaxport.v1 import manifest_pb2
 
 __all__ = [
     "BACKWARD_COMPATIBILITY_DAYS",

@@ -37,8 +37,8 @@ from jaxport.artifact import manifest as manifest_mod
 from jaxport.artifact import sharding as sharding_io
 from jaxport.artifact import weights as weights_mod
 from jaxport.artifact.errors import ArtifactError
+from jaxport.artifact.gen import manifest_pb2
 from jaxport.artifact.location import LocalLocation, Location, locate
-from jaxport.protocol.gen.jaxport.v1 import manifest_pb2
 
 if TYPE_CHECKING:
     import jax

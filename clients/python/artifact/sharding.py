@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from jaxport.artifact.errors import ArtifactError
-from jaxport.protocol.gen.jaxport.v1 import manifest_pb2
+from jaxport.artifact.gen import manifest_pb2
 
 if TYPE_CHECKING:
     import jax

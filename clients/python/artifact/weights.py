@@ -26,10 +26,10 @@ from typing import Any, Protocol
 import numpy as np
 import tensorstore as ts
 from jaxport.artifact.errors import ArtifactError
+from jaxport.artifact.gen import manifest_pb2
 from jaxport.artifact.location import Location, locate
 from jaxport.artifact.manifest import numpy_dtype
 from jaxport.protocol import dtypes
-from jaxport.protocol.gen.jaxport.v1 import manifest_pb2
 
 __all__ = [
     "WEIGHTS_DIR",
