@@ -97,6 +97,18 @@ client-wheel: setup
 CLIENT_BUILD := import sys; out = sys.argv[1]; from setuptools import build_meta as b; b.build_sdist(out); b.build_wheel(out)
 export CLIENT_BUILD
 
+# The platform wheel of jaxport into $(JAXPORT_DIST), with the client wheel into $(CLIENT_DIST)
+# (jaxport depends on jaxport-client; `pip install` both). It carries the native front as
+# jaxport/bridge/bin/jaxport-front, built static (CGO_ENABLED=0, -trimpath) for Go's target and
+# tagged py3-none-<platform> (manylinux2014 on Linux), so a machine with Python alone runs
+# `jaxport serve` on the front (building it needs Go). bridge/front/build_wheel.py builds from a
+# copy of the tree; tests/front/test_platform_wheel.py installs both wheels into a fresh venv
+# with no go on PATH and serves the example model.
+JAXPORT_DIST ?= dist/jaxport
+.PHONY: wheel
+wheel: client-wheel
+	@rm -rf $(JAXPORT_DIST) && $(PY) bridge/front/build_wheel.py $(JAXPORT_DIST)
+
 # Exports the suite models, starts a real bridge, runs the Python, Go (plus go vet/go test) and
 # Java (plus JUnit via mvn test) runners over tests/conformance/cases, stops the bridge by PID.
 # Fails, naming the tool, when Go or Java/Maven is missing.

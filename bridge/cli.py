@@ -21,13 +21,18 @@ from jaxport.bridge.settings import Settings, SettingsError
 #: Flags of `jaxport serve` the front does not take (they choose the front).
 SERVE_ONLY = ("--frontend", "--front-binary")
 FRONT_NAME = "jaxport-front"
+#: Where jaxport's platform wheel carries the front (`make wheel`, bridge/front/build_wheel.py).
+PACKAGED_FRONT = Path(__file__).resolve().parent / "bin" / FRONT_NAME
 
 
 def front_binary(settings: Settings) -> Path:
-    """`--front-binary`, else jaxport-front next to this Python (where `make front` and
-    `make setup` build it)."""
+    """`--front-binary`, else the front inside this package (an install of the platform
+    wheel), else jaxport-front next to this Python (a checkout: `make setup` and `make front`
+    build it there; the path named when there is none)."""
     if settings.front_binary is not None:
         return settings.front_binary
+    if os.access(PACKAGED_FRONT, os.X_OK):
+        return PACKAGED_FRONT
     return Path(sys.executable).parent / FRONT_NAME
 
 
@@ -89,7 +94,8 @@ def serve_main(argv: Sequence[str]) -> int:
     """Parse flags/env into Settings and serve until SIGTERM; returns the exit status.
 
     A user mistake is one line `jaxport serve: error: ...` on stderr and status 2; a native
-    front that is not built, one line naming `make front` and `--frontend python`, status 1.
+    front that is not built, one line naming `make front`, the platform wheel and
+    `--frontend python`, status 1.
     """
     try:
         settings = Settings.from_argv(argv)
@@ -110,8 +116,8 @@ def serve_main(argv: Sequence[str]) -> int:
         binary = front_binary(settings)
         if not os.access(binary, os.X_OK):
             print(f"jaxport serve: error: the native front {binary} is not built: run "
-                  "`make front` (needs Go), or serve with `--frontend python`",
-                  file=sys.stderr)
+                  "`make front` (needs Go), or install jaxport's platform wheel (it carries "
+                  "the front), or serve with `--frontend python`", file=sys.stderr)
             return 1
         sys.stdout.flush()
         sys.stderr.flush()

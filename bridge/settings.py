@@ -152,8 +152,9 @@ class Settings:
                       "and no --http-port, a free port)"))
     front_binary: Path | None = field(
         default=None,
-        metadata=_opt("native front: the jaxport-front binary (default: the one next to this "
-                      "Python, where make front puts it)", parse=_optional_path))
+        metadata=_opt("native front: the jaxport-front binary (default: the one the platform "
+                      "wheel installs in this package, else the one next to this Python, where "
+                      "make front puts it)", parse=_optional_path))
     host: str = field(default="127.0.0.1", metadata=_opt("address to bind gRPC and metrics"))
     port: int = field(default=8001, metadata=_opt("gRPC port (0 = pick a free port)"))
     metrics_port: int = field(

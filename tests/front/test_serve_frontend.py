@@ -76,7 +76,8 @@ def test_missing_front_binary_is_one_line(repository: Path, tmp_path: Path) -> N
     assert proc.returncode == 1
     assert one_error_line(proc) == (
         f"jaxport serve: error: the native front {missing} is not built: run `make front` "
-        "(needs Go), or serve with `--frontend python`")
+        "(needs Go), or install jaxport's platform wheel (it carries the front), or serve with "
+        "`--frontend python`")
 
 
 @pytest.mark.parametrize(("args", "env", "given"), [
