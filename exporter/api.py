@@ -10,7 +10,7 @@ size 0. Each step lives in the module named for it:
    leaves, batching), after checking that the programs agree;
 4. `write`: a staging directory renamed into place only when complete and fsync'd; in it the
    weights, then per program its files, its `program.build_program` entry and its goldens
-   (`goldens.write_goldens`, `checks.write_check_goldens`); then the golden coverage of the
+   (`goldens.write_goldens`, `check_search.write_check_goldens`); then the golden coverage of the
    checks, the file checksums and manifest.json.
 """
 
@@ -27,6 +27,7 @@ import jax
 from jaxport.artifact import manifest as manifest_mod
 from jaxport.artifact import weights as weights_mod
 from jaxport.artifact.gen import manifest_pb2
+from jaxport.exporter import check_search, trace, write
 from jaxport.exporter import checks as checks_mod
 from jaxport.exporter import goldens as goldens_mod
 from jaxport.exporter import labels as labels_mod
@@ -35,7 +36,6 @@ from jaxport.exporter import params as params_mod
 from jaxport.exporter import program as program_mod
 from jaxport.exporter import sharding as sharding_mod
 from jaxport.exporter import symbolic as symbolic_mod
-from jaxport.exporter import trace, write
 from jaxport.exporter.errors import ExportError
 from jaxport.exporter.progress import Progress
 
@@ -100,7 +100,7 @@ def export(
     `checks` (e.g. ["user", "index", "nan", "div"]) exports checkify checks as extra results
     and an error table; `check_goldens` ({case: inputs}) adds golden cases, e.g. ones that
     trip each check (see jaxport.exporter.checks). Kinds no golden trips are searched for
-    within a bounded budget (`checks.search_inputs`); `manifest.checks.golden_kinds` lists the
+    within a bounded budget (`check_search.search_inputs`); `manifest.checks.golden_kinds` lists the
     kinds some golden trips, and each kind none trips is a warning, or with
     `require_check_goldens` an error. `goldens=0` without `check_goldens` writes no goldens.
 
@@ -268,7 +268,7 @@ def export(
                 if golden_inputs:
                     used |= goldens_mod.write_given_goldens(tmp, manifest, low, device_params,
                                                             golden_inputs)
-                checks_mod.write_check_goldens(
+                check_search.write_check_goldens(
                     tmp, manifest, low.export_fn, fn, device_params, low.inputs, check_goldens,
                     batch_size=low.batch_size,
                     search_seed=seed if goldens or check_goldens else None)
@@ -280,8 +280,8 @@ def export(
                     for low in lowered)
                 raise ExportError(f"golden input case {unused[0]!r} fits no program: its input "
                                   f"shapes must be exactly those of one ({shapes})")
-            checks_mod.check_golden_coverage(manifest, progress.warn,
-                                             require=require_check_goldens)
+            check_search.check_golden_coverage(manifest, progress.warn,
+                                               require=require_check_goldens)
             labels_mod.write_labels(tmp, manifest, label_files)
             manifest.files.extend(write.file_entries(tmp, pool))
             manifest.schema_version = manifest_mod.schema_version_for(manifest)

@@ -12,7 +12,10 @@ refuses that pytree (its dict keys are `ErrorEffect` objects), so this module:
   payload layout and source location;
 - the consumer side (the table's layout, `format_failure`, the status per kind) lives in
   `jaxport.artifact.checks`, numpy only: it turns check output values back into the exact text
-  `err.get()` gives in JAX, from the manifest alone.
+  `err.get()` gives in JAX, from the manifest alone;
+- the goldens of a checked program and the search for inputs that trip each kind
+  (`write_check_goldens`, `search_inputs`, `check_golden_coverage`) live in
+  `jaxport.exporter.check_search`.
 
 Canonical check-output order (what `Program.results` with role CHECK holds, after the outputs):
 effects in ascending `ErrorCode.effect`; for each effect its `predicate` (bool[]), its `code`
@@ -46,26 +49,22 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from jaxport.artifact.checks import KINDS, format_failure
+from jaxport.artifact.checks import KINDS
 from jaxport.artifact.gen import manifest_pb2
 from jaxport.exporter.errors import ExportError, UsageError
 
 __all__ = [
     "KINDS",
-    "SEARCH_BUDGET",
     "CheckResult",
     "ChecksError",
     "Instrumented",
     "UnknownCheckError",
     "apply_checks",
-    "check_golden_coverage",
     "find_unchecked",
     "instrument",
     "parse_checks",
     "require_checks_enabled",
     "require_same_table",
-    "search_inputs",
-    "write_check_goldens",
 ]
 
 class ChecksError(ExportError):

@@ -3,7 +3,7 @@
 The goldens are computed by the jitted function (not the exported program) with the params on
 the device once for every case (`params_on_device`); `jaxport.artifact.goldens` writes them.
 Check outputs and the caller's own cases for a checked program are added by
-`jaxport.exporter.checks.write_check_goldens`.
+`jaxport.exporter.check_search.write_check_goldens`.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ import pytest
 from exporter_helpers import input_specs, model_module, run_cli
 from jax.experimental import checkify
 from jaxport.artifact import manifest
-from jaxport.exporter import api
+from jaxport.exporter import api, check_search
 from jaxport.exporter import checks as C
 from jaxport.exporter.verify import run_checks
 
@@ -87,16 +87,16 @@ def test_search_within_its_budget() -> None:
         calls.append(values)
         return ""
 
-    assert C.search_inputs(never, specs, ["user"], seed=0, budget=7) == {}
+    assert check_search.search_inputs(never, specs, ["user"], seed=0, budget=7) == {}
     assert len(calls) == 7
     calls.clear()
-    C.search_inputs(never, specs, ["user"], seed=0)
-    assert len(calls) <= C.SEARCH_BUDGET
+    check_search.search_inputs(never, specs, ["user"], seed=0)
+    assert len(calls) <= check_search.SEARCH_BUDGET
 
     def index_when_big(values):
         return "index" if values[1].max() > 1000 else ""
 
-    found = C.search_inputs(index_when_big, specs, ["index", ""], seed=0)
+    found = check_search.search_inputs(index_when_big, specs, ["index", ""], seed=0)
     assert found["index"][1].max() == np.iinfo(np.int32).max
     assert found["index"][0].dtype == np.float32 and found[""][1].max() < 10
 

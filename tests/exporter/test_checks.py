@@ -307,7 +307,8 @@ def test_format_failure_in_fresh_process_without_jax(inst, tmp_path):
         from pathlib import Path
         import numpy as np
         from google.protobuf import json_format
-        from jaxport.exporter.checks import format_failure
+        import jaxport.exporter.checks  # the instrumentation imports jax only when used
+        from jaxport.artifact.checks import format_failure
         from jaxport.artifact.gen import manifest_pb2
         d = Path({str(tmp_path)!r})
         table = json_format.Parse((d / "checks.json").read_text(), manifest_pb2.Checks())
