@@ -24,11 +24,12 @@ from jaxport.artifact import checks as checks_io
 from jaxport.artifact import dims as dims_io
 from jaxport.artifact.errors import CheckFailedError
 from jaxport.artifact.gen import manifest_pb2
+from jaxport.bridge import messages
 from jaxport.bridge.batcher import BatchingConfig, DynamicBatcher, pad_rows
 from jaxport.bridge.engines import Engine
 from jaxport.bridge.statistics import ModelStatistics, Timings
 from jaxport.bridge.testing import gate as test_gate
-from jaxport.protocol import codecs, dtypes
+from jaxport.protocol import dtypes
 from jaxport.protocol.errors import InvalidArgumentError, clip, clip_shape, error_for_code
 
 Declared = Iterable[tuple[str, str, Sequence[int]]]
@@ -228,7 +229,7 @@ class Model:
                 raise InvalidArgumentError(
                     f"classification of output '{clip(name, count=True)}' that is not requested"
                 )
-            codecs.check_classifiable(name, self.outputs[self._outputs_by_name[name]].datatype)
+            messages.check_classifiable(name, self.outputs[self._outputs_by_name[name]].datatype)
         for sig in self.inputs:
             if sig.name not in arrays:
                 raise InvalidArgumentError(
@@ -330,7 +331,7 @@ class Model:
         (`time.monotonic()`) then lets an expired request leave the queue unexecuted. A runtime
         check compiled into the program (checkify) that fired raises the status its kind maps
         to, with the message `err.get()` gives in JAX. Outputs in `prepared.classes` come back
-        as Triton's classification results (BYTES, `jaxport.protocol.codecs`).
+        as Triton's classification results (BYTES, `jaxport.bridge.messages`).
         """
         return self.finish(prepared, self.submit(prepared, deadline))
 
@@ -352,8 +353,8 @@ class Model:
         outputs, timings = self._execute(prepared, future)
         for name, k in prepared.classes.items():
             batched = name in self._batched_outputs
-            outputs[name] = codecs.topk_classification(outputs[name], k, batched,
-                                                       self.labels.get(name))
+            outputs[name] = messages.topk_classification(outputs[name], k, batched,
+                                                         self.labels.get(name))
         return outputs, timings
 
     def _execute(

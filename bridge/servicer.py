@@ -13,6 +13,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import grpc
+from jaxport.bridge import messages
 from jaxport.bridge.inference import InferenceCore, Started
 from jaxport.bridge.limits import deadline_from_remaining
 from jaxport.bridge.model import Model, Prepared, TensorSig
@@ -325,9 +326,9 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
         return out
 
     def _begin(self, request: pb.ModelInferRequest, context: grpc.ServicerContext
-               ) -> tuple[Model, dict[str, codecs.SharedMemoryOutput], Started]:
+               ) -> tuple[Model, dict[str, messages.SharedMemoryOutput], Started]:
         model = self._repo.get(request.model_name, request.model_version)
-        placed: dict[str, codecs.SharedMemoryOutput] = {}
+        placed: dict[str, messages.SharedMemoryOutput] = {}
 
         def prepare() -> Prepared:
             return _prepare(model, request, self._resolve, placed)
@@ -341,9 +342,9 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
 
     @staticmethod
     def _respond(request: pb.ModelInferRequest, model: Model,
-                 placed: dict[str, codecs.SharedMemoryOutput], started: Started
+                 placed: dict[str, messages.SharedMemoryOutput], started: Started
                  ) -> pb.ModelInferResponse:
-        return codecs.encode_infer_response(
+        return messages.encode_infer_response(
             started.finish(), model_name=model.name, model_version=str(model.version),
             request_id=request.id, shared_memory=placed,
         )
@@ -404,7 +405,7 @@ def _mark_final(response: pb.ModelInferResponse, request: pb.ModelInferRequest) 
 
 
 def _prepare(model: Model, request: pb.ModelInferRequest, resolve: codecs.SharedMemoryResolver,
-             placed: dict[str, codecs.SharedMemoryOutput]) -> Prepared:
+             placed: dict[str, messages.SharedMemoryOutput]) -> Prepared:
     """The request validated once by `Model.prepare`: each input's header checked against the
     model before it is decoded (the codecs check the bytes), then the requested outputs.
 
@@ -414,14 +415,14 @@ def _prepare(model: Model, request: pb.ModelInferRequest, resolve: codecs.Shared
     if not request.outputs:  # all outputs, none classified or in shared memory (the usual)
         return model.prepare(
             [(t.name, t.datatype, t.shape) for t in request.inputs],
-            lambda: codecs.decode_request_inputs(request, resolve))
+            lambda: messages.decode_request_inputs(request, resolve))
     prepared = model.prepare(
         [(t.name, t.datatype, t.shape) for t in request.inputs],
-        lambda: codecs.decode_request_inputs(request, resolve),
-        codecs.requested_output_names(request),
-        codecs.requested_classifications(request),
+        lambda: messages.decode_request_inputs(request, resolve),
+        messages.requested_output_names(request),
+        messages.requested_classifications(request),
     )
-    placed.update(codecs.requested_shared_memory_outputs(request, resolve))
+    placed.update(messages.requested_shared_memory_outputs(request, resolve))
     for sig in model.outputs:
         if sig.name in placed and all(d >= 0 for d in sig.shape):
             codecs.check_output_fits(sig.name, sig.datatype, sig.shape, placed[sig.name].ref)

@@ -12,9 +12,9 @@ import jax.numpy as jnp
 import jaxport.artifact
 import numpy as np
 import pytest
+from jaxport.bridge import messages
 from jaxport.bridge.loading import load_model
 from jaxport.bridge.model import Model
-from jaxport.protocol import codecs
 
 ROWS = np.array([[0.5, 2.25, -1.0, 3.0, 0.125], [7.0, 6.0, 5.0, 4.0, 3.0]], np.float32)
 LABELS = ["cat", "dog", "", "fish", "owl"]  # an empty line: class 2 has no label (Triton too)
@@ -73,6 +73,6 @@ def test_model_without_artifact_has_no_labels(labelled: Path) -> None:
 def test_label_beyond_the_file_is_left_out() -> None:
     """Unbatched, the whole tensor is ranked: an index past the last label gets none (Triton's
     label provider answers no label for it)."""
-    got = codecs.topk_classification(np.array([[1, 9, 3], [8, 2, 7]], np.int32), 4, False,
+    got = messages.topk_classification(np.array([[1, 9, 3], [8, 2, 7]], np.int32), 4, False,
                                      ["a", "b", "c"])
     assert got.tolist() == [b"9:1:b", b"8:3", b"7:5", b"3:2:c"]

@@ -1,13 +1,14 @@
 """Architecture rule, checked: the model core (engines, model, loading, repository, inference,
-statistics, settings) never imports grpc, so it can be driven by any transport and tested
-without one."""
+statistics, settings, and `messages`, the request/response conversions) never imports grpc, so
+it can be driven by any transport and tested without one."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
 
-CORE = ("engines", "model", "loading", "repository", "inference", "statistics", "settings")
+CORE = ("engines", "model", "loading", "repository", "inference", "statistics", "settings",
+        "messages")
 
 
 def test_model_core_does_not_import_grpc():

@@ -1,4 +1,5 @@
-"""The hostile-request strategies against the protocol codecs in-process: every request is
+"""The hostile-request strategies against the server's request decoding in-process
+(`jaxport.bridge.messages` over the rules of `jaxport.protocol.codecs`): every request is
 either decoded or refused with an InvalidArgumentError naming what is wrong, and nothing is
 allocated from a declared shape (a [2**40] input costs no memory). The same strategies drive
 the live-bridge fuzz in test_fuzz_bridge.py."""
@@ -9,7 +10,7 @@ import resource
 
 from hostile import TensorSpec, hostile_requests
 from hypothesis import HealthCheck, given, settings
-from jaxport.protocol import codecs
+from jaxport.bridge import messages
 from jaxport.protocol.errors import ProtocolError
 from jaxport.protocol.gen.inference import grpc_service_pb2 as pb
 
@@ -22,7 +23,7 @@ STATS = {"cases": 0, "decoded": 0, "refused": 0}
 def test_codecs_refuse_hostile_requests_cleanly(req: pb.ModelInferRequest) -> None:
     STATS["cases"] += 1
     try:
-        arrays = codecs.decode_request_inputs(req)
+        arrays = messages.decode_request_inputs(req)
     except ProtocolError as err:
         assert err.code == "INVALID_ARGUMENT", err
         assert err.message

@@ -2,6 +2,9 @@
 
     python clients/python/benchmarks/bench_codecs.py [--repeat 5]
 
+Both halves: the client's (`jaxport.protocol.codecs`) and the server's
+(`jaxport.bridge.messages`, so the full `jaxport` must be installed).
+
 What to expect: raw decode adds no copy of its own (np.frombuffer over the bytes protobuf
 materializes, which is one memcpy in upb); raw encode costs one `tobytes` copy plus
 protobuf's copy into the message; typed contents go element by element through protobuf and
@@ -15,6 +18,7 @@ import time
 from collections.abc import Callable
 
 import numpy as np
+from jaxport.bridge import messages
 from jaxport.protocol import codecs
 from jaxport.protocol.gen.inference import grpc_service_pb2 as pb
 
@@ -47,15 +51,15 @@ def main() -> None:
             return message
 
         parsed = parse()
-        response = codecs.encode_infer_response({"y": x}, model_name="m")
+        response = messages.encode_infer_response({"y": x}, model_name="m")
         cases = {
             f"build_infer_request ({kind})": lambda x=x, raw=raw: codecs.build_infer_request(
                 "m", {"x": x}, raw=raw),
             f"protobuf parse ({kind})": parse,
-            f"decode_request_inputs ({kind})": lambda p=parsed: codecs.decode_request_inputs(p),
+            f"decode_request_inputs ({kind})": lambda p=parsed: messages.decode_request_inputs(p),
         }
         if raw:
-            cases["encode_infer_response (raw)"] = lambda x=x: codecs.encode_infer_response(
+            cases["encode_infer_response (raw)"] = lambda x=x: messages.encode_infer_response(
                 {"y": x}, model_name="m")
             cases["decode_infer_response (raw)"] = lambda r=response: (
                 codecs.decode_infer_response(r))

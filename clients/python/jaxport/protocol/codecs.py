@@ -1,7 +1,10 @@
-"""Pure conversions between Open Inference Protocol messages and numpy arrays.
+"""Pure conversions between Open Inference Protocol messages and numpy arrays: the client's
+side (a request from arrays, arrays from a response) and the rules both sides share.
 
-No I/O, no grpc: the bridge's servicer and the Python client both call these, and they are
-unit-tested without a server. Protocol rules are enforced here, at the boundary, with
+No I/O, no grpc: the Python client calls these, and so does the server's side of the same
+conversions, `jaxport.bridge.messages` (a request into arrays, arrays into a response, Triton's
+classification extension), which ships with the bridge, not in this client distribution. They
+are unit-tested without a server. Protocol rules are enforced here, at the boundary, with
 `InvalidArgumentError`s that name the tensor and say expected vs got:
 
 - a tensor's datatype is one of `dtypes.DTYPES`; it has at most MAX_RANK dimensions, each
@@ -41,27 +44,30 @@ from jaxport.protocol.errors import InvalidArgumentError, clip
 from jaxport.protocol.gen.inference import grpc_service_pb2 as pb
 
 __all__ = [
+    "BYTES",
+    "CLASSIFICATION",
     "MAX_RANK",
     "SHM_BYTE_SIZE",
     "SHM_OFFSET",
     "SHM_REGION",
     "ParameterValue",
-    "SharedMemoryOutput",
     "SharedMemoryRef",
     "SharedMemoryResolver",
     "build_infer_request",
     "check_output_fits",
+    "check_unique",
+    "datatype_row",
+    "decode_bytes_elements",
     "decode_infer_response",
-    "decode_request_inputs",
     "decode_tensor",
-    "encode_infer_response",
+    "element_count",
     "encode_input",
     "from_parameters",
-    "requested_output_names",
-    "requested_shared_memory_outputs",
+    "no_shared_memory",
     "shared_memory_ref",
     "to_parameters",
     "to_wire_bytes",
+    "used_contents_fields",
 ]
 
 ParameterValue = bool | int | float | str
@@ -76,7 +82,8 @@ _CONTENTS_FIELDS = tuple(f.name for f in pb.InferTensorContents.DESCRIPTOR.field
 # --- shared checks -------------------------------------------------------------------------
 
 
-def _row(kind: str, name: str, datatype: str) -> dtypes.DType:
+def datatype_row(kind: str, name: str, datatype: str) -> dtypes.DType:
+    """The dtype table's row of a tensor's datatype; INVALID_ARGUMENT naming it if unknown."""
     try:
         return dtypes.by_datatype(datatype)
     except dtypes.UnsupportedDtypeError:
@@ -86,7 +93,7 @@ def _row(kind: str, name: str, datatype: str) -> dtypes.DType:
         ) from None
 
 
-def _element_count(kind: str, name: str, shape: Sequence[int]) -> int:
+def element_count(kind: str, name: str, shape: Sequence[int]) -> int:
     """prod(shape) as an exact Python int, after rejecting too many or negative dimensions."""
     if len(shape) > MAX_RANK:
         raise InvalidArgumentError(
@@ -102,7 +109,8 @@ def _element_count(kind: str, name: str, shape: Sequence[int]) -> int:
     return math.prod(shape)
 
 
-def _check_unique(kind: str, names: Iterable[str]) -> None:
+def check_unique(kind: str, names: Iterable[str]) -> None:
+    """INVALID_ARGUMENT for an empty or a repeated tensor name."""
     seen: set[str] = set()
     for name in names:
         if not name:
@@ -114,7 +122,8 @@ def _check_unique(kind: str, names: Iterable[str]) -> None:
         seen.add(name)
 
 
-def _used_contents_fields(contents: pb.InferTensorContents) -> list[str]:
+def used_contents_fields(contents: pb.InferTensorContents) -> list[str]:
+    """The typed `contents` fields a tensor sets."""
     return [f.name for f, _ in contents.ListFields()]
 
 
@@ -146,8 +155,8 @@ def decode_tensor(
     `kind` ("input"/"output") only words the error messages. Exactly one of raw/contents is
     used: raw when not None.
     """
-    row = _row(kind, name, datatype)
-    count = _element_count(kind, name, shape)
+    row = datatype_row(kind, name, datatype)
+    count = element_count(kind, name, shape)
     shape = tuple(shape)
     if raw is not None:
         expected = count * row.itemsize
@@ -160,7 +169,7 @@ def decode_tensor(
         if datatype == "BOOL":
             array = normalise_bool(array)
         return array
-    used = _used_contents_fields(contents) if contents is not None else []
+    used = used_contents_fields(contents) if contents is not None else []
     if row.contents_field is None:
         if count == 0 and not used:
             return np.zeros(shape, dtype=row.numpy)
@@ -204,20 +213,11 @@ def to_wire_bytes(array: np.ndarray) -> bytes:
     return np.ascontiguousarray(array, dtype=row.numpy).tobytes()
 
 
-# --- BYTES and the classification extension ---------------------------------------------
+# --- BYTES (what the classification extension answers with) -----------------------------
 
 BYTES = "BYTES"
 CLASSIFICATION = "classification"
 """Requested-output parameter (int64) of Triton's classification extension: the top-k count."""
-
-
-def encode_bytes_elements(elements: Iterable[bytes]) -> bytes:
-    """Raw BYTES contents: each element as a 4-byte little-endian length, then its bytes."""
-    parts = []
-    for element in elements:
-        parts.append(len(element).to_bytes(4, "little"))
-        parts.append(element)
-    return b"".join(parts)
 
 
 def decode_bytes_elements(kind: str, name: str, raw: bytes | memoryview, count: int
@@ -245,7 +245,7 @@ def decode_bytes_elements(kind: str, name: str, raw: bytes | memoryview, count: 
 
 def _bytes_tensor(kind: str, name: str, shape: Sequence[int], raw: bytes | memoryview | None,
                   contents: pb.InferTensorContents | None) -> np.ndarray:
-    count = _element_count(kind, name, shape)
+    count = element_count(kind, name, shape)
     if raw is not None:
         elements = decode_bytes_elements(kind, name, raw, count)
     else:
@@ -258,86 +258,6 @@ def _bytes_tensor(kind: str, name: str, shape: Sequence[int], raw: bytes | memor
     array = np.empty(count, dtype=object)
     array[:] = elements
     return array.reshape(tuple(shape))
-
-
-_CLASSIFIABLE = frozenset(
-    {"UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64", "FP16", "BF16",
-     "FP32", "FP64"})
-
-
-def check_classifiable(name: str, datatype: str) -> None:
-    """INVALID_ARGUMENT unless an output of `datatype` can be classified (numbers, not BOOL)."""
-    if datatype not in _CLASSIFIABLE:
-        raise InvalidArgumentError(
-            f"requested output '{clip(name)}': class result not available for an output of "
-            f"type {datatype}"
-        )
-
-
-def requested_classifications(request: pb.ModelInferRequest) -> dict[str, int]:
-    """Requested outputs asking for top-k classification (`classification` = k >= 1), by name.
-
-    An output in shared memory cannot also be classified here (INVALID_ARGUMENT)."""
-    counts: dict[str, int] = {}
-    for output in request.outputs:
-        param = output.parameters.get(CLASSIFICATION)
-        if param is None:
-            continue
-        if param.WhichOneof("parameter_choice") not in ("int64_param", "uint64_param"):
-            raise InvalidArgumentError(
-                f"requested output '{clip(output.name)}': parameter '{CLASSIFICATION}' must be "
-                "an int64 class count"
-            )
-        k = param.int64_param if param.HasField("int64_param") else param.uint64_param
-        if k < 1:
-            raise InvalidArgumentError(
-                f"requested output '{clip(output.name)}': class count must be >= 1, got {k}"
-            )
-        if SHM_REGION in output.parameters:
-            raise InvalidArgumentError(
-                f"requested output '{clip(output.name)}': classification into shared memory "
-                "is not supported; request it in the response"
-            )
-        counts[output.name] = int(k)
-    return counts
-
-
-def _class_value(value: Any, floating: bool) -> str:
-    # C++ std::to_string, as Triton formats it: "%f" for floating point, "%d" for integers.
-    return f"{float(value):f}" if floating else str(int(value))
-
-
-def _class_entry(value: str, index: int, labels: Sequence[str]) -> bytes:
-    label = labels[index] if index < len(labels) else ""
-    return (f"{value}:{index}:{label}" if label else f"{value}:{index}").encode()
-
-
-def topk_classification(array: np.ndarray, class_count: int, batched: bool,
-                        labels: Sequence[str] | None = None) -> np.ndarray:
-    """Triton's classification result for one output: BYTES entries `"<value>:<index>"`, or
-    `"<value>:<index>:<label>"` when `labels[index]` exists and is not empty (Triton's label
-    provider: line `index` of the output's label file).
-
-    Per batch row when `batched` (the output's dimension 0 is the batch), else over the whole
-    tensor: the `class_count` largest values in descending order (ties: lower index first),
-    value formatted as C++ `std::to_string` does (`%f`, 6 decimals, for FP16/BF16/FP32/FP64;
-    the integer for integer types), index into the row flattened in C order. Shape
-    `[rows, min(k, row elements)]` when batched, else `[min(k, elements)]`.
-    """
-    labels = labels or ()
-    array = np.asarray(array)
-    floating = array.dtype.kind == "f" or array.dtype.name == "bfloat16"
-    rows = array.reshape(array.shape[0], -1) if batched and array.ndim else array.reshape(1, -1)
-    if floating:
-        rows = rows.astype(np.float64)
-    width = rows.shape[1]
-    k = min(class_count, width)
-    out = np.empty((rows.shape[0], k), dtype=object)
-    for r, row in enumerate(rows):
-        # Descending, stable: sort the reversed row ascending, reverse, map back the index.
-        order = (width - 1 - np.argsort(row[::-1], kind="stable"))[::-1][:k]
-        out[r] = [_class_entry(_class_value(row[i], floating), int(i), labels) for i in order]
-    return out if batched and array.ndim else out.reshape(k)
 
 
 # --- parameters ----------------------------------------------------------------------------
@@ -408,14 +328,6 @@ SharedMemoryResolver = Callable[[str, str, SharedMemoryRef], memoryview]
 raises a ProtocolError naming the tensor and region when it cannot."""
 
 
-@dataclass(frozen=True)
-class SharedMemoryOutput:
-    """A requested output to be written into shared memory: its reference and its bytes."""
-
-    ref: SharedMemoryRef
-    buffer: memoryview
-
-
 def _size_param(kind: str, name: str, key: str, param: pb.InferParameter) -> int:
     which = param.WhichOneof("parameter_choice")
     if which not in ("int64_param", "uint64_param"):
@@ -463,38 +375,18 @@ def shared_memory_ref(
     return SharedMemoryRef(region.string_param, byte_size, offset)
 
 
-def _no_resolver(kind: str, name: str, ref: SharedMemoryRef) -> memoryview:
+def no_shared_memory(kind: str, name: str, ref: SharedMemoryRef) -> memoryview:
+    """The `SharedMemoryResolver` where none is given: INVALID_ARGUMENT naming the tensor."""
     raise InvalidArgumentError(
         f"{kind} '{clip(name)}': refers to shared memory region '{clip(ref.region)}' but "
         "no shared memory is available here"
     )
 
 
-def _decode_shared(tensor: pb.ModelInferRequest.InferInputTensor, ref: SharedMemoryRef,
-                   resolve: SharedMemoryResolver) -> np.ndarray:
-    name = tensor.name
-    if _used_contents_fields(tensor.contents):
-        raise InvalidArgumentError(
-            f"input '{clip(name)}': has typed contents and shared memory parameters; send "
-            "its data one way, not both"
-        )
-    row = _row("input", name, tensor.datatype)
-    expected = _element_count("input", name, tensor.shape) * row.itemsize
-    if ref.byte_size != expected:
-        raise InvalidArgumentError(
-            f"input '{clip(name)}': {SHM_BYTE_SIZE} is {ref.byte_size}; expected {expected} "
-            f"(shape {list(tensor.shape)} x {row.itemsize} bytes per {tensor.datatype} element)"
-        )
-    array = decode_tensor("input", name, tensor.datatype, tensor.shape,
-                          raw=resolve("input", name, ref), contents=None)
-    array.flags.writeable = False  # the region is the client's: never write it from here
-    return array
-
-
 def check_output_fits(name: str, datatype: str, shape: Sequence[int],
                       ref: SharedMemoryRef) -> None:
     """INVALID_ARGUMENT naming the output when its bytes exceed the shared memory it was given."""
-    row = _row("output", name, datatype)
+    row = datatype_row("output", name, datatype)
     needed = math.prod(shape) * row.itemsize
     if needed > ref.byte_size:
         raise InvalidArgumentError(
@@ -502,116 +394,6 @@ def check_output_fits(name: str, datatype: str, shape: Sequence[int],
             f"{row.itemsize} bytes per {datatype} element) but {SHM_BYTE_SIZE} for shared "
             f"memory region '{clip(ref.region)}' is {ref.byte_size}"
         )
-
-
-def requested_shared_memory_outputs(
-    request: pb.ModelInferRequest, resolve: SharedMemoryResolver
-) -> dict[str, SharedMemoryOutput]:
-    """The requested outputs to be written into shared memory, resolved before execution so
-    an unknown region or a range beyond it fails the request before any work is done."""
-    placed: dict[str, SharedMemoryOutput] = {}
-    for output in request.outputs:
-        ref = shared_memory_ref("output", output.name, output.parameters)
-        if ref is not None:
-            placed[output.name] = SharedMemoryOutput(ref, resolve("output", output.name, ref))
-    return placed
-
-
-# --- server side ---------------------------------------------------------------------------
-
-
-def decode_request_inputs(
-    request: pb.ModelInferRequest, shared_memory: SharedMemoryResolver | None = None
-) -> dict[str, np.ndarray]:
-    """The request's input tensors by name, in request order, all protocol rules enforced.
-
-    Inputs with shared-memory parameters are read through `shared_memory` (zero-copy,
-    read-only views); the others from `raw_input_contents` (one entry per such input, in
-    order) or typed contents.
-    """
-    inputs = request.inputs
-    _check_unique("input", [t.name for t in inputs])
-    # An input without parameters has no shared-memory reference (skips three map lookups).
-    refs = [shared_memory_ref("input", t.name, t.parameters) if t.parameters else None
-            for t in inputs]
-    resolve = shared_memory or _no_resolver
-    raw = request.raw_input_contents
-    if raw:
-        in_message = sum(ref is None for ref in refs)
-        if len(raw) != in_message:
-            raise InvalidArgumentError(
-                f"raw_input_contents has {len(raw)} entries; expected {in_message} "
-                "(one per input not in shared memory, in the order of `inputs`)"
-            )
-        for tensor, ref in zip(inputs, refs, strict=True):
-            if ref is None and _used_contents_fields(tensor.contents):
-                raise InvalidArgumentError(
-                    f"input '{clip(tensor.name)}': has typed contents but the request uses "
-                    "raw_input_contents; send every input one way, not both"
-                )
-    arrays: dict[str, np.ndarray] = {}
-    next_raw = iter(raw)
-    for t, ref in zip(inputs, refs, strict=True):
-        if ref is not None:
-            arrays[t.name] = _decode_shared(t, ref, resolve)
-        elif raw:
-            arrays[t.name] = decode_tensor("input", t.name, t.datatype, t.shape,
-                                           raw=next(next_raw), contents=None)
-        else:
-            arrays[t.name] = decode_tensor("input", t.name, t.datatype, t.shape, raw=None,
-                                           contents=t.contents)
-    return arrays
-
-
-def requested_output_names(request: pb.ModelInferRequest) -> list[str] | None:
-    """Names of the outputs the caller asked for, in order; None when it asked for all."""
-    if not request.outputs:
-        return None
-    names = [o.name for o in request.outputs]
-    _check_unique("requested output", names)
-    return names
-
-
-def encode_infer_response(
-    outputs: Mapping[str, np.ndarray],
-    *,
-    model_name: str,
-    model_version: str = "",
-    request_id: str = "",
-    parameters: Mapping[str, ParameterValue] | None = None,
-    shared_memory: Mapping[str, SharedMemoryOutput] | None = None,
-) -> pb.ModelInferResponse:
-    """A response carrying every output as raw little-endian bytes, in mapping order.
-
-    Outputs named in `shared_memory` are written into their buffer instead (size checked
-    first); the response then carries their metadata with the shared-memory parameters and
-    an empty raw entry, as Triton does.
-    """
-    response = pb.ModelInferResponse(
-        model_name=model_name, model_version=model_version, id=request_id
-    )
-    if parameters:
-        to_parameters(parameters, response.parameters)
-    placed = shared_memory or {}
-    for name, value in outputs.items():
-        array = np.asarray(value)
-        if array.dtype == object:  # BYTES (classification results): length-prefixed, raw
-            response.outputs.add(name=name, datatype=BYTES, shape=array.shape)
-            response.raw_output_contents.append(encode_bytes_elements(array.ravel()))
-            continue
-        row = dtypes.by_numpy(array.dtype)
-        tensor = response.outputs.add(name=name, datatype=row.datatype, shape=array.shape)
-        target = placed.get(name)
-        if target is None:  # to_wire_bytes with the row already looked up
-            response.raw_output_contents.append(
-                np.ascontiguousarray(array, dtype=row.numpy).tobytes())
-            continue
-        check_output_fits(name, row.datatype, array.shape, target.ref)
-        destination = np.frombuffer(target.buffer, dtype=row.numpy, count=array.size)
-        np.copyto(destination.reshape(array.shape), array, casting="equiv")
-        to_parameters(target.ref.parameters(), tensor.parameters)
-        response.raw_output_contents.append(b"")
-    return response
 
 
 # --- client side ---------------------------------------------------------------------------
@@ -700,7 +482,7 @@ def decode_infer_response(
     since the caller will reuse its region); without a resolver they are an error naming them.
     """
     outputs = response.outputs
-    _check_unique("output", (t.name for t in outputs))
+    check_unique("output", (t.name for t in outputs))
     raw = response.raw_output_contents
     if raw and len(raw) != len(outputs):
         raise InvalidArgumentError(
@@ -714,10 +496,10 @@ def decode_infer_response(
             arrays[t.name] = _bytes_tensor("output", t.name, t.shape,
                                            raw[index] if raw else None, t.contents)
         elif ref is not None:
-            row = _row("output", t.name, t.datatype)
-            size = _element_count("output", t.name, t.shape) * row.itemsize
+            row = datatype_row("output", t.name, t.datatype)
+            size = element_count("output", t.name, t.shape) * row.itemsize
             check_output_fits(t.name, t.datatype, t.shape, ref)
-            view = (shared_memory or _no_resolver)(
+            view = (shared_memory or no_shared_memory)(
                 "output", t.name, SharedMemoryRef(ref.region, size, ref.offset))
             arrays[t.name] = decode_tensor("output", t.name, t.datatype, t.shape,
                                            raw=view, contents=None).copy()
