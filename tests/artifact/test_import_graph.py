@@ -3,10 +3,18 @@
 - `jaxport.artifact` imports neither the exporter nor the bridge, anywhere, and not jax (nor
   grpc) at import time: a tool that only reads manifests and weights stays light;
 - the bridge imports nothing from `jaxport.exporter`;
-- the exporter never imports the bridge.
+- the exporter never imports the bridge;
+- the execution worker behind the native front (`worker`, `frames`, `connection`) and the Ray
+  Serve application (`ray`) reach neither grpcio's server module (`jaxport.bridge.server`) nor
+  its interceptor (`jaxport.bridge.interceptor`): they assemble the core from `core` and map
+  errors with `status`;
+- the client distribution (`jaxport-client`, its wheel built here as `make client-wheel` builds
+  it) carries no bridge module, none of the server's codecs (`jaxport.bridge.messages`) and no
+  manifest schema (the artifact package's `jaxport.artifact.gen`).
 
 Checked twice: statically over every import statement in the source (function-level imports
-included, so a lazy import cannot sneak around the rule), and at run time in a fresh process.
+included, so a lazy import cannot sneak around the rule; for the worker and the Ray app over
+every bridge module they reach), and at run time in a fresh process.
 """
 
 from __future__ import annotations
@@ -14,11 +22,15 @@ from __future__ import annotations
 import ast
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "tests"))
+from support.client_wheel import build_client_dist  # noqa: E402
+
 # Folder of each package in the repository (pyproject's package-dir).
 FOLDERS = {"artifact": "clients/python/artifact", "exporter": "exporter", "bridge": "bridge"}
 
@@ -111,3 +123,123 @@ def test_the_rule_itself_catches_a_wrong_import(tmp_path: Path, monkeypatch) -> 
         "bridge/x.py:4 imports jaxport.exporter",
         "bridge/x.py:4 imports jaxport.exporter.api",
     ]
+
+
+# --- the worker and the Ray app stay off grpcio's server ---------------------------------------
+
+# The execution worker (its process, framing and connection modules) and the Ray Serve app.
+WORKER_AND_RAY = ("worker", "frames", "connection", "ray")
+GRPCIO_SERVER = ("jaxport.bridge.server", "jaxport.bridge.interceptor")
+
+
+def _bridge_file(module: str) -> Path | None:
+    """The source file of a bridge module (`jaxport.bridge` is its __init__), else None."""
+    if module == "jaxport.bridge":
+        return REPO / "bridge/__init__.py"
+    stem = module.removeprefix("jaxport.bridge.")
+    path = REPO / "bridge" / f"{stem}.py"
+    return path if stem != module and "." not in stem and path.is_file() else None
+
+
+def _bridge_reach(starts: tuple[str, ...]) -> dict[str, list[str]]:
+    """Every module the bridge modules `starts` import, directly or through other bridge
+    modules, at any level (function-level imports too): module -> the import chain to it."""
+    imports = _imports("bridge")
+    chains = {f"jaxport.bridge.{m}": [f"bridge/{m}.py"] for m in starts}
+    todo = list(chains)
+    while todo:
+        module = todo.pop()
+        path = _bridge_file(module)
+        assert path is not None, f"{module}: no such file under bridge/"
+        for file, line, name, _ in imports:
+            if file == path.name and name not in chains:
+                chains[name] = [*chains[module], f"{file}:{line} imports {name}"]
+                if _bridge_file(name) is not None:
+                    todo.append(name)
+    return chains
+
+
+def test_worker_and_ray_app_reach_neither_grpcio_server_nor_interceptor() -> None:
+    reach = _bridge_reach(WORKER_AND_RAY)
+    assert "jaxport.bridge.core" in reach and "jaxport.bridge.status" in reach
+    bad = sorted(" -> ".join(chain) for name, chain in reach.items()
+                 if any(name == g or name.startswith(g + ".") for g in GRPCIO_SERVER))
+    assert not bad, "\n".join(bad)
+
+
+def test_loading_worker_and_ray_app_loads_neither_grpcio_server_nor_interceptor() -> None:
+    """At run time, with every bridge module they import (lazily too) loaded as well."""
+    modules = sorted(name for name in _bridge_reach(WORKER_AND_RAY)
+                     if _bridge_file(name) is not None)
+    assert {f"jaxport.bridge.{m}" for m in WORKER_AND_RAY} <= set(modules)
+    code = (
+        "import sys\n"
+        + "".join(f"import {m}\n" for m in modules)
+        + f"bad = sorted(m for m in sys.modules if m in {GRPCIO_SERVER!r})\n"
+        "print(bad)\n"
+        "sys.exit(1 if bad else 0)\n"
+    )
+    proc = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_the_reach_follows_lazy_imports_through_other_bridge_modules(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """Not vacuous: the worker importing, inside a function, a module that imports grpcio's
+    server inside a function is caught, with the chain."""
+    fake = tmp_path / "bridge"
+    fake.mkdir()
+    for name, text in {
+        "worker.py": "def run():\n    from jaxport.bridge import core\n",
+        "frames.py": "", "connection.py": "", "ray.py": "", "status.py": "",
+        "core.py": "import jaxport.bridge.status\n\ndef f():\n"
+                   "    from jaxport.bridge.server import serve\n",
+    }.items():
+        (fake / name).write_text(text)
+    monkeypatch.setattr(sys.modules[__name__], "REPO", tmp_path)
+    assert _bridge_reach(WORKER_AND_RAY)["jaxport.bridge.server"] == [
+        "bridge/worker.py", "worker.py:2 imports jaxport.bridge.core",
+        "core.py:4 imports jaxport.bridge.server"]
+    with pytest.raises(AssertionError, match=r"core\.py:4 imports jaxport\.bridge\.server"):
+        test_worker_and_ray_app_reach_neither_grpcio_server_nor_interceptor()
+
+
+# --- what the client wheel carries ------------------------------------------------------------
+
+
+def _public_names(path: Path) -> set[str]:
+    """The names a module lists in `__all__` (read from its source, not imported)."""
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.Assign) and any(
+                isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
+            return set(ast.literal_eval(node.value))
+    raise AssertionError(f"{path} has no __all__")
+
+
+def _defined_names(source: str) -> set[str]:
+    """Top-level functions, classes and assigned names of a module's source."""
+    names = set()
+    for node in ast.parse(source).body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            names |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+    return names
+
+
+@pytest.mark.slow
+def test_client_wheel_carries_no_bridge_server_codec_or_manifest_schema(tmp_path: Path) -> None:
+    wheel = build_client_dist(tmp_path)
+    with zipfile.ZipFile(wheel) as z:
+        names = set(z.namelist())
+        codecs_source = z.read("jaxport/protocol/codecs.py").decode()
+    assert "jaxport/client/inference.py" in names  # the wheel is the client's
+    assert [n for n in names if n.startswith(("jaxport/bridge", "jaxport/exporter"))] == []
+    assert [n for n in names if n.startswith("jaxport/artifact") or "manifest" in n] == []
+    server_only = _public_names(REPO / "bridge/messages.py")
+    assert {"decode_request_inputs", "encode_infer_response", "topk_classification"} <= server_only
+    assert sorted(server_only & _defined_names(codecs_source)) == []
