@@ -43,13 +43,13 @@ from tests.bench import front
 
 def _loop(conn: object, payload: bytes, reader: socket.socket, n: int, gap_s: float = 0.0
           ) -> None:
-    from jaxport.bridge import worker
+    from jaxport.bridge import frames
 
     for i in range(n):
         if gap_s:
             time.sleep(gap_s)
         run = conn._dispatch(  # type: ignore[attr-defined]
-            worker.CALL, 5, i, worker.NO_DEADLINE, payload)
+            frames.CALL, 5, i, frames.NO_DEADLINE, payload)
         run()
         try:
             while reader.recv(1 << 20):
@@ -82,7 +82,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         jaxport.bridge.__path__[:] = [str(args.tree / "bridge")]
         jaxport.protocol.__path__[:] = [str(args.tree / "clients/python/jaxport/protocol")]
 
-    from jaxport.bridge import worker
+    from jaxport.bridge import connection, worker
     from jaxport.bridge.core import prepare_process
 
     with tempfile.TemporaryDirectory(prefix="core-profile-") as tmp:
@@ -101,12 +101,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         for s in (ours, reader):
             s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 20)
             s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
-        conn = worker.Connection(w, ours)
+        conn = connection.Connection(w, ours)
         method = w.methods[5]
         assert method.name == "ModelInfer", method.name  # the wire index the front uses
 
         # The answer once, checked (as the bench checks every server's answer).
-        response = method.handler(method.parse(payload), worker.CallContext(-1))
+        response = method.handler(method.parse(payload), connection.CallContext(-1))
         got = np.frombuffer(response.raw_output_contents[0], np.float32).reshape(expected.shape)
         np.testing.assert_allclose(got, expected, **front.TOL)
 

@@ -23,10 +23,11 @@ import grpc
 import numpy as np
 import pytest
 from front_helpers import FEATURES, NEVER_US, rows_model, rows_params, rows_request
-from jaxport.bridge.worker import (
+from jaxport.bridge.frames import (
     CALL,
     CANCEL,
     HEADER,
+    NO_DEADLINE,
     READY,
     REPLY,
     SHM,
@@ -42,7 +43,6 @@ from support.gate import Gate
 
 METHODS = {m.name: m.index
            for m in pb.DESCRIPTOR.services_by_name["GRPCInferenceService"].methods}
-NO_DEADLINE = -1
 
 
 class Frames:
