@@ -1,25 +1,16 @@
 """Calls over one connection from the native front: what the frames of
-`jaxport.bridge.frames` mean to the servicer. `Connection` reads frames (leader/followers),
-turns CALL / STREAM_* frames into calls of the `InferenceServicer` with a `CallContext` (what
-the servicer reads of a `grpc.ServicerContext`), groups ModelInfer calls for a dynamic batcher,
-and answers through the one error table (`jaxport.bridge.status`). The process around it is
+`jaxport.bridge.frames` mean to the servicer. `Connection` reads frames, turns CALL /
+STREAM_* frames into calls of the `InferenceServicer` with a `CallContext` (what the servicer
+reads of a `grpc.ServicerContext`), groups ModelInfer calls for a dynamic batcher, and answers
+through the one error table (`jaxport.bridge.status`). The process around it is
 `jaxport.bridge.worker`.
 
-Several calls are in flight per connection: frames of different ids interleave freely. At
-most `--worker-threads` calls run at once (as the Python server); a call beyond that many is
-answered RESOURCE_EXHAUSTED (as grpcio's `maximum_concurrent_rpcs`). Threads take turns reading
-the socket (leader/followers): a call runs on the thread that read its frame while the next
-idle thread reads on, and one thread more than the calls running is kept idle, so a frame is
-always read at once.
-ModelInfer calls for a model with dynamic batching whose frames are already whole in the read
-buffer behind the one just read form a group (`Connection._group`, at most GROUP_MAX): one
-thread starts them all, then finishes each (`InferenceServicer.infer_together`), instead of a
-thread per call blocked on its batch. Each call keeps its own answer, error, deadline, CANCEL
-and slot. Calls for other models never group: run one after another they would wait behind
-each other's executions.
-A request that does not parse is INTERNAL "Exception deserializing request!" (grpcio's words);
-a response larger than `--max-message-bytes` is RESOURCE_EXHAUSTED for that call. A call's
-slot is free again before its answer is sent.
+What the front sees (ids and interleaving, CANCEL, the concurrency and size limits, errors,
+grouping) is specified in docs/frames.md. How: threads take turns reading the socket
+(leader/followers, `Connection._follow`): a call runs on the thread that read its frame while
+the next idle thread reads on, and one thread more than the calls running is kept idle, so a
+frame is always read at once. Grouped calls (`Connection._group`) start on one thread
+(`InferenceServicer.infer_together`) instead of a thread per call blocked on its batch.
 """
 
 from __future__ import annotations

@@ -3,51 +3,9 @@ the frame header, frame types, shared-memory (memfd) payloads, and reading and w
 frames on one Unix socket. No servicer, no calls: `jaxport.bridge.connection` gives frames
 their meaning, `jaxport.bridge.worker` is the process.
 
-Framing (every integer little-endian). A frame is a 24-byte header then `length` payload bytes:
-
-    u32 length    payload bytes that follow the header
-    u8  type      frame type (below)
-    u8  method    index of the RPC in `inference.GRPCInferenceService` as declared in
-                  proto/inference/grpc_service.proto (0 = ServerLive, ... 5 = ModelInfer,
-                  6 = ModelStreamInfer, 7 = ModelConfig, ...); both sides derive it from
-                  the descriptor
-    u16 code      gRPC status code (replies and stream ends; 0 otherwise)
-    u64 id        call id chosen by the front, unique per connection while in flight
-    i64 aux       CALL / STREAM_OPEN: the call's remaining time in microseconds when sent
-                  (-1 = no deadline); REPLY / STREAM_END: byte length of the status message
-                  at the start of the payload; otherwise 0
-
-    type                      direction        payload
-    1 CALL                    front -> worker  serialized request message (unary RPC)
-    2 REPLY                   worker -> front  status message (utf-8, `aux` bytes), then the
-                                               serialized response when code == 0
-    3 READY                   worker -> front  none; sent once the initial repository load is
-                                               done (at once to a connection made after that)
-    4 CANCEL                  front -> worker  none; the caller went away: `is_active()` turns
-                                               false (admission stops waiting for a slot);
-                                               a stream's request iterator ends
-    5 STREAM_OPEN             front -> worker  none; starts ModelStreamInfer call `id`
-    6 STREAM_MSG              front -> worker  one serialized ModelInferRequest of stream `id`
-    7 STREAM_HALF_CLOSE       front -> worker  none; the client sent its last request
-    8 STREAM_REPLY            worker -> front  one serialized ModelStreamInferResponse
-    9 STREAM_END              worker -> front  final status of stream `id` (as REPLY, no body)
-    10 METRICS                front -> worker  none; answered by a REPLY whose body is the
-                                               worker's Prometheus registry in text format
-                                               (empty with --metrics-port -1)
-
-Shared memory (both directions, any frame type): a payload of at least SHM_THRESHOLD (1 MiB)
-bytes is not sent through the socket. The frame's type byte has the SHM bit (0x80) set,
-`length` is still the payload size, only the 24-byte header goes through the socket, and it
-carries one file descriptor (SCM_RIGHTS, sent with the header's bytes): a memfd holding exactly
-the payload. The receiver takes the descriptors that arrive with the bytes in order (each
-belongs to the next SHM header it reads), maps the memfd read-only, and closes and unmaps it
-once done; every memfd serves one frame. An SHM header without a descriptor, or with a memfd
-shorter than `length`, is a malformed frame. Why 1 MiB: below it a payload fits the socket
-buffer (one copy in, one out, no wake-up in between), while a memfd costs ~6 system calls and
-a mapping; above it the socket moves the payload in ~200 KiB pieces, each a wake-up of the
-other process. The front hands a mapped reply to gRPC without copying it.
-
-A malformed frame (unknown type, payload over the limit) closes the connection.
+The protocol (header layout, types with direction and payload, the memfd rule, limits,
+errors) is specified once, in docs/frames.md; this module and `bridge/front/frame.go` /
+`shm.go` implement it.
 """
 
 from __future__ import annotations
@@ -71,7 +29,7 @@ METRICS = 10
 NO_DEADLINE = -1
 #: Flag bit of the type byte: the payload is in the memfd sent with the header (SCM_RIGHTS).
 SHM = 0x80
-#: Payloads of at least this many bytes are sent in a memfd (see the module docstring).
+#: Payloads of at least this many bytes are sent in a memfd (docs/frames.md says why).
 SHM_THRESHOLD = 1 << 20
 #: Room for the descriptors that can arrive with one read (frames are read ahead).
 _ANCILLARY = socket.CMSG_SPACE(64 * array.array("i").itemsize)

@@ -1,16 +1,9 @@
 package main
 
-// The framed protocol between the front and its Python workers; the authoritative description
-// is the docstring of bridge/worker.py (jaxport.bridge.worker). Every integer little-endian; a
-// frame is a 24-byte header then `length` payload bytes:
-//
-//	u32 length | u8 type | u8 method | u16 code | u64 id | i64 aux
-//
-// method = index of the RPC in inference.GRPCInferenceService (declaration order, taken from
-// the descriptor on both sides); aux = remaining time in microseconds (-1: none) on CALL and
-// STREAM_OPEN, byte length of the status message at the start of the payload on REPLY and
-// STREAM_END. A type with shmFlag (0x80) set: the payload is not on the socket but in the
-// memfd sent with the header (shm.go).
+// The framed protocol between the front and its Python workers, specified once in
+// docs/frames.md (header layout, frame types with direction and payload, the memfd rule,
+// limits, errors, grouping); this file holds the header and the frame types, shm.go the memfd
+// payloads, worker.go the calls. Python side: bridge/frames.py, bridge/connection.py.
 
 import (
 	"encoding/binary"
@@ -31,7 +24,8 @@ const (
 	frameStreamEnd       = 9
 
 	noDeadline = -1
-	// frameSlack is room for a status message beyond the largest allowed response.
+	// frameSlack is room for a status message beyond the largest allowed response
+	// (docs/frames.md, Limits: the same on both sides).
 	frameSlack = 64 * 1024
 )
 

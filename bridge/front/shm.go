@@ -1,15 +1,10 @@
 package main
 
-// Large frame payloads travel in a memfd instead of through the socket (the framing protocol's
-// authoritative description is the docstring of bridge/worker.py). A frame whose type has
-// shmFlag set is only its 24-byte header on the socket, sent with one file descriptor
-// (SCM_RIGHTS): a memfd holding exactly `length` payload bytes. The receiver maps it, uses the
-// bytes and closes/unmaps it; each memfd is used once, by one frame.
-//
-// Why: a Unix socket moves a 16 MiB payload in socket-buffer-sized pieces (~200 KiB), each a
-// wake-up of the other process, and copies it twice (into and out of the kernel). Through a
-// memfd the sender writes it once (one write(2)) and the receiver maps it: the front hands the
-// mapped reply to gRPC without another copy (the mapping is unmapped once gRPC has sent it).
+// Large frame payloads travel in a memfd instead of through the socket: the rule (SHM bit,
+// one descriptor per frame in arrival order, read-only mapping, malformed cases, why 1 MiB)
+// is specified in docs/frames.md. Here: sending a payload in a memfd and mapping one received;
+// the front hands the mapped reply to gRPC without another copy (the mapping is unmapped once
+// gRPC has sent it).
 
 import (
 	"errors"

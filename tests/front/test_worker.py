@@ -1,4 +1,5 @@
-"""`python -m jaxport.bridge.worker` spoken to directly in its framed protocol (no front).
+"""`python -m jaxport.bridge.worker` spoken to directly in its framed protocol (no front;
+the protocol: docs/frames.md).
 
 What only the frames show: READY once the repository is loaded, the deadline a CALL carries
 (an expired one is refused before any work), CANCEL making `is_active()` false (a queued request
