@@ -232,6 +232,11 @@ class DynamicBatcher:
         )
         self._worker.start()
 
+    @property
+    def config(self) -> BatchingConfig:
+        """How this batcher batches (what ModelConfig's `dynamic_batching` advertises)."""
+        return self._config
+
     def stats(self) -> BatchStats:
         """A snapshot of the counters."""
         with self._cond:

@@ -156,6 +156,10 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
         )
         config.parameters["engine"].string_value = model.engine_name
         config.parameters["schema_version"].string_value = str(model.manifest.schema_version)
+        if model.batcher is not None:  # as Triton reports it; the native front routes by it
+            batching = model.batcher.config
+            config.dynamic_batching.preferred_batch_size.extend(batching.preferred_batch_sizes)
+            config.dynamic_batching.max_queue_delay_microseconds = batching.max_queue_delay_us
         return pb.ModelConfigResponse(config=config)
 
     def ModelStatistics(self, request: pb.ModelStatisticsRequest,

@@ -409,6 +409,8 @@ def test_live_without_batching_any_size_up_to_max_runs_padded(batched_repo):
         (stats,) = client.model_statistics("rows").model_stats
         assert sorted(b.batch_size for b in stats.batch_stats) == list(range(1, 9))
         assert stats.inference_count == sum(range(1, 9)) and stats.execution_count == 8
+        config = client.model_config("rows")  # batch sizes, but no dynamic batching
+        assert config.max_batch_size == 8 and not config.HasField("dynamic_batching")
 
 
 def _live_expected(x: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -426,6 +428,11 @@ def test_live_metadata_reports_batch_dimension(batched_bridge):
         config = client.model_config("rows")
         assert config.max_batch_size == max(LIVE_SIZES)
         assert {i.name: list(i.dims) for i in config.input} == {"x": [FEATURES], "t": []}
+        # Dynamic batching as Triton reports it (the native front routes by it): the
+        # preferred size defaults to the largest exported one.
+        assert config.WhichOneof("scheduling_choice") == "dynamic_batching"
+        assert list(config.dynamic_batching.preferred_batch_size) == [max(LIVE_SIZES)]
+        assert config.dynamic_batching.max_queue_delay_microseconds == 20000
 
 
 def test_live_concurrent_mixed_sizes_and_bad_requests(batched_bridge):
@@ -516,6 +523,10 @@ def test_live_batching_per_model(batched_repo, tmp_path):
         assert "exceeds max_batch_size 8" in err.value.message
         (stats,) = client.model_statistics("rows").model_stats
         assert [b.batch_size for b in stats.batch_stats] == [3]  # real rows, padding excluded
+        listed = client.model_config("rows").dynamic_batching  # its own delay and sizes
+        assert list(listed.preferred_batch_size) == [4]
+        assert listed.max_queue_delay_microseconds == 3000
+        assert not client.model_config("fixed").HasField("dynamic_batching")
         index = {m.name: m for m in client.repository_index()}
         assert index["rows"].state == index["fixed"].state == "READY"
         assert index["unbatched"].state == "UNAVAILABLE"

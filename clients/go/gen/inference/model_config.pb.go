@@ -445,6 +445,62 @@ func (x *ModelParameter) GetStringValue() string {
 	return ""
 }
 
+// Dynamic batching of a model (Triton's fields, those jaxport fills): present in a ModelConfig
+// when the server gathers concurrent requests of the model into batches.
+type ModelDynamicBatching struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Row counts dispatched at once, without waiting for the queue delay.
+	PreferredBatchSize []int32 `protobuf:"varint,1,rep,packed,name=preferred_batch_size,json=preferredBatchSize,proto3" json:"preferred_batch_size,omitempty"`
+	// Longest time the oldest queued request waits for others to join its batch.
+	MaxQueueDelayMicroseconds uint64 `protobuf:"varint,2,opt,name=max_queue_delay_microseconds,json=maxQueueDelayMicroseconds,proto3" json:"max_queue_delay_microseconds,omitempty"`
+	unknownFields             protoimpl.UnknownFields
+	sizeCache                 protoimpl.SizeCache
+}
+
+func (x *ModelDynamicBatching) Reset() {
+	*x = ModelDynamicBatching{}
+	mi := &file_inference_model_config_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ModelDynamicBatching) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ModelDynamicBatching) ProtoMessage() {}
+
+func (x *ModelDynamicBatching) ProtoReflect() protoreflect.Message {
+	mi := &file_inference_model_config_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ModelDynamicBatching.ProtoReflect.Descriptor instead.
+func (*ModelDynamicBatching) Descriptor() ([]byte, []int) {
+	return file_inference_model_config_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ModelDynamicBatching) GetPreferredBatchSize() []int32 {
+	if x != nil {
+		return x.PreferredBatchSize
+	}
+	return nil
+}
+
+func (x *ModelDynamicBatching) GetMaxQueueDelayMicroseconds() uint64 {
+	if x != nil {
+		return x.MaxQueueDelayMicroseconds
+	}
+	return 0
+}
+
 // The configuration of one model.
 type ModelConfig struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
@@ -458,13 +514,19 @@ type ModelConfig struct {
 	DefaultModelFilename string                     `protobuf:"bytes,8,opt,name=default_model_filename,json=defaultModelFilename,proto3" json:"default_model_filename,omitempty"`
 	Parameters           map[string]*ModelParameter `protobuf:"bytes,14,rep,name=parameters,proto3" json:"parameters,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	Backend              string                     `protobuf:"bytes,17,opt,name=backend,proto3" json:"backend,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	// How the server schedules the model's requests; unset: each request runs as it comes.
+	//
+	// Types that are valid to be assigned to SchedulingChoice:
+	//
+	//	*ModelConfig_DynamicBatching
+	SchedulingChoice isModelConfig_SchedulingChoice `protobuf_oneof:"scheduling_choice"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *ModelConfig) Reset() {
 	*x = ModelConfig{}
-	mi := &file_inference_model_config_proto_msgTypes[4]
+	mi := &file_inference_model_config_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -476,7 +538,7 @@ func (x *ModelConfig) String() string {
 func (*ModelConfig) ProtoMessage() {}
 
 func (x *ModelConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_inference_model_config_proto_msgTypes[4]
+	mi := &file_inference_model_config_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -489,7 +551,7 @@ func (x *ModelConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelConfig.ProtoReflect.Descriptor instead.
 func (*ModelConfig) Descriptor() ([]byte, []int) {
-	return file_inference_model_config_proto_rawDescGZIP(), []int{4}
+	return file_inference_model_config_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ModelConfig) GetName() string {
@@ -548,6 +610,32 @@ func (x *ModelConfig) GetBackend() string {
 	return ""
 }
 
+func (x *ModelConfig) GetSchedulingChoice() isModelConfig_SchedulingChoice {
+	if x != nil {
+		return x.SchedulingChoice
+	}
+	return nil
+}
+
+func (x *ModelConfig) GetDynamicBatching() *ModelDynamicBatching {
+	if x != nil {
+		if x, ok := x.SchedulingChoice.(*ModelConfig_DynamicBatching); ok {
+			return x.DynamicBatching
+		}
+	}
+	return nil
+}
+
+type isModelConfig_SchedulingChoice interface {
+	isModelConfig_SchedulingChoice()
+}
+
+type ModelConfig_DynamicBatching struct {
+	DynamicBatching *ModelDynamicBatching `protobuf:"bytes,11,opt,name=dynamic_batching,json=dynamicBatching,proto3,oneof"`
+}
+
+func (*ModelConfig_DynamicBatching) isModelConfig_SchedulingChoice() {}
+
 var File_inference_model_config_proto protoreflect.FileDescriptor
 
 const file_inference_model_config_proto_rawDesc = "" +
@@ -577,7 +665,10 @@ const file_inference_model_config_proto_rawDesc = "" +
 	"\areshape\x18\x05 \x01(\v2\x1d.inference.ModelTensorReshapeR\areshape\x12&\n" +
 	"\x0fis_shape_tensor\x18\x06 \x01(\bR\risShapeTensor\"3\n" +
 	"\x0eModelParameter\x12!\n" +
-	"\fstring_value\x18\x01 \x01(\tR\vstringValue\"\xb2\x03\n" +
+	"\fstring_value\x18\x01 \x01(\tR\vstringValue\"\x89\x01\n" +
+	"\x14ModelDynamicBatching\x120\n" +
+	"\x14preferred_batch_size\x18\x01 \x03(\x05R\x12preferredBatchSize\x12?\n" +
+	"\x1cmax_queue_delay_microseconds\x18\x02 \x01(\x04R\x19maxQueueDelayMicroseconds\"\x95\x04\n" +
 	"\vModelConfig\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
 	"\bplatform\x18\x02 \x01(\tR\bplatform\x12$\n" +
@@ -588,10 +679,12 @@ const file_inference_model_config_proto_rawDesc = "" +
 	"\n" +
 	"parameters\x18\x0e \x03(\v2&.inference.ModelConfig.ParametersEntryR\n" +
 	"parameters\x12\x18\n" +
-	"\abackend\x18\x11 \x01(\tR\abackend\x1aX\n" +
+	"\abackend\x18\x11 \x01(\tR\abackend\x12L\n" +
+	"\x10dynamic_batching\x18\v \x01(\v2\x1f.inference.ModelDynamicBatchingH\x00R\x0fdynamicBatching\x1aX\n" +
 	"\x0fParametersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12/\n" +
-	"\x05value\x18\x02 \x01(\v2\x19.inference.ModelParameterR\x05value:\x028\x01*\xfa\x01\n" +
+	"\x05value\x18\x02 \x01(\v2\x19.inference.ModelParameterR\x05value:\x028\x01B\x13\n" +
+	"\x11scheduling_choice*\xfa\x01\n" +
 	"\bDataType\x12\x10\n" +
 	"\fTYPE_INVALID\x10\x00\x12\r\n" +
 	"\tTYPE_BOOL\x10\x01\x12\x0e\n" +
@@ -628,32 +721,34 @@ func file_inference_model_config_proto_rawDescGZIP() []byte {
 }
 
 var file_inference_model_config_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_inference_model_config_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_inference_model_config_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_inference_model_config_proto_goTypes = []any{
-	(DataType)(0),              // 0: inference.DataType
-	(ModelInput_Format)(0),     // 1: inference.ModelInput.Format
-	(*ModelTensorReshape)(nil), // 2: inference.ModelTensorReshape
-	(*ModelInput)(nil),         // 3: inference.ModelInput
-	(*ModelOutput)(nil),        // 4: inference.ModelOutput
-	(*ModelParameter)(nil),     // 5: inference.ModelParameter
-	(*ModelConfig)(nil),        // 6: inference.ModelConfig
-	nil,                        // 7: inference.ModelConfig.ParametersEntry
+	(DataType)(0),                // 0: inference.DataType
+	(ModelInput_Format)(0),       // 1: inference.ModelInput.Format
+	(*ModelTensorReshape)(nil),   // 2: inference.ModelTensorReshape
+	(*ModelInput)(nil),           // 3: inference.ModelInput
+	(*ModelOutput)(nil),          // 4: inference.ModelOutput
+	(*ModelParameter)(nil),       // 5: inference.ModelParameter
+	(*ModelDynamicBatching)(nil), // 6: inference.ModelDynamicBatching
+	(*ModelConfig)(nil),          // 7: inference.ModelConfig
+	nil,                          // 8: inference.ModelConfig.ParametersEntry
 }
 var file_inference_model_config_proto_depIdxs = []int32{
-	0, // 0: inference.ModelInput.data_type:type_name -> inference.DataType
-	1, // 1: inference.ModelInput.format:type_name -> inference.ModelInput.Format
-	2, // 2: inference.ModelInput.reshape:type_name -> inference.ModelTensorReshape
-	0, // 3: inference.ModelOutput.data_type:type_name -> inference.DataType
-	2, // 4: inference.ModelOutput.reshape:type_name -> inference.ModelTensorReshape
-	3, // 5: inference.ModelConfig.input:type_name -> inference.ModelInput
-	4, // 6: inference.ModelConfig.output:type_name -> inference.ModelOutput
-	7, // 7: inference.ModelConfig.parameters:type_name -> inference.ModelConfig.ParametersEntry
-	5, // 8: inference.ModelConfig.ParametersEntry.value:type_name -> inference.ModelParameter
-	9, // [9:9] is the sub-list for method output_type
-	9, // [9:9] is the sub-list for method input_type
-	9, // [9:9] is the sub-list for extension type_name
-	9, // [9:9] is the sub-list for extension extendee
-	0, // [0:9] is the sub-list for field type_name
+	0,  // 0: inference.ModelInput.data_type:type_name -> inference.DataType
+	1,  // 1: inference.ModelInput.format:type_name -> inference.ModelInput.Format
+	2,  // 2: inference.ModelInput.reshape:type_name -> inference.ModelTensorReshape
+	0,  // 3: inference.ModelOutput.data_type:type_name -> inference.DataType
+	2,  // 4: inference.ModelOutput.reshape:type_name -> inference.ModelTensorReshape
+	3,  // 5: inference.ModelConfig.input:type_name -> inference.ModelInput
+	4,  // 6: inference.ModelConfig.output:type_name -> inference.ModelOutput
+	8,  // 7: inference.ModelConfig.parameters:type_name -> inference.ModelConfig.ParametersEntry
+	6,  // 8: inference.ModelConfig.dynamic_batching:type_name -> inference.ModelDynamicBatching
+	5,  // 9: inference.ModelConfig.ParametersEntry.value:type_name -> inference.ModelParameter
+	10, // [10:10] is the sub-list for method output_type
+	10, // [10:10] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_inference_model_config_proto_init() }
@@ -661,13 +756,16 @@ func file_inference_model_config_proto_init() {
 	if File_inference_model_config_proto != nil {
 		return
 	}
+	file_inference_model_config_proto_msgTypes[5].OneofWrappers = []any{
+		(*ModelConfig_DynamicBatching)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_inference_model_config_proto_rawDesc), len(file_inference_model_config_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   6,
+			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -96,8 +96,16 @@ class ModelParameter(_message.Message):
     string_value: str
     def __init__(self, string_value: _Optional[str] = ...) -> None: ...
 
+class ModelDynamicBatching(_message.Message):
+    __slots__ = ("preferred_batch_size", "max_queue_delay_microseconds")
+    PREFERRED_BATCH_SIZE_FIELD_NUMBER: _ClassVar[int]
+    MAX_QUEUE_DELAY_MICROSECONDS_FIELD_NUMBER: _ClassVar[int]
+    preferred_batch_size: _containers.RepeatedScalarFieldContainer[int]
+    max_queue_delay_microseconds: int
+    def __init__(self, preferred_batch_size: _Optional[_Iterable[int]] = ..., max_queue_delay_microseconds: _Optional[int] = ...) -> None: ...
+
 class ModelConfig(_message.Message):
-    __slots__ = ("name", "platform", "max_batch_size", "input", "output", "default_model_filename", "parameters", "backend")
+    __slots__ = ("name", "platform", "max_batch_size", "input", "output", "default_model_filename", "parameters", "backend", "dynamic_batching")
     class ParametersEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -113,6 +121,7 @@ class ModelConfig(_message.Message):
     DEFAULT_MODEL_FILENAME_FIELD_NUMBER: _ClassVar[int]
     PARAMETERS_FIELD_NUMBER: _ClassVar[int]
     BACKEND_FIELD_NUMBER: _ClassVar[int]
+    DYNAMIC_BATCHING_FIELD_NUMBER: _ClassVar[int]
     name: str
     platform: str
     max_batch_size: int
@@ -121,4 +130,5 @@ class ModelConfig(_message.Message):
     default_model_filename: str
     parameters: _containers.MessageMap[str, ModelParameter]
     backend: str
-    def __init__(self, name: _Optional[str] = ..., platform: _Optional[str] = ..., max_batch_size: _Optional[int] = ..., input: _Optional[_Iterable[_Union[ModelInput, _Mapping]]] = ..., output: _Optional[_Iterable[_Union[ModelOutput, _Mapping]]] = ..., default_model_filename: _Optional[str] = ..., parameters: _Optional[_Mapping[str, ModelParameter]] = ..., backend: _Optional[str] = ...) -> None: ...
+    dynamic_batching: ModelDynamicBatching
+    def __init__(self, name: _Optional[str] = ..., platform: _Optional[str] = ..., max_batch_size: _Optional[int] = ..., input: _Optional[_Iterable[_Union[ModelInput, _Mapping]]] = ..., output: _Optional[_Iterable[_Union[ModelOutput, _Mapping]]] = ..., default_model_filename: _Optional[str] = ..., parameters: _Optional[_Mapping[str, ModelParameter]] = ..., backend: _Optional[str] = ..., dynamic_batching: _Optional[_Union[ModelDynamicBatching, _Mapping]] = ...) -> None: ...
