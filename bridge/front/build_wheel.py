@@ -15,8 +15,8 @@ The way `ruff` and `buf-bin` ship their binaries: one wheel per OS and architect
    `bridge/bin/jaxport-front`, package data of `jaxport.bridge` (pyproject.toml), where
    `jaxport.bridge.cli.front_binary` finds it once installed;
 3. setuptools' PEP 517 backend (this Python's, no network) with a bdist_wheel that writes that
-   tag; the platform is Go's target (`go env GOOS GOARCH`), so `GOOS=darwin GOARCH=arm64`
-   cross-builds a macOS wheel.
+   tag; the platform is Go's target (`go env GOOS GOARCH`), so `GOARCH=arm64` cross-builds
+   the Linux aarch64 wheel.
 """
 
 from __future__ import annotations
@@ -34,14 +34,12 @@ FRONT_SRC = REPO / "bridge" / "front"
 #: Where the binary sits inside the `jaxport.bridge` package (bridge/cli.py looks there).
 BINARY = Path("bin") / "jaxport-front"
 
-#: Go's (GOOS, GOARCH) -> the wheel's platform tag. Linux: manylinux2014, the oldest tag pip
-#: still takes for these architectures (the binary needs no libc at all); macOS 12 is the
-#: oldest release Go 1.26 supports.
+#: Go's (GOOS, GOARCH) -> the wheel's platform tag: manylinux2014, the oldest tag pip still
+#: takes for these architectures (the binary needs no libc at all). Linux only: the front uses
+#: memfd, MAP_POPULATE and Pdeathsig (it does not build for darwin).
 PLATFORMS = {
     ("linux", "amd64"): "manylinux_2_17_x86_64.manylinux2014_x86_64",
     ("linux", "arm64"): "manylinux_2_17_aarch64.manylinux2014_aarch64",
-    ("darwin", "amd64"): "macosx_12_0_x86_64",
-    ("darwin", "arm64"): "macosx_12_0_arm64",
 }
 
 #: The copy's setup.py: the setuptools configuration stays in pyproject.toml; here only the
@@ -117,6 +115,7 @@ def build_front(binary: Path) -> None:
 
 def build(out_dir: Path) -> Path:
     """Build the wheel into `out_dir` (created); its path."""
+    platform = platform_tag()  # before anything is built: an unknown target fails at once
     out_dir = out_dir.resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="jaxport-wheel-") as tmp:
@@ -124,7 +123,7 @@ def build(out_dir: Path) -> Path:
         src.mkdir()
         copy_sources(src)
         build_front(src / "bridge" / BINARY)
-        (src / "setup.py").write_text(SETUP_PY.format(platform=platform_tag()))
+        (src / "setup.py").write_text(SETUP_PY.format(platform=platform))
         proc = subprocess.run(
             [sys.executable, "-c", "import sys; from setuptools import build_meta as b; "
              "print(b.build_wheel(sys.argv[1]))", str(out_dir)],
