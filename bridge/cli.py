@@ -2,14 +2,16 @@
 (`--frontend python`) and the native front `jaxport-front` (bridge/front, the default).
 
 With the native front, `jaxport serve` checks every flag here (the same Settings, the same
-one-line errors), then replaces itself (exec, same PID) with the front binary, handing it the
-flags as given minus `--frontend`/`--front-binary`, plus `--workers` and the worker command
-(this Python, `-m jaxport.bridge.worker`). The front forwards the flags it does not use to its
-workers, which read them with the same Settings.
+one-line errors), then replaces itself (exec, same PID) with the front binary, handing it ONE
+resolved configuration (`front_config`: `jaxport-front --config JSON`): the Settings fields
+the front uses, the worker command (this Python, `-m jaxport.bridge.worker`) and the flags as
+given minus `--frontend`/`--front-binary`, which every worker reads with the same Settings.
+The front has no defaults and parses no flag of its own (docs/front.md).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import sys
@@ -18,7 +20,7 @@ from pathlib import Path
 
 from jaxport.bridge.settings import Settings, SettingsError
 
-#: Flags of `jaxport serve` the front does not take (they choose the front).
+#: Flags of `jaxport serve` the workers do not get (they choose the front).
 SERVE_ONLY = ("--frontend", "--front-binary")
 FRONT_NAME = "jaxport-front"
 #: Where jaxport's platform wheel carries the front (`make wheel`, bridge/front/build_wheel.py).
@@ -44,9 +46,8 @@ def _is_serve_only(token: str) -> bool:
                                                            for f in SERVE_ONLY)
 
 
-def front_argv(argv: Sequence[str], settings: Settings) -> list[str]:
-    """The front's arguments: `argv` without the serve-only flags, then --workers and the
-    worker command."""
+def worker_args(argv: Sequence[str]) -> list[str]:
+    """The flags every worker gets: `argv` without the serve-only flags."""
     out: list[str] = []
     args = list(argv)
     i = 0
@@ -57,8 +58,41 @@ def front_argv(argv: Sequence[str], settings: Settings) -> list[str]:
             continue
         out.append(token)
         i += 1
-    return [*out, "--workers", str(settings.workers),
-            "--worker-cmd", f"{sys.executable} -m jaxport.bridge.worker"]
+    return out
+
+
+#: How the front starts a worker (it appends `--listen-fd 3` and `worker_args`).
+WORKER_CMD = (sys.executable, "-m", "jaxport.bridge.worker")
+
+
+def front_config(settings: Settings, argv: Sequence[str],
+                 worker_cmd: Sequence[str] = WORKER_CMD) -> dict[str, object]:
+    """The front's one resolved configuration (bridge/front/config.go reads it; every field,
+    None for a path that is not set): what `settings` (parsed from `argv`) says about
+    listening, security, limits, draining and workers, the worker command, and `argv`'s
+    flags for the workers."""
+
+    def path(p: Path | None) -> str | None:
+        return None if p is None else str(p)
+
+    return {
+        "host": settings.host, "port": settings.port, "port_file": path(settings.port_file),
+        "metrics_port": settings.metrics_port, "http_port": settings.http_port,
+        "workers": settings.workers, "worker_cmd": list(worker_cmd),
+        "worker_args": worker_args(argv), "max_message_bytes": settings.max_message_bytes,
+        "grace_period_s": settings.grace_period_s, "tls_cert": path(settings.tls_cert),
+        "tls_key": path(settings.tls_key), "tls_client_ca": path(settings.tls_client_ca),
+        "auth_token_file": path(settings.auth_token_file),
+    }
+
+
+def front_command(binary: Path, argv: Sequence[str], settings: Settings | None = None,
+                  worker_cmd: Sequence[str] = WORKER_CMD) -> list[str]:
+    """`binary --config JSON` for the `jaxport serve` flags `argv` (`settings`: parsed from
+    them already; else parsed here, SettingsError on a mistake)."""
+    settings = Settings.from_argv(argv) if settings is None else settings
+    config = front_config(settings, argv, worker_cmd)
+    return [str(binary), "--config", json.dumps(config, separators=(",", ":"))]
 
 
 def preflight(settings: Settings) -> str | None:
@@ -121,7 +155,7 @@ def serve_main(argv: Sequence[str]) -> int:
             return 1
         sys.stdout.flush()
         sys.stderr.flush()
-        os.execv(binary, [str(binary), *front_argv(argv, settings)])
+        os.execv(binary, front_command(binary, argv, settings))
     from jaxport.bridge import server  # heavy (jax, grpc): only once the flags are valid
 
     return server.run(settings)

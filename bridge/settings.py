@@ -36,6 +36,10 @@ NATIVE_ONLY = ("workers", "front_binary", "http_port")
 #: each worker holds every model (memory and start-up compile times N), batching models stay
 #: on one worker (their batches fill as in one process).
 DEFAULT_WORKERS = 2
+#: The REST port when --http-port is not given (Triton's: 8000 HTTP, 8001 gRPC, 8002 metrics);
+#: with --port 0 (any free port) a fixed HTTP port would collide between such servers, so REST
+#: takes a free port too.
+DEFAULT_HTTP_PORT = 8000
 VERSION_POLICIES = ("latest", "all")
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
@@ -146,10 +150,10 @@ class Settings:
     workers: int = field(
         default=DEFAULT_WORKERS,
         metadata=_opt("native front: execution worker processes (each loads every model)"))
-    http_port: int = field(
-        default=8000,
-        metadata=_opt("native front: OIP REST/JSON port (0 = free port, -1 = off; with --port 0 "
-                      "and no --http-port, a free port)"))
+    http_port: int | None = field(
+        default=None,
+        metadata=_opt("native front: OIP REST/JSON port (0 = free port, -1 = off; not given: "
+                      f"{DEFAULT_HTTP_PORT}, or with --port 0 a free port)"))
     front_binary: Path | None = field(
         default=None,
         metadata=_opt("native front: the jaxport-front binary (default: the one the platform "
@@ -251,6 +255,8 @@ class Settings:
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
             raise SettingsError(f"--port must be in 0..65535, got {self.port}")
+        if self.http_port is None:  # resolved here, once: the front takes the value as is
+            object.__setattr__(self, "http_port", 0 if self.port == 0 else DEFAULT_HTTP_PORT)
         if not -1 <= self.http_port <= 65535:
             raise SettingsError(f"--http-port must be in -1..65535, got {self.http_port}")
         if not -1 <= self.metrics_port <= 65535:
@@ -348,7 +354,7 @@ def _converter(f: dataclasses.Field[Any]) -> Callable[[str], Any]:
     if parse is not None:
         return parse
     kind = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
-    return {"int": int, "float": float, "bool": _parse_bool}.get(kind, str)
+    return {"int": int, "int | None": int, "float": float, "bool": _parse_bool}.get(kind, str)
 
 
 def _flag_type(f: dataclasses.Field[Any]) -> Callable[[str], Any]:

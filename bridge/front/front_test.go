@@ -3,55 +3,12 @@ package main
 import (
 	"bytes"
 	"net"
-	"reflect"
 	"runtime"
 	"strings"
 	"testing"
-	"time"
 
 	"google.golang.org/grpc/codes"
 )
-
-func TestParseArgsSplitsFrontAndWorkerFlags(t *testing.T) {
-	t.Setenv("JAXPORT_GRACE_PERIOD_S", "3")
-	f, err := parseArgs([]string{"--repository", "repo", "--port=0", "--workers", "3",
-		"--engine", "pjrt", "--batching", "--max-message-bytes", "1024",
-		"--worker-cmd", "py -m jaxport.bridge.worker", "--metrics-port", "-1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if f.port != 0 || f.nWorkers != 3 || f.maxMessageBytes != 1024 || f.metricsPort != -1 {
-		t.Fatalf("front flags: %+v", f)
-	}
-	if f.gracePeriod != 3*time.Second {
-		t.Fatalf("grace period from the environment: %v", f.gracePeriod)
-	}
-	// Shared flags given on the command line are forwarded; from the environment, the workers
-	// read the same variables themselves.
-	want := []string{"--repository", "repo", "--engine", "pjrt", "--batching",
-		"--max-message-bytes", "1024"}
-	if !reflect.DeepEqual(f.workerArgs, want) {
-		t.Fatalf("worker args %q, want %q", f.workerArgs, want)
-	}
-	if !reflect.DeepEqual(f.workerCmd, []string{"py", "-m", "jaxport.bridge.worker"}) {
-		t.Fatalf("worker cmd %q", f.workerCmd)
-	}
-}
-
-func TestParseArgsErrors(t *testing.T) {
-	for args, msg := range map[string]string{
-		"--workers 0":       "--workers must be >= 1, got 0",
-		"--port 70000":      "--port must be in 0..65535, got 70000",
-		"--port x":          `--port: expected an integer, got "x"`,
-		"--metrics-port -2": "--metrics-port must be in -1..65535, got -2",
-		"--port":            "--port needs a value",
-	} {
-		_, err := parseArgs(strings.Fields(args))
-		if err == nil || err.Error() != msg {
-			t.Errorf("%s: got %v, want %q", args, err, msg)
-		}
-	}
-}
 
 func TestFrontProcsLeavesTheWorkersTheirCores(t *testing.T) {
 	for _, c := range []struct{ cpus, workers, want int }{

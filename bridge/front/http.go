@@ -33,9 +33,6 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// defaultHTTPPort is Triton's (8000 HTTP, 8001 gRPC, 8002 metrics: the front's other defaults).
-const defaultHTTPPort = 8000
-
 // timeoutHeader carries a call's deadline in seconds (a decimal number > 0); without it a REST
 // call has no deadline, like a gRPC call without grpc-timeout.
 const timeoutHeader = "Timeout"

@@ -1,11 +1,10 @@
 package main
 
-// Unit tests of the REST server's routing and flags (http.go). The codec's tests are
+// Unit tests of the REST server's routes (http.go). The codec's tests are
 // rest_*_test.go; the live REST tests, against a real front and workers, are
 // tests/front/test_rest.py.
 
 import (
-	"strings"
 	"testing"
 )
 
@@ -40,31 +39,5 @@ func TestParseRoute(t *testing.T) {
 		if _, err := parseRoute("GET", path); err == nil {
 			t.Errorf("%s: routed", path)
 		}
-	}
-}
-
-func TestHTTPPortFlag(t *testing.T) {
-	for args, want := range map[string]int{
-		"--repository r":                        defaultHTTPPort,
-		"--repository r --port 0":               0,
-		"--repository r --port 0 --http-port 9": 9,
-		"--repository r --http-port -1":         -1,
-	} {
-		f, err := parseArgs(strings.Fields(args))
-		if err != nil || f.httpPort != want {
-			t.Errorf("%s: http port %v %v, want %d", args, f, err, want)
-		}
-		for _, a := range f.workerArgs {
-			if a == "--http-port" {
-				t.Errorf("%s: --http-port forwarded to the workers", args)
-			}
-		}
-	}
-	t.Setenv("JAXPORT_HTTP_PORT", "8500")
-	if f, err := parseArgs([]string{"--port", "0"}); err != nil || f.httpPort != 8500 {
-		t.Errorf("environment: %v %v", f, err)
-	}
-	if _, err := parseArgs([]string{"--http-port", "-2"}); err == nil || err.Error() != "--http-port must be in -1..65535, got -2" {
-		t.Errorf("range: %v", err)
 	}
 }

@@ -5,11 +5,11 @@
 // today's servicer, so protocol behaviour is written once, in Python; the front adds
 // transport: health, reflection, message limits, deadlines, worker supervision.
 //
-//	jaxport-front --repository REPO [--port 8001] [--workers 2] [--worker-cmd "python -m jaxport.bridge.worker"] [jaxport serve flags...]
+//	jaxport-front --config JSON
 //
-// Flags the front does not know are handed to every worker verbatim (they are `jaxport serve`
-// flags: --engine, --batching, ...). --repository, --max-message-bytes, --worker-threads and
-// --grace-period-s are read by both. Each front flag can be set as JAXPORT_<FLAG> too.
+// `jaxport serve` starts it (exec, same PID) with ONE resolved configuration (config.go):
+// the Settings fields the front uses, the worker command and the `jaxport serve` flags every
+// worker gets. Which models batch, the front learns from the workers (route.go).
 package main
 
 import (
@@ -44,153 +44,18 @@ type front struct {
 	workerCmd       []string
 	maxMessageBytes int
 	gracePeriod     time.Duration
-	workerArgs      []string // forwarded to every worker
+	workerArgs      []string // the `jaxport serve` flags, handed to every worker
 	tlsCert         string
 	tlsKey          string
 	tlsClientCA     string
 	authTokenFile   string
+	routes          *router // which models batch (asked of the workers)
 
 	workers []*worker
 	health  *health.Server
 	hmu     sync.Mutex
 	stopped bool
 }
-
-const defaultMaxMessageBytes = 96 * 1024 * 1024
-
-// option is one flag of the front; shared ones are forwarded to the workers as well.
-type option struct {
-	name   string
-	shared bool
-	set    func(f *front, v string) error
-}
-
-func intOpt(dst func(*front) *int) func(*front, string) error {
-	return func(f *front, v string) error {
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			return fmt.Errorf("expected an integer, got %q", v)
-		}
-		*dst(f) = n
-		return nil
-	}
-}
-
-var options = []option{
-	{"host", false, func(f *front, v string) error { f.host = v; return nil }},
-	{"port", false, intOpt(func(f *front) *int { return &f.port })},
-	{"port-file", false, func(f *front, v string) error { f.portFile = v; return nil }},
-	{"metrics-port", false, intOpt(func(f *front) *int { return &f.metricsPort })},
-	{"http-port", false, intOpt(func(f *front) *int { return &f.httpPort })},
-	{"workers", false, intOpt(func(f *front) *int { return &f.nWorkers })},
-	{"worker-cmd", false, func(f *front, v string) error { f.workerCmd = strings.Fields(v); return nil }},
-	{"tls-cert", false, func(f *front, v string) error { f.tlsCert = v; return nil }},
-	{"tls-key", false, func(f *front, v string) error { f.tlsKey = v; return nil }},
-	{"tls-client-ca", false, func(f *front, v string) error { f.tlsClientCA = v; return nil }},
-	{"auth-token-file", false, func(f *front, v string) error { f.authTokenFile = v; return nil }},
-	{"max-message-bytes", true, intOpt(func(f *front) *int { return &f.maxMessageBytes })},
-	{"grace-period-s", true, func(f *front, v string) error {
-		s, err := strconv.ParseFloat(v, 64)
-		if err != nil || s < 0 {
-			return fmt.Errorf("expected seconds >= 0, got %q", v)
-		}
-		f.gracePeriod = time.Duration(s * float64(time.Second))
-		return nil
-	}},
-}
-
-func defaultWorkerCmd() []string {
-	// Built into .venv/bin by `make front`: the venv's python sits next to the binary.
-	if exe, err := os.Executable(); err == nil {
-		py := filepath.Join(filepath.Dir(exe), "python")
-		if _, err := os.Stat(py); err == nil {
-			return []string{py, "-m", "jaxport.bridge.worker"}
-		}
-	}
-	return []string{"python3", "-m", "jaxport.bridge.worker"}
-}
-
-// parseArgs splits argv into the front's flags (environment JAXPORT_<FLAG> as fallback) and
-// the rest, which goes to the workers in order.
-func parseArgs(argv []string) (*front, error) {
-	f := &front{host: "127.0.0.1", port: 8001, metricsPort: 8002, httpPort: defaultHTTPPort, nWorkers: 1,
-		maxMessageBytes: defaultMaxMessageBytes, gracePeriod: 10 * time.Second}
-	given := map[string]bool{}
-	for i := 0; i < len(argv); i++ {
-		arg := argv[i]
-		if arg == "-h" || arg == "--help" {
-			return nil, errHelp
-		}
-		name, value, hasValue := strings.Cut(strings.TrimPrefix(arg, "--"), "=")
-		var opt *option
-		if strings.HasPrefix(arg, "--") {
-			for j := range options {
-				if options[j].name == name {
-					opt = &options[j]
-				}
-			}
-		}
-		if opt == nil {
-			f.workerArgs = append(f.workerArgs, arg)
-			continue
-		}
-		if !hasValue {
-			if i+1 >= len(argv) {
-				return nil, fmt.Errorf("--%s needs a value", name)
-			}
-			i++
-			value = argv[i]
-		}
-		if err := opt.set(f, value); err != nil {
-			return nil, fmt.Errorf("--%s: %v", name, err)
-		}
-		given[name] = true
-		if opt.shared {
-			f.workerArgs = append(f.workerArgs, "--"+name, value)
-		}
-	}
-	for _, opt := range options {
-		env := "JAXPORT_" + strings.ToUpper(strings.ReplaceAll(opt.name, "-", "_"))
-		if v, ok := os.LookupEnv(env); ok && !given[opt.name] {
-			if err := opt.set(f, v); err != nil {
-				return nil, fmt.Errorf("%s: %v", env, err)
-			}
-		}
-	}
-	if f.workerCmd == nil {
-		f.workerCmd = defaultWorkerCmd()
-	}
-	// --port 0 means "any free port, read them from --port-file": a fixed default HTTP port
-	// would collide between such fronts, so HTTP takes a free port too unless given.
-	_, httpFromEnv := os.LookupEnv("JAXPORT_HTTP_PORT")
-	if f.port == 0 && !given["http-port"] && !httpFromEnv {
-		f.httpPort = 0
-	}
-	switch {
-	case f.port < 0 || f.port > 65535:
-		return nil, fmt.Errorf("--port must be in 0..65535, got %d", f.port)
-	case f.metricsPort < -1 || f.metricsPort > 65535:
-		return nil, fmt.Errorf("--metrics-port must be in -1..65535, got %d", f.metricsPort)
-	case f.httpPort < -1 || f.httpPort > 65535:
-		return nil, fmt.Errorf("--http-port must be in -1..65535, got %d", f.httpPort)
-	case f.nWorkers < 1:
-		return nil, fmt.Errorf("--workers must be >= 1, got %d", f.nWorkers)
-	case f.maxMessageBytes < 1:
-		return nil, fmt.Errorf("--max-message-bytes must be >= 1, got %d", f.maxMessageBytes)
-	case len(f.workerCmd) == 0:
-		return nil, fmt.Errorf("--worker-cmd is empty")
-	}
-	return f, nil
-}
-
-var errHelp = fmt.Errorf("help")
-
-const usage = `usage: jaxport-front --repository REPO [--host 127.0.0.1] [--port 8001] [--port-file PATH]
-                     [--metrics-port 8002 (-1 = off)] [--http-port 8000 (REST; -1 = off)] [--workers 1] [--worker-cmd "PYTHON -m jaxport.bridge.worker"]
-                     [--max-message-bytes 100663296] [--grace-period-s 10]
-                     [--tls-cert PEM --tls-key PEM [--tls-client-ca PEM]] [--auth-token-file PATH]
-                     [jaxport serve flags...]
-Unknown flags are passed to every worker (they are jaxport serve flags).`
 
 // updateHealth: SERVING when every worker is up and has loaded its repository.
 func (f *front) updateHealth() {

@@ -10,19 +10,17 @@ package main
 // restarts, the next worker in that order takes over). Everything else goes to the worker
 // with the fewest calls in flight.
 //
-// Which models batch is decided as `jaxport serve` decides it (bridge/server.py _load): a
-// model named in --batching-models, or, with --batching, a model exported with batch sizes
-// (its ModelConfig max_batch_size > 0, asked of a worker once per model and remembered until
-// the next repository load/unload). The flags are the ones the front hands to its workers
-// (command line, else JAXPORT_BATCHING / JAXPORT_BATCHING_MODELS as the workers read them).
+// Which models batch is what the workers say: a worker's servicer advertises dynamic batching
+// in the model's ModelConfig (`dynamic_batching`, with the preferred sizes and queue delay, as
+// Triton reports it) exactly when it batches the model, by the settings `jaxport serve`
+// validated. The front asks a worker once per model and remembers the answer until the next
+// repository load/unload; it reads no batching flag itself.
 // The model name is read from the request's field 1 (model_name) without parsing the rest:
 // every protobuf library writes fields in number order, so it leads the message.
 
 import (
 	"context"
 	"hash/fnv"
-	"os"
-	"strings"
 	"sync"
 
 	inferencepb "github.com/jaxport/jaxport/clients/go/gen/inference"
@@ -32,97 +30,27 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
-// router knows which models batch.
+// router knows which models batch (learned from their ModelConfig).
 type router struct {
-	batchAll bool            // --batching: every model exported with batch sizes
-	listed   map[string]bool // --batching-models: these batch in any case
-
-	mu      sync.Mutex
-	learned map[string]bool // with batchAll: model -> has batch sizes (from ModelConfig)
+	mu      sync.RWMutex
+	learned map[string]bool // model -> its ModelConfig has dynamic_batching
 }
 
-func parseBool(s string) (bool, bool) {
-	switch strings.ToLower(strings.TrimSpace(s)) {
-	case "1", "true", "yes", "on":
-		return true, true
-	case "0", "false", "no", "off":
-		return false, true
-	}
-	return false, false
-}
+func newRouter() *router { return &router{learned: map[string]bool{}} }
 
-// newRouter reads --batching / --batching-models from the workers' arguments (as argparse
-// does: `--batching` alone or with a true/false value, `--flag=value`), else from the
-// environment the workers inherit.
-func newRouter(workerArgs []string, lookupEnv func(string) (string, bool)) *router {
-	r := &router{listed: map[string]bool{}, learned: map[string]bool{}}
-	var batching, models *string
-	for i := 0; i < len(workerArgs); i++ {
-		name, value, hasValue := strings.Cut(workerArgs[i], "=")
-		switch name {
-		case "--batching":
-			v := "true"
-			if hasValue {
-				v = value
-			} else if i+1 < len(workerArgs) {
-				if _, ok := parseBool(workerArgs[i+1]); ok {
-					v = workerArgs[i+1]
-					i++
-				}
-			}
-			batching = &v
-		case "--batching-models":
-			if !hasValue && i+1 < len(workerArgs) {
-				value = workerArgs[i+1]
-				i++
-			}
-			models = &value
-		}
-	}
-	if batching == nil {
-		if v, ok := lookupEnv("JAXPORT_BATCHING"); ok {
-			batching = &v
-		}
-	}
-	if models == nil {
-		if v, ok := lookupEnv("JAXPORT_BATCHING_MODELS"); ok {
-			models = &v
-		}
-	}
-	if batching != nil {
-		r.batchAll, _ = parseBool(*batching)
-	}
-	if models != nil {
-		for _, entry := range strings.Split(*models, ",") {
-			if name, _, _ := strings.Cut(strings.TrimSpace(entry), ":"); name != "" {
-				r.listed[name] = true
-			}
-		}
-	}
-	return r
-}
-
-func (r *router) enabled() bool { return r.batchAll || len(r.listed) > 0 }
-
-// forget drops what was learned (a repository load/unload may change a model's batch sizes).
+// forget drops what was learned (a repository load/unload may change which models batch).
 func (r *router) forget() {
 	r.mu.Lock()
 	clear(r.learned)
 	r.mu.Unlock()
 }
 
-// batches tells whether `model` batches; with --batching, `ask` fetches its ModelConfig
-// the first time (false, not remembered, when that fails: the call itself will say why).
+// batches tells whether `model` batches; `ask` fetches its ModelConfig the first time (false,
+// not remembered, when that fails: the call itself will say why).
 func (r *router) batches(model string, ask func() (*inferencepb.ModelConfigResponse, error)) bool {
-	if r.listed[model] {
-		return true
-	}
-	if !r.batchAll {
-		return false
-	}
-	r.mu.Lock()
+	r.mu.RLock()
 	b, ok := r.learned[model]
-	r.mu.Unlock()
+	r.mu.RUnlock()
 	if ok {
 		return b
 	}
@@ -130,7 +58,7 @@ func (r *router) batches(model string, ask func() (*inferencepb.ModelConfigRespo
 	if err != nil {
 		return false
 	}
-	b = cfg.GetConfig().GetMaxBatchSize() > 0
+	b = cfg.GetConfig().GetDynamicBatching() != nil
 	r.mu.Lock()
 	r.learned[model] = b
 	r.mu.Unlock()
@@ -179,17 +107,7 @@ func methodIndex(name string) uint8 {
 	return uint8(sd.Methods().ByName(protoreflect.Name(name)).Index())
 }
 
-var (
-	modelConfigMethod = methodIndex("ModelConfig")
-	routerOnce        sync.Once
-	theRouter         *router
-)
-
-// router is the front's router, built from its worker arguments on first use.
-func (f *front) router() *router {
-	routerOnce.Do(func() { theRouter = newRouter(f.workerArgs, os.LookupEnv) })
-	return theRouter
-}
+var modelConfigMethod = methodIndex("ModelConfig")
 
 // owner is the worker that executes every request of a batching model: the first ready worker
 // in the order given by the model name's hash (else the first connected one in that order).
@@ -214,13 +132,11 @@ func (f *front) owner(model string) *conn {
 // ModelInferRequest, or nil when there is none, as for a stream closed at once).
 func (f *front) route(ctx context.Context, payload mem.BufferSlice) *conn {
 	if len(f.workers) > 1 && payload != nil {
-		if r := f.router(); r.enabled() {
-			if name, ok := modelName(payload); ok && r.batches(name, func() (*inferencepb.ModelConfigResponse, error) {
-				return f.modelConfig(ctx, name)
-			}) {
-				if k := f.owner(name); k != nil {
-					return k
-				}
+		if name, ok := modelName(payload); ok && f.routes.batches(name, func() (*inferencepb.ModelConfigResponse, error) {
+			return f.modelConfig(ctx, name)
+		}) {
+			if k := f.owner(name); k != nil {
+				return k
 			}
 		}
 	}

@@ -227,7 +227,7 @@ func (f *front) unary(ctx context.Context, method uint8, payload mem.BufferSlice
 	defer cancel()
 	switch mode {
 	case forwardAll:
-		defer f.router().forget() // a load/unload may change which models batch
+		defer f.routes.forget() // a load/unload may change which models batch
 		return f.everyWorker(ctx, method, payload, nil)
 	case forwardGather:
 		return f.everyWorker(ctx, method, payload, merge)

@@ -140,63 +140,30 @@ func TestModelNameIsReadFromTheLeadingField(t *testing.T) {
 	}
 }
 
-func TestRouterReadsTheBatchingFlagsAsTheWorkersDo(t *testing.T) {
-	noEnv := func(string) (string, bool) { return "", false }
-	for _, c := range []struct {
-		args     []string
-		env      map[string]string
-		batchAll bool
-		listed   []string
-	}{
-		{[]string{"--engine", "pjrt"}, nil, false, nil},
-		{[]string{"--batching"}, nil, true, nil},
-		{[]string{"--batching", "--engine", "pjrt"}, nil, true, nil},
-		{[]string{"--batching", "false"}, nil, false, nil},
-		{[]string{"--batching=off"}, nil, false, nil},
-		{[]string{"--batching-models", "mlp:2000:8+32, ranker"}, nil, false, []string{"mlp", "ranker"}},
-		{[]string{"--batching-models=a"}, map[string]string{"JAXPORT_BATCHING": "1"}, true, []string{"a"}},
-		{nil, map[string]string{"JAXPORT_BATCHING": "yes", "JAXPORT_BATCHING_MODELS": "b:10"}, true, []string{"b"}},
-		{[]string{"--batching", "0"}, map[string]string{"JAXPORT_BATCHING": "1"}, false, nil},
-	} {
-		env := noEnv
-		if c.env != nil {
-			env = func(k string) (string, bool) { v, ok := c.env[k]; return v, ok }
-		}
-		r := newRouter(c.args, env)
-		if r.batchAll != c.batchAll || len(r.listed) != len(c.listed) {
-			t.Fatalf("%q %v: batchAll %v listed %v", c.args, c.env, r.batchAll, r.listed)
-		}
-		for _, m := range c.listed {
-			if !r.listed[m] {
-				t.Fatalf("%q: %s not listed (%v)", c.args, m, r.listed)
-			}
-		}
-		if r.enabled() != (c.batchAll || len(c.listed) > 0) {
-			t.Fatalf("%q: enabled %v", c.args, r.enabled())
-		}
-	}
-}
-
 func TestRouterAsksOncePerModelUntilForgotten(t *testing.T) {
-	r := newRouter([]string{"--batching", "--batching-models", "listed"}, func(string) (string, bool) { return "", false })
+	r := newRouter()
 	asked := 0
-	config := func(max int32) func() (*inferencepb.ModelConfigResponse, error) {
+	// A model batches when its ModelConfig carries dynamic_batching (the worker's word), not
+	// because it has batch sizes.
+	config := func(batching bool) func() (*inferencepb.ModelConfigResponse, error) {
 		return func() (*inferencepb.ModelConfigResponse, error) {
 			asked++
-			return &inferencepb.ModelConfigResponse{Config: &inferencepb.ModelConfig{MaxBatchSize: max}}, nil
+			cfg := &inferencepb.ModelConfig{MaxBatchSize: 8}
+			if batching {
+				cfg.SchedulingChoice = &inferencepb.ModelConfig_DynamicBatching{DynamicBatching: &inferencepb.ModelDynamicBatching{
+					PreferredBatchSize: []int32{8}, MaxQueueDelayMicroseconds: 1000}}
+			}
+			return &inferencepb.ModelConfigResponse{Config: cfg}, nil
 		}
 	}
-	if !r.batches("listed", config(0)) || asked != 0 {
-		t.Fatal("a listed model batches without asking")
-	}
-	if !r.batches("b8", config(8)) || !r.batches("b8", config(0)) || asked != 1 {
+	if !r.batches("b8", config(true)) || !r.batches("b8", config(false)) || asked != 1 {
 		t.Fatalf("b8: asked %d", asked)
 	}
-	if r.batches("plain", config(0)) || r.batches("plain", config(8)) || asked != 2 {
+	if r.batches("plain", config(false)) || r.batches("plain", config(true)) || asked != 2 {
 		t.Fatalf("plain: asked %d", asked)
 	}
 	r.forget()
-	if !r.batches("plain", config(8)) || asked != 3 {
+	if !r.batches("plain", config(true)) || asked != 3 {
 		t.Fatalf("after forget: asked %d", asked)
 	}
 	failing := func() (*inferencepb.ModelConfigResponse, error) { asked++; return nil, noWorker() }

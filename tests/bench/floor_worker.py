@@ -1,7 +1,8 @@
 """The native front's transport floor: `jaxport.bridge.worker` with ModelInfer answered from a
 cache (the response the real servicer gave to the first request of that model and id).
 
-    jaxport-front --worker-cmd "python -m tests.bench.floor_worker" --repository ... [flags]
+    python -m tests.bench.front_launch BINARY "python -m tests.bench.floor_worker" \
+        --repository ... [flags]
 
 Everything else is the real worker: framing, leader/followers, memfds, the request parsed,
 the response serialized. What it measures is the front + worker transport without the model

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from jaxport.bridge import cli
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = ROOT / "build" / "bench" / "bin"
@@ -288,10 +289,12 @@ def front_vs_python(server: ServerCtx, pool: Any, work: Path, repo: Path, rounds
         py += ["--frontend", "python"]
     common = ["--repository", str(repo), "--host", "127.0.0.1", "--port", "0",
               "--metrics-port", "-1", "--log-level", "WARNING"]
-    worker_cmd = f"{sys.executable} -m jaxport.bridge.worker"
+    worker_cmd = " ".join(cli.WORKER_CMD)
 
     def native(n: int, *extra: str, cmd: str = worker_cmd) -> list[str]:
-        return [str(front_bin), "--worker-cmd", cmd, "--workers", str(n), *common, *extra]
+        # The front with jaxport serve's hand-off and worker command `cmd` (front_launch).
+        return [sys.executable, "-m", "tests.bench.front_launch", str(front_bin), cmd,
+                "--workers", str(n), *common, *extra]
 
     configs: dict[str, tuple[list[str], list[str], Path, bytes, np.ndarray, list[int]]] = {
         "python": ([*py, *common], ["mlp8", "ew16"], data, raw, expected, [1, 16, 64]),

@@ -34,6 +34,18 @@ def test_every_field_has_a_flag_and_an_env_var():
         assert f"JAXPORT_{f.name.upper()}" in help_text.replace("\n", "").replace(" ", "")
 
 
+@pytest.mark.parametrize(("argv", "env", "port"), [
+    ([], {}, 8000),
+    (["--port", "0"], {}, 0),  # any free gRPC port: REST takes a free one too
+    (["--port", "0", "--http-port", "9"], {}, 9),
+    (["--http-port", "-1"], {}, -1),
+    (["--port", "0"], {"JAXPORT_HTTP_PORT": "8500"}, 8500),
+])
+def test_http_port_is_resolved_once(argv, env, port):
+    """The REST port the native front is handed (it has no default of its own)."""
+    assert Settings.from_argv(["--repository", "r", *argv], environ=env).http_port == port
+
+
 def test_settings_are_frozen():
     s = Settings.from_argv(["--repository", "r"], environ={})
     with pytest.raises(dataclasses.FrozenInstanceError):
@@ -46,6 +58,7 @@ def test_settings_are_frozen():
     (["--repository", "r", "--metrics-port", "-2"], {}, "--metrics-port must be in -1..65535"),
     (["--repository", "r"], {"JAXPORT_ENGINE": "tpu"}, "--engine must be one of"),
     (["--repository", "r", "--max-message-bytes", "0"], {}, "--max-message-bytes must be >= 1"),
+    (["--repository", "r", "--http-port", "-2"], {}, "--http-port must be in -1..65535, got -2"),
     (["--repository", "r", "--model-version-policy", "oldest"], {}, "invalid choice: 'oldest'"),
 ])
 def test_bad_values_are_one_error(argv, env, fragment):

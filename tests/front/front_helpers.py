@@ -4,19 +4,17 @@ the routing and worker tests share (no fixtures here: see conftest.py)."""
 from __future__ import annotations
 
 import shutil
-import sys
 from pathlib import Path
 
 import jax.numpy as jnp
 import numpy as np
 import pytest
 from jaxport.protocol.gen.inference import grpc_service_pb2 as pb
-from support.bridge import FRONT_SRC, FrontBuildError
+from support.bridge import FRONT_SRC, FrontBuildError, serve_command
 from support.bridge import build_front as support_build_front
 
-__all__ = ["FEATURES", "FRONT_SRC", "NEVER_US", "SIZES", "WORKER_CMD", "build_front",
-           "front_command", "go_or_fail", "rows_model", "rows_params", "rows_request"]
-WORKER_CMD = f"{sys.executable} -m jaxport.bridge.worker"
+__all__ = ["FEATURES", "FRONT_SRC", "NEVER_US", "SIZES", "build_front", "front_command",
+           "go_or_fail", "rows_model", "rows_params", "rows_request"]
 # The batching model `rows` (exported by conftest's `batched_repo`): FEATURES inputs per row,
 # batch sizes SIZES.
 FEATURES = 5
@@ -63,5 +61,7 @@ def build_front(out_dir: Path) -> Path:
 
 
 def front_command(binary: Path, *args: str) -> list[str]:
-    """The front's command line for BridgeProcess (which appends the serve flags)."""
-    return [str(binary), "--worker-cmd", WORKER_CMD, *args]
+    """A command line for BridgeProcess (which appends the serve flags) that runs `binary` as
+    `jaxport serve` does: serve checks the flags and execs the front (same PID) with its one
+    resolved configuration (`jaxport.bridge.cli.front_command`)."""
+    return [*serve_command(), "--front-binary", str(binary), *args]

@@ -2,7 +2,7 @@
 """Throughput of the native front vs today's Python bridge, in ONE run (not a test).
 
     .venv/bin/python tests/front/measure.py [--levels 1,16] [--seconds 5] [--rounds 2]
-    .venv/bin/python tests/front/measure.py --batching --levels 16,64   # batches: routed vs spread
+    .venv/bin/python tests/front/measure.py --batching --levels 16,64   # batches: 2 workers vs 1
 
 Serves the bench MLP (tests/bench/models.py, 512-2048-2048-512 f32, batch 1; or with
 `--model tiny` the tests' 8-16-4 MLP, where compute is negligible and transport dominates) with
@@ -25,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "tests" / "bridge")]
 
-from front_helpers import WORKER_CMD, build_front, front_command  # noqa: E402
+from front_helpers import build_front, front_command  # noqa: E402
 from support.bridge import BridgeProcess  # noqa: E402
 
 from tests.bench import load as load_mod  # noqa: E402
@@ -118,9 +118,10 @@ def measure_batching(work: Path, binary: Path, levels: list[int], seconds: float
     """Dynamic batching through the front with two workers: batch-1 requests of the bench MLP
     exported with batch sizes 1..32, `--batching --max-queue-delay-us 2000`. Fill = requests
     per execution from the model's own statistics (ModelStatistics, summed over the workers);
-    routed (this tree: every request of the model to one worker) vs spread (before routing:
-    fewest calls in flight: the same binary, the batching flags given in --worker-cmd where the
-    router does not see them) vs one worker."""
+    routed (this tree: every request of the model to one worker) vs one worker. (The first run
+    also had "spread": the batching flags hidden from the front's router, so requests went to
+    the worker with the fewest in flight; the workers now advertise batching in ModelConfig
+    themselves, so routing cannot be bypassed: docs/front.md keeps that run's figures.)"""
     import grpc
     import jax
     import numpy as np
@@ -136,8 +137,6 @@ def measure_batching(work: Path, binary: Path, levels: list[int], seconds: float
     flags = ["--batching", "--max-queue-delay-us", "2000"]
     configs = {
         "routed, 2 workers": (front_command(binary, "--workers", "2"), flags),
-        "spread, 2 workers": ([str(binary), "--worker-cmd", " ".join([WORKER_CMD, *flags]),
-                               "--workers", "2"], []),
         "front, 1 worker": (front_command(binary, "--workers", "1"), flags),
     }
     best: dict[tuple[str, int], dict] = {}
@@ -185,8 +184,8 @@ def main() -> int:
                     help="instead: MiB sizes (e.g. 16,64) of an x*2+0.5 model, c=1, "
                          "request and response of that size, best of 5 sequential calls")
     ap.add_argument("--batching", action="store_true",
-                    help="instead: dynamic batching through the front, routed vs spread over "
-                         "two workers (rows per execution from ModelStatistics)")
+                    help="instead: dynamic batching through the front, two workers (routed) "
+                         "vs one (rows per execution from ModelStatistics)")
     args = ap.parse_args()
     levels = [int(x) for x in args.levels.split(",")]
 

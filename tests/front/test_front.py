@@ -310,13 +310,25 @@ def test_sigterm_stops_front_and_workers(front_binary: Path, repository: Path,
     assert "jaxport front: listening on 127.0.0.1:" in f.stdout_text()
 
 
-def test_usage_error_is_one_line(front_binary: Path) -> None:
+def test_usage_error_is_one_line(front_binary: Path, repository: Path) -> None:
+    """The front run by hand: a flag instead of its configuration, and a configuration it
+    cannot use, are one line each, status 2."""
+    import json
     import subprocess
+
+    from jaxport.bridge import cli
 
     proc = subprocess.run([str(front_binary), "--workers", "0"], capture_output=True,
                           text=True, timeout=60)
     assert proc.returncode == 2
-    assert proc.stderr == "jaxport front: error: --workers must be >= 1, got 0\n"
+    assert proc.stderr == ('jaxport front: error: unexpected argument "--workers": the front '
+                           "takes --config JSON, written by jaxport serve\n")
+    command = cli.front_command(front_binary, ["--repository", str(repository)])
+    config = json.loads(command[-1])
+    proc = subprocess.run([*command[:-1], json.dumps({**config, "workers": 0})],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert proc.stderr == "jaxport front: error: --config: workers must be >= 1, got 0\n"
 
 
 
@@ -358,10 +370,13 @@ def test_bad_tls_flag_is_refused_like_the_bridge(front_binary: Path, repository:
                                                  tmp_path: Path) -> None:
     import subprocess
 
-    proc = subprocess.run(
-        [str(front_binary), "--repository", str(repository), "--port", "0",
-         "--tls-cert", str(tmp_path / "missing.pem")], capture_output=True, text=True,
-        timeout=60)
+    from jaxport.bridge import cli
+
+    # The front run by hand (jaxport serve's own pre-flight would refuse this first).
+    proc = subprocess.run(cli.front_command(
+        front_binary, ["--repository", str(repository), "--port", "0",
+                       "--tls-cert", str(tmp_path / "missing.pem")]),
+        capture_output=True, text=True, timeout=60)
     assert proc.returncode == 1
     assert proc.stderr == ("jaxport front: error: TLS needs both --tls-cert and --tls-key; "
                            "--tls-key is missing\n")

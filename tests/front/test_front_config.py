@@ -1,0 +1,45 @@
+"""The front's one resolved configuration (`jaxport.bridge.cli.front_config`, read by
+bridge/front/config.go): what Settings resolved from flags and environment, the worker command,
+and the flags every worker gets. The live hand-off (`jaxport serve` execs the front with it) is
+what every front test starts through (front_helpers.front_command)."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+from front_helpers import FRONT_SRC
+from jaxport.bridge import cli
+from jaxport.bridge.settings import Settings
+
+
+def test_config_is_what_settings_resolved() -> None:
+    argv = ["--repository", "repo", "--port", "0", "--workers", "3", "--front-bin", "/x/front",
+            "--frontend=native", "--batching", "--tls-cert", "c.pem", "--tls-key", "k.pem"]
+    settings = Settings.from_argv(argv, environ={"JAXPORT_GRACE_PERIOD_S": "2.5"})
+    config = cli.front_config(settings, argv)
+    assert config == {
+        "host": "127.0.0.1", "port": 0, "port_file": None, "metrics_port": 8002,
+        "http_port": 0, "workers": 3,
+        "worker_cmd": [sys.executable, "-m", "jaxport.bridge.worker"],
+        # the flags as given, minus the ones that choose the front (abbreviated too)
+        "worker_args": ["--repository", "repo", "--port", "0", "--workers", "3", "--batching",
+                        "--tls-cert", "c.pem", "--tls-key", "k.pem"],
+        "max_message_bytes": settings.max_message_bytes, "grace_period_s": 2.5,
+        "tls_cert": "c.pem", "tls_key": "k.pem", "tls_client_ca": None, "auth_token_file": None,
+    }
+    command = cli.front_command(Path("/x/front"), argv, settings, worker_cmd=["w", "-m", "x"])
+    assert command[:2] == ["/x/front", "--config"]
+    assert json.loads(command[2]) == {**config, "worker_cmd": ["w", "-m", "x"]}
+
+
+def test_config_fields_are_the_fronts() -> None:
+    """The front requires every field and refuses any other (config.go): the two lists agree."""
+    source = (FRONT_SRC / "config.go").read_text(encoding="utf-8")
+    body = source[source.index("type config struct {"):]
+    body = body[:body.index("\n}\n")]
+    fields = re.findall(r'`json:"([a-z_]+)"`', body)
+    settings = Settings.from_argv(["--repository", "repo"], environ={})
+    assert sorted(fields) == sorted(cli.front_config(settings, []))
