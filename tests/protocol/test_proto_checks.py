@@ -1,5 +1,8 @@
 """The guards around proto/: buf lint, buf breaking against the baseline, generated-code drift.
 
+That the real tree passes them is `make lint` / `make check-generate` (phases of both test
+tiers, tests/tiers.py), not repeated here; these tests show each guard catches what it must.
+
 Every negative case runs on a copy in a temp dir; the real tree is never touched.
 """
 
@@ -39,11 +42,6 @@ def proto_copy(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def test_buf_lint_passes() -> None:
-    done = _run([BUF, "lint", "proto"])
-    assert done.returncode == 0, done.stdout + done.stderr
-
-
 def test_buf_lint_still_checks_inference_outside_the_fixed_names(proto_copy: Path) -> None:
     """The exceptions for inference/ are narrow: a badly named new field is still caught."""
     path = proto_copy / "proto/inference/grpc_service.proto"
@@ -54,11 +52,6 @@ def test_buf_lint_still_checks_inference_outside_the_fixed_names(proto_copy: Pat
     done = _run([BUF, "lint", "proto"], cwd=proto_copy)
     assert done.returncode != 0
     assert "isLive" in done.stdout
-
-
-def test_released_protos_match_the_baseline() -> None:
-    done = _run([BUF, "breaking", "proto", "--against", "proto/baseline.binpb"])
-    assert done.returncode == 0, done.stdout + done.stderr
 
 
 def test_changing_a_field_number_is_a_breaking_change(proto_copy: Path) -> None:
@@ -88,11 +81,6 @@ def test_changing_a_manifest_field_number_is_a_breaking_change(proto_copy: Path)
     )
     assert done.returncode != 0
     assert "schema_version" in done.stdout, done.stdout
-
-
-def test_generated_code_is_current() -> None:
-    done = _run([sys.executable, "proto/generate.py", "--check"])
-    assert done.returncode == 0, done.stdout + done.stderr
 
 
 def test_check_passes_on_an_untouched_copy(proto_copy: Path) -> None:
