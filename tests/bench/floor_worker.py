@@ -17,9 +17,10 @@ import sys
 from typing import Any
 
 from jaxport.bridge import worker
+from jaxport.bridge.connection import Method
 
 
-def _cached_methods(servicer: Any) -> list[worker.Method]:
+def _cached_methods(servicer: Any) -> list[Method]:
     methods = _real_service_methods(servicer)
     for i, method in enumerate(methods):
         if method.name != "ModelInfer":
@@ -40,7 +41,7 @@ def _cached_methods(servicer: Any) -> list[worker.Method]:
 
 
 _real_service_methods = worker.service_methods
-worker.service_methods = _cached_methods  # read by Worker.__init__ at call time
+worker.service_methods = _cached_methods  # read (from worker's globals) by Worker.__init__
 
 if __name__ == "__main__":
     sys.exit(worker.main())
