@@ -27,6 +27,7 @@ import jax
 import jaxport.artifact
 import numpy as np
 from jax import export as jax_export
+from jaxport.artifact import binding
 from jaxport.artifact import sharding as sharding_io
 from jaxport.artifact.errors import ArtifactError, ChecksumError
 from jaxport.artifact.gen import manifest_pb2
@@ -48,7 +49,6 @@ from jaxport.protocol.errors import FailedPreconditionError
 
 log = logging.getLogger("jaxport.bridge.loading")
 
-_ARG = manifest_pb2.ArgumentRole
 _RES = manifest_pb2.ResultRole
 
 
@@ -69,15 +69,10 @@ def _sig(spec: manifest_pb2.TensorSpec) -> TensorSig:
 
 
 def _input_leaves(manifest: manifest_pb2.Manifest, program: manifest_pb2.Program) -> list[int]:
-    by_name = {a.name: a.leaf_index for a in program.arguments
-               if a.role == _ARG.ARGUMENT_ROLE_INPUT}
-    by_name.update({d.name: d.leaf_index for d in manifest.dropped_leaves if d.kind == "input"})
-    leaves = []
-    for spec in manifest.inputs:
-        if spec.name not in by_name:
-            raise LoadError(f"manifest: input '{spec.name}' is neither an argument nor dropped")
-        leaves.append(by_name[spec.name])
-    return leaves
+    try:
+        return binding.input_leaves(manifest, program)
+    except ArtifactError as exc:
+        raise LoadError(f"manifest: {exc}") from None
 
 
 def _input_shapes(manifest: manifest_pb2.Manifest, program: manifest_pb2.Program
@@ -112,16 +107,16 @@ def _result_positions(manifest: manifest_pb2.Manifest, program: manifest_pb2.Pro
     return tuple(positions), checks
 
 
-def _pjrt_sharding(program: manifest_pb2.Program, mesh: jax.sharding.Mesh | None
-                   ) -> PjrtSharding | None:
+def _pjrt_sharding(manifest: manifest_pb2.Manifest, program: manifest_pb2.Program,
+                   mesh: jax.sharding.Mesh | None) -> PjrtSharding | None:
     """A sharded program's devices, input and result layouts for PjrtEngine (None: one
     device), purely from the manifest."""
     if mesh is None:
         return None
     return PjrtSharding(
         devices=list(mesh.devices.flat),
-        inputs=[sharding_io.named_sharding(mesh, a.sharding) for a in program.arguments
-                if a.role == _ARG.ARGUMENT_ROLE_INPUT],
+        inputs=[sharding_io.named_sharding(mesh, program.arguments[slot].sharding)
+                for slot, _ in binding.input_slots(manifest, program)],
         results=[(tuple(int(d) for d in r.shape), sharding_io.named_sharding(mesh, r.sharding))
                  for r in program.results if r.role != _RES.RESULT_ROLE_TOKEN])
 
@@ -132,30 +127,27 @@ def _pjrt_arguments(
     mesh: jax.sharding.Mesh | None = None,
 ) -> tuple[list[jax.Array | None], list[tuple[int, int, InputSig]]]:
     """`@main`'s argument slots and input bindings for PjrtEngine, purely from the manifest
-    (a sharded program's platform index is replicated on its `mesh`)."""
-    position = {spec.name: i for i, spec in enumerate(manifest.inputs)}
-    slots: list[jax.Array | None] = []
+    (`jaxport.artifact.binding`): the parameters already on the device, None for each input
+    (filled per request), the platform index placed here (replicated on a sharded program's
+    `mesh`)."""
+    params = {a.name: by_leaf[a.leaf_index] for a in binding.parameter_arguments(program)}
+    try:
+        inputs = binding.input_slots(manifest, program)
+    except ArtifactError as exc:
+        raise LoadError(str(exc)) from None
+    try:
+        values = binding.main_arguments(manifest, program, params, None, device.platform)
+    except ArtifactError as exc:  # a token
+        raise LoadError(f"{exc}; --engine pjrt cannot bind it, use --engine exported") from None
+    slots: list[jax.Array | None] = [
+        jax.device_put(v, device if mesh is None else sharding_io.named_sharding(mesh, a.sharding))
+        if isinstance(v, np.ndarray) else v  # the platform index; parameters are placed already
+        for a, v in zip(program.arguments, values, strict=True)]
     bindings: list[tuple[int, int, InputSig]] = []
-    for arg in program.arguments:
-        if arg.role == _ARG.ARGUMENT_ROLE_PARAMETER:
-            slots.append(by_leaf[arg.leaf_index])
-        elif arg.role == _ARG.ARGUMENT_ROLE_INPUT:
-            if arg.name not in position:
-                raise LoadError(f"argument {arg.index} is input {arg.name!r}, which "
-                                "Manifest.inputs does not list")
-            sig = (tuple(int(d) for d in arg.shape), _dtype_row(arg.dtype, arg.name).numpy)
-            bindings.append((len(slots), position[arg.name], sig))
-            slots.append(None)
-        elif arg.role == _ARG.ARGUMENT_ROLE_PLATFORM_INDEX:
-            index = list(manifest.platforms).index(device.platform)
-            dtype = _dtype_row(arg.dtype, "platform index").numpy  # i32, i64 under x64
-            slots.append(jax.device_put(np.asarray(index, dtype), device if mesh is None else
-                                        sharding_io.named_sharding(mesh, arg.sharding)))
-        else:
-            raise LoadError(
-                f"argument {arg.index} ({arg.name!r}) has role "
-                f"{_ARG.Name(arg.role)}, which --engine pjrt cannot bind; use --engine exported"
-            )
+    for slot, position in inputs:
+        arg = program.arguments[slot]
+        sig = (tuple(int(d) for d in arg.shape), _dtype_row(arg.dtype, arg.name).numpy)
+        bindings.append((slot, position, sig))
     return slots, bindings
 
 
@@ -256,9 +248,7 @@ def load_model(name: str, version: int, path: Path | Location, *, engine: str = 
     except Exception as exc:  # TensorStore's own words
         raise LoadError(f"reading weights: {exc}") from None
     by_leaf: dict[int, jax.Array] = {}
-    for arg in manifest.programs[0].arguments:
-        if arg.role != _ARG.ARGUMENT_ROLE_PARAMETER:
-            continue
+    for arg in binding.parameter_arguments(manifest.programs[0]):
         value = values[arg.name]
         want = tuple(int(d) for d in arg.shape)
         if tuple(value.shape) != want:
@@ -285,8 +275,8 @@ def load_model(name: str, version: int, path: Path | Location, *, engine: str = 
                                 f"the manifest lists {n_plain}")
             leaves = _input_leaves(manifest, program)
             sigs = [(s, sig.dtype.numpy) for s, sig in zip(shapes, inputs, strict=True)]
-            params = {a.leaf_index: by_leaf[a.leaf_index] for a in program.arguments
-                      if a.role == _ARG.ARGUMENT_ROLE_PARAMETER}
+            params = {a.leaf_index: by_leaf[a.leaf_index]
+                      for a in binding.parameter_arguments(program)}
             if program.polymorphic:
                 build = functools.partial(PolymorphicEngine, exp, leaves,
                                           [sig.dtype.numpy for sig in inputs], params, device,
@@ -300,7 +290,7 @@ def load_model(name: str, version: int, path: Path | Location, *, engine: str = 
             slots, bindings = _pjrt_arguments(manifest, program, by_leaf, device, mesh)
             blob = blobs[key]
             build = functools.partial(PjrtEngine, blob, slots, bindings, device,
-                                      _pjrt_sharding(program, mesh))
+                                      _pjrt_sharding(manifest, program, mesh))
         try:
             built = build()
         except Exception as exc:  # XLA's words: the program does not compile here

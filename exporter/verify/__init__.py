@@ -14,10 +14,11 @@ module is importable and fails if it was imported. Checks, one module each:
 
 The other modules: `tolerances` (the rule: per-dtype atol/rtol, `--atol/--rtol`, the f32
 reference rule for bf16/f16), `reference` (the float32 evaluation of a low-precision program),
-`cases` (a program's golden cases, its arguments bound from the manifest, results compared),
-`results` (`CHECKS`, `CheckResult`, the table), `orchestration` (the parent: platforms, one
-`python -I` process per check) and `worker` (one check inside that process; `__main__` is its
-entry point, `python -I -m jaxport.exporter.verify --worker CHECK DIR`).
+`cases` (a program's golden cases, results compared; arguments are bound from the manifest by
+`jaxport.artifact.binding`), `results` (`CHECKS`, `CheckResult`, the table), `orchestration`
+(the parent: platforms, one `python -I` process per check) and `worker` (one check inside that
+process; `__main__` is its entry point, `python -I -m jaxport.exporter.verify --worker CHECK
+DIR`).
 
 Platforms: `jaxexport` and `pjrt` run on every platform the artifact lists that is present
 here (`present_platforms`: what jax finds in a fresh process with the caller's environment,

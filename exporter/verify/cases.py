@@ -1,22 +1,20 @@
-"""What the execution checks share (worker side): the golden cases of a program, its
-arguments bound from the manifest, and a run's results compared with a case's expected ones."""
+"""What the execution checks share (worker side): the golden cases of a program and a run's
+results compared with a case's expected ones. A program's arguments are bound from the
+manifest by `jaxport.artifact.binding`."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
 
 import jaxport.artifact
 import numpy as np
-from jaxport.artifact import manifest as manifest_mod
 from jaxport.artifact import sharding as sharding_io
 from jaxport.artifact.errors import ArtifactError
 from jaxport.artifact.gen import manifest_pb2
 from jaxport.exporter.verify.results import CheckResult
 from jaxport.exporter.verify.tolerances import Comparison, compare
 
-_ARG = manifest_pb2.ArgumentRole
 _RES = manifest_pb2.ResultRole
 
 
@@ -28,28 +26,6 @@ def program_cases(
     return [g for g in goldens
             if g.batch_size == program.batch_size and (g.outputs or g.check_outputs)
             and (not program.dims or dict(g.dims) == dict(program.dims))]
-
-
-def argument_values(m: manifest_pb2.Manifest, program: manifest_pb2.Program,
-                    case: jaxport.artifact.Golden, params: dict[str, np.ndarray],
-                    platform: str = "cpu") -> list[Any]:
-    """Every @main argument for one golden case, bound purely from the manifest order (the
-    platform index is `platform`'s position in the manifest's platforms)."""
-    values: list[Any] = []
-    for arg in program.arguments:
-        if arg.role == _ARG.ARGUMENT_ROLE_PARAMETER:
-            values.append(params[arg.name])
-        elif arg.role == _ARG.ARGUMENT_ROLE_INPUT:
-            values.append(case.inputs[arg.name])
-        elif arg.role == _ARG.ARGUMENT_ROLE_PLATFORM_INDEX:
-            # The manifest's dtype (int32, or int64 when lowered under jax_enable_x64).
-            values.append(np.asarray(list(m.platforms).index(platform),
-                                     manifest_mod.numpy_dtype(arg.dtype)))
-        else:
-            raise ArtifactError(
-                f"argument {arg.name!r}: tokens (ordered effects) are not supported"
-            )
-    return values
 
 
 def expected(case: jaxport.artifact.Golden) -> dict[str, np.ndarray]:

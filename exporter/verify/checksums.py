@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import jaxport.artifact
+from jaxport.artifact import binding
 from jaxport.artifact import manifest as manifest_mod
-from jaxport.artifact.gen import manifest_pb2
 from jaxport.exporter.verify.results import CheckResult
-
-_ARG = manifest_pb2.ArgumentRole
 
 
 def check(art: jaxport.artifact.Artifact) -> CheckResult:
     """Hash every file and parameter (ChecksumError names the first that differs)."""
     m = art.manifest
     manifest_mod.verify_files(art.path, m)
-    n_params = sum(a.role == _ARG.ARGUMENT_ROLE_PARAMETER for p in m.programs for a in p.arguments)
+    n_params = sum(len(binding.parameter_arguments(p)) for p in m.programs)
     return CheckResult("checksums", "pass", f"{len(m.files)} files, {n_params} parameters")

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import jaxport.artifact
 import numpy as np
+from jaxport.artifact import binding
 from jaxport.artifact import manifest as manifest_mod
 from jaxport.artifact import sharding as sharding_io
 from jaxport.artifact.gen import manifest_pb2
@@ -102,7 +103,7 @@ def _check_program(art: jaxport.artifact.Artifact, program: manifest_pb2.Program
         results_meta = [r for r in program.results if r.role != _RES.RESULT_ROLE_TOKEN]
         for case in golden_cases:
             cmd = [runner, f"--module={vmfb}", "--device=local-task", "--function=main"]
-            values = cases.argument_values(art.manifest, program, case, params)
+            values = binding.main_arguments(art.manifest, program, params, case.inputs, "cpu")
             for arg, value in zip(program.arguments, values, strict=True):
                 cmd.append(_iree_input(tmp, arg, np.asarray(value)))
             for i in range(len(results_meta)):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import jaxport.artifact
 import numpy as np
+from jaxport.artifact import binding
 from jaxport.artifact import sharding as sharding_io
 from jaxport.artifact.gen import manifest_pb2
 from jaxport.exporter.verify import cases
@@ -51,7 +52,7 @@ def check(art: jaxport.artifact.Artifact, platform: str) -> CheckResult:
         places = [device if mesh is None else sharding_io.named_sharding(mesh, a.sharding)
                   for a in program.arguments]
         for case in cases.program_cases(goldens, program):
-            values = cases.argument_values(m, program, case, params, platform)
+            values = binding.main_arguments(m, program, params, case.inputs, platform)
             buffers = [jax.device_put(v, place)
                        for v, place in zip(values, places, strict=True)]
             out = executable.execute_sharded(buffers).disassemble_into_single_device_arrays()

@@ -9,9 +9,9 @@ from collections.abc import Sequence
 
 import jaxport.artifact
 import numpy as np
+from jaxport.artifact import binding
 from jaxport.artifact.gen import manifest_pb2
 from jaxport.exporter.verify import tolerances
-from jaxport.exporter.verify.cases import argument_values
 from jaxport.exporter.verify.tolerances import LOW_PRECISION
 
 __all__ = ["f32_module_text", "f32_reference"]
@@ -67,8 +67,8 @@ def f32_reference(art: jaxport.artifact.Artifact, program: manifest_pb2.Program,
     names = [r.name for r in program.results if r.role != _RES.RESULT_ROLE_TOKEN]
     for case in cases:
         values = []
-        for arg, v in zip(program.arguments,
-                          argument_values(art.manifest, program, case, params), strict=True):
+        bound = binding.main_arguments(art.manifest, program, params, case.inputs, "cpu")
+        for arg, v in zip(program.arguments, bound, strict=True):
             v = np.asarray(v)
             values.append(v.astype(np.float32) if arg.dtype.numpy in LOW_PRECISION else v)
         out = executable.execute_sharded([jax.device_put(v, device) for v in values]) \

@@ -5,7 +5,8 @@ One module per concept: `manifest` (schema I/O, validation, checksums), `weights
 via TensorStore), `goldens` (.npy cases), `paths` (the one rule for paths inside an artifact or
 repository), `checks` (the checkify table, output layout and failure text), `errors`, `location`
 (local paths and URLs), `dims` (the admissible sizes of symbolic dimensions), `index` (what a
-URL repository holds) and `reader` (`open`, `Artifact`).
+URL repository holds), `binding` (the one argument binder: manifest arguments to `@main` slots
+or pytree leaves, for the reader, the bridge and `verify`) and `reader` (`open`, `Artifact`).
 An artifact older than jax's compatibility window warns with `CompatibilityWarning`.
 Importing this package never imports jax; only deserializing or calling a program does. It
 imports neither `jaxport.exporter` nor `jaxport.bridge`.

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from jaxport.artifact import binding
 from jaxport.artifact import checks as checks_mod
 from jaxport.artifact import dims as dims_mod
 from jaxport.artifact import goldens as goldens_mod
@@ -189,7 +190,7 @@ class Artifact:
     @cached_property
     def _parameters(self) -> dict[str, np.ndarray]:
         program = self.manifest.programs[0]  # every program shares the same parameters
-        names = [a.name for a in program.arguments if a.role == _ARG.ARGUMENT_ROLE_PARAMETER]
+        names = [a.name for a in binding.parameter_arguments(program)]
         values = weights_mod.read_parameters(self.location, program)
         return dict(zip(names, values, strict=True))
 
@@ -252,24 +253,8 @@ class Artifact:
         inputs: Mapping[str, np.ndarray] | None,
     ) -> list[Any]:
         """Every leaf of `(params, *inputs)` in flatten order: stored parameters, the given
-        inputs (None: None leaves), zeros for leaves jax dropped."""
-        params = self._parameters
-        by_leaf: dict[int, Any] = {}
-        for arg in program.arguments:
-            if arg.role == _ARG.ARGUMENT_ROLE_PARAMETER:
-                by_leaf[arg.leaf_index] = params[arg.name]
-            elif arg.role == _ARG.ARGUMENT_ROLE_INPUT:
-                by_leaf[arg.leaf_index] = None if inputs is None else inputs[arg.name]
-        for dropped in self.manifest.dropped_leaves:
-            if dropped.kind == "input":  # as given: a symbolic shape has no zeros to make
-                by_leaf[dropped.leaf_index] = None if inputs is None else inputs[dropped.name]
-        leaves = []
-        for i, aval in enumerate(exp.in_avals):
-            if i in by_leaf:
-                leaves.append(by_leaf[i])
-            else:
-                leaves.append(np.zeros(aval.shape, aval.dtype))
-        return leaves
+        inputs (None: None leaves), zeros for leaves jax dropped (`binding.leaves`)."""
+        return binding.leaves(self.manifest, program, exp.in_avals, self._parameters, inputs)
 
     def mesh(self) -> jax.sharding.Mesh | None:
         """The device mesh of a sharded artifact (`nr_devices` > 1) over this process's first
