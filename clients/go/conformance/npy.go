@@ -15,7 +15,7 @@ var (
 	descrRe    = regexp.MustCompile(`'descr':\s*'([^']+)'`)
 	fortranRe  = regexp.MustCompile(`'fortran_order':\s*(True|False)`)
 	shapeRe    = regexp.MustCompile(`'shape':\s*\(([^)]*)\)`)
-	descrSizes = map[string]int{"|b1": 1, "|u1": 1, "|i1": 1, "<u2": 2, "<i2": 2, "<f2": 2, "<u4": 4, "<i4": 4, "<f4": 4, "<u8": 8, "<i8": 8, "<f8": 8}
+	descrSizes = map[string]int{"|b1": 1, "|u1": 1, "|i1": 1, "<u2": 2, "<i2": 2, "<f2": 2, "|V2": 2, "<V2": 2, "<u4": 4, "<i4": 4, "<f4": 4, "<u8": 8, "<i8": 8, "<f8": 8} // |V2: an artifact's bf16 goldens
 )
 
 // Npy is a parsed .npy file: its dtype descriptor, shape and C-order element bytes.

@@ -1,0 +1,164 @@
+"""The native engine (bridge/front/engine: PJRT C API through gopjrt, no Python) against real
+artifacts: every golden case of the demo model, a batched model (one program per batch size), a
+checkify model (its check outputs bit for bit) and a model whose goldens hold NaN and -inf
+(min/max over them: XLA's fast min/max must be off) reproduce through
+`bridge/front/cmd/jaxport-native-goldens`; a tampered weight chunk, a StableHLO target outside
+the plugin's window and XLA_FLAGS turning fast min/max on are each refused in one line.
+
+Needs Go with cgo (gcc) and XLA's CPU plugin in build/pjrt/ (`make pjrt-plugin`); without
+either the test fails with one line saying which (never skipped). docs/native-engine.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from front_helpers import go_or_fail
+
+ROOT = Path(__file__).resolve().parents[2]
+PLUGIN = ROOT / "build" / "pjrt" / "pjrt_c_api_cpu_plugin.so"
+MODELS = ROOT / "tests" / "models"
+
+
+def nan_extremes(params, x):
+    """min over everything and max per row: a NaN or -inf in x must reach the outputs."""
+    return {"lo": x.min() * params["g"], "hi": jnp.max(x, axis=1) + params["g"]}
+
+
+NAN_CASE = np.array([[0.5, np.nan, 2.0], [1.0, -np.inf, 3.0]], np.float32)
+
+
+@pytest.fixture(scope="module")
+def goldens_binary(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`go build` (cgo on) of the goldens command."""
+    go = go_or_fail()
+    out = tmp_path_factory.mktemp("native-bin") / "jaxport-native-goldens"
+    proc = subprocess.run([go, "build", "-o", str(out), "./cmd/jaxport-native-goldens"],
+                          cwd=ROOT / "bridge" / "front", capture_output=True, text=True,
+                          timeout=900, env={**os.environ, "CGO_ENABLED": "1"})
+    if proc.returncode:
+        pytest.fail(f"go build of jaxport-native-goldens failed:\n{proc.stderr}", pytrace=False)
+    if not PLUGIN.is_file():
+        pytest.fail(f"{PLUGIN.relative_to(ROOT)} missing: run `make pjrt-plugin`", pytrace=False)
+    return out
+
+
+@pytest.fixture(scope="module")
+def artifacts(tmp_path_factory: pytest.TempPathFactory, batched_repo: Path) -> dict[str, Path]:
+    """demo (the bundled example), rows (batch sizes 1, 4, 8), checked (every check kind, a
+    passing and a tripping golden each) and nan (goldens with NaN and -inf)."""
+    import sys
+
+    from jaxport.exporter import export
+    from jaxport.exporter.cli import export_main
+    from jaxport.exporter.demo import SOURCE
+
+    if str(MODELS) not in sys.path:
+        sys.path.insert(0, str(MODELS))
+    import checked
+
+    out = tmp_path_factory.mktemp("native-artifacts")
+    rc = export_main([f"{SOURCE}:predict", "--params", f"{SOURCE}:init", "--input",
+                      "x:float32[4,16]", "--out", str(out / "demo"), "--quiet"])
+    assert rc == 0
+    inputs = {k: jax.ShapeDtypeStruct(s, d) for k, (d, s) in checked.INPUTS.items()}
+    export(checked.predict, checked.init(jax.random.key(0)), inputs, out / "checked",
+           checks=("user", "index", "nan", "div"), check_goldens=checked.check_goldens(),
+           quiet=True)
+    export(nan_extremes, {"g": np.float32(1.5)},
+           {"x": jax.ShapeDtypeStruct(NAN_CASE.shape, np.float32)}, out / "nan",
+           golden_inputs={"nan": (NAN_CASE,)}, quiet=True)
+    return {"demo": out / "demo", "rows": batched_repo / "rows" / "1",
+            "checked": out / "checked", "nan": out / "nan"}
+
+
+def run(binary: Path, *dirs: Path, env: dict[str, str] | None = None,
+        timed: int = 0) -> subprocess.CompletedProcess[str]:
+    args = [str(binary), "--pjrt-plugin", str(PLUGIN)]
+    if timed:
+        args += ["--time", str(timed)]
+    return subprocess.run([*args, *map(str, dirs)], capture_output=True, text=True,
+                          timeout=600, env=env)
+
+
+def test_every_golden_reproduces(goldens_binary: Path, artifacts: dict[str, Path]) -> None:
+    proc = run(goldens_binary, *artifacts.values(), timed=1000)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = [json.loads(line) for line in proc.stdout.splitlines()]
+    rows = [r for r in lines if "case" in r]
+    assert [r for r in rows if not r["ok"]] == []
+    for name, d in artifacts.items():
+        manifest = json.loads((d / "manifest.json").read_text())
+        model = d.name if name != "rows" else "1"
+        seen = {(r["case"], r["result"]) for r in rows if r["model"] == model}
+        for case in manifest["goldens"]:
+            want = set(case["outputs"]) | set(case.get("checkOutputs", {}))
+            assert want and {(case["name"], o) for o in want} <= seen, (name, case["name"])
+    # The batched model ran each batch size's program.
+    assert {r["program"] for r in rows if r["model"] == "1"} == {
+        "model.b1.mlirbc", "model.b4.mlirbc", "model.b8.mlirbc"}
+    # Check outputs are compared exactly, the tripping cases included.
+    checks = [r for r in rows if r["model"] == "checked" and r["kind"] == "check"]
+    assert {r["case"] for r in checks} >= {"check_nan", "check_div", "check_index", "check_user"}
+    assert {r["tolerance"] for r in checks} == {"exact"}
+    # The NaN case really holds NaN and -inf in its goldens, and they matched.
+    golden = artifacts["nan"] / "goldens" / "nan" / "outputs"
+    assert np.isnan(np.load(golden / "lo.npy"))
+    assert np.isnan(np.load(golden / "hi.npy")[0]) and np.load(golden / "hi.npy")[1] == 3.0 + 1.5
+    assert {r["result"] for r in rows if r["model"] == "nan" and r["case"] == "nan"} == {"lo", "hi"}
+    timing = {r["model"]: r["execute_us"] for r in lines if "execute_us" in r}
+    assert set(timing) == {"demo", "1", "checked", "nan"}
+    print(f"execute time per call (us): {timing}")
+
+
+def refusal(proc: subprocess.CompletedProcess[str]) -> str:
+    """The single stderr line of a refused run (exit 2, nothing compared)."""
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stdout == ""
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1, proc.stderr
+    return lines[0]
+
+
+def test_tampered_weight_chunk_is_refused(goldens_binary: Path, artifacts: dict[str, Path],
+                                          tmp_path: Path) -> None:
+    d = shutil.copytree(artifacts["demo"], tmp_path / "tampered")
+    chunk = d / "weights" / "params.hidden.w" / "c" / "0" / "0"
+    data = bytearray(chunk.read_bytes())
+    data[5] ^= 0x01
+    chunk.write_bytes(bytes(data))
+    line = refusal(run(goldens_binary, d))
+    assert line.startswith("native engine: model tampered: parameter params.hidden.w: "
+                           "weights sha256 "), line
+    manifest = json.loads((d / "manifest.json").read_text())
+    want = next(a["sha256"] for a in manifest["programs"][0]["arguments"]
+                if a["name"] == "params.hidden.w")
+    assert line.endswith(f", the manifest says {want}"), line
+
+
+def test_stablehlo_target_outside_the_plugin_window_is_refused(
+        goldens_binary: Path, artifacts: dict[str, Path], tmp_path: Path) -> None:
+    d = shutil.copytree(artifacts["demo"], tmp_path / "future")
+    path = d / "manifest.json"
+    manifest = json.loads(path.read_text())
+    manifest["versions"]["stablehloTarget"] = "1.99.0"
+    path.write_text(json.dumps(manifest))
+    line = refusal(run(goldens_binary, d))
+    assert line == ("native engine: model future: StableHLO target 1.99.0 is outside the window "
+                    f"0.9.0..1.20.0 of the PJRT plugin {PLUGIN}"), line
+
+
+def test_fast_min_max_in_xla_flags_is_refused(goldens_binary: Path,
+                                              artifacts: dict[str, Path]) -> None:
+    env = {**os.environ, "XLA_FLAGS": "--xla_cpu_enable_fast_min_max=true"}
+    line = refusal(run(goldens_binary, artifacts["nan"], env=env))
+    assert line.startswith("XLA_FLAGS sets --xla_cpu_enable_fast_min_max=true: the native "
+                           "engine needs --xla_cpu_enable_fast_min_max=false"), line
