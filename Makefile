@@ -193,3 +193,62 @@ $(PERF_VENV)/.installed: | $(STAMP)
 .PHONY: test-perf-analyzer
 test-perf-analyzer: setup $(PERF_VENV)/.installed
 	$(PY) -m pytest -q -p no:cacheprovider -o addopts='' tests/bridge/perf_analyzer_run.py
+
+# ---- C++ consumer through the PJRT C API (issue 26, docs/cpp.md) ------------------------------
+# make pjrt-plugin: XLA's CPU PJRT plugin pjrt_c_api_cpu_plugin.so (XLA of jaxlib 0.11.2, PJRT C
+#   API 0.115, StableHLO window 0.9.0..1.20.0) out of the PyPI wheel lammps-jax-pjrt-cpu, pinned
+#   by version and sha256 (checked after every download), into build/pjrt/. `pip download
+#   --no-deps` + unzip, never installed: the wheel declares jax<=0.11.2 and .venv has jax 0.12.
+# make cpp: clients/cpp (C++17, system g++) -> build/cpp/jaxport-pjrt-run. Needs the apt packages
+#   nlohmann-json3-dev and libssl-dev (installed when missing and root) and pjrt_c_api.h, read in
+#   place from the Go module github.com/gomlx/gopjrt (`go mod download`, pinned by version and
+#   go.sum hash; the header is never copied into the tree).
+# Both are idempotent: stamp files say what was fetched and verified.
+PJRT_DIR := build/pjrt
+PJRT_WHEEL_VERSION := 0.11.2
+PJRT_WHEEL := lammps_jax_pjrt_cpu-$(PJRT_WHEEL_VERSION)-py3-none-manylinux_2_27_x86_64.whl
+PJRT_WHEEL_SHA256 := 1319390d948b39f69f7dade496b7c385149d9ca6097a6b62114da113216d9ad1
+PJRT_PLUGIN := $(PJRT_DIR)/pjrt_c_api_cpu_plugin.so
+# The pin stamp changes name with the pin, so a new version or hash re-downloads.
+PJRT_PIN := $(PJRT_DIR)/.pin-$(PJRT_WHEEL_VERSION)-$(PJRT_WHEEL_SHA256)
+GOPJRT_MODULE := github.com/gomlx/gopjrt@v0.10.0
+GOPJRT_SUM := h1:mb/LeIk9xkaW5hh9oB5hEGuCbnqr81D0WmJsl+o1gY0=
+CPP_DIR := build/cpp
+CPP_BIN := $(CPP_DIR)/jaxport-pjrt-run
+CPP_SRC := $(wildcard clients/cpp/*.cc clients/cpp/*.h)
+CPP_DEPS_STAMP := $(CPP_DIR)/.deps
+
+.PHONY: pjrt-plugin cpp
+pjrt-plugin: $(PJRT_PLUGIN)
+cpp: $(CPP_BIN)
+
+$(PJRT_PIN):
+	rm -f $(PJRT_DIR)/.pin-* && mkdir -p $(PJRT_DIR) && touch $@
+
+# Downloaded into a temporary directory, checked, extracted, then renamed into place: the .so
+# exists only once its wheel matched the pin.
+$(PJRT_PLUGIN): $(PJRT_PIN) | $(STAMP)
+	@tmp=$$(mktemp -d $(PJRT_DIR)/.download-XXXXXX) && trap 'rm -rf "$$tmp"' EXIT && \
+	echo "downloading lammps-jax-pjrt-cpu==$(PJRT_WHEEL_VERSION) (PyPI) into $(PJRT_DIR)" && \
+	$(PY) -m pip download -q --no-deps --only-binary=:all: lammps-jax-pjrt-cpu==$(PJRT_WHEEL_VERSION) -d "$$tmp" && \
+	{ echo "$(PJRT_WHEEL_SHA256)  $$tmp/$(PJRT_WHEEL)" | sha256sum -c --quiet || { \
+	  echo "error: $(PJRT_WHEEL) does not have the pinned sha256 $(PJRT_WHEEL_SHA256); refused" >&2; exit 1; }; } && \
+	$(PY) -c "import sys, zipfile; open(sys.argv[2], 'wb').write(zipfile.ZipFile(sys.argv[1]).read('lammps_jax_pjrt_cpu/pjrt_c_api_cpu_plugin.so'))" "$$tmp/$(PJRT_WHEEL)" "$$tmp/plugin.so" && \
+	mv "$$tmp/plugin.so" $@ && echo "$@: sha256 $$(sha256sum $@ | cut -c1-64)"
+
+$(CPP_DEPS_STAMP):
+	@command -v g++ >/dev/null || { echo "error: make cpp needs g++ (C++17)" >&2; exit 1; }
+	@command -v go >/dev/null || { echo "error: make cpp fetches pjrt_c_api.h with Go (go on PATH)" >&2; exit 1; }
+	@test -f /usr/include/nlohmann/json.hpp -a -f /usr/include/openssl/evp.h || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nlohmann-json3-dev libssl-dev; \
+	  else echo "error: make cpp needs the apt packages nlohmann-json3-dev and libssl-dev" >&2; exit 1; fi; }
+	mkdir -p $(CPP_DIR) && touch $@
+
+$(CPP_BIN): $(CPP_SRC) $(CPP_DEPS_STAMP)
+	@info=$$(GOFLAGS=-mod=mod go mod download -json $(GOPJRT_MODULE)) || { echo "$$info" >&2; exit 1; }; \
+	dir=$$(echo "$$info" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",*$$/\1/p'); \
+	sum=$$(echo "$$info" | sed -n 's/^[[:space:]]*"Sum": "\(.*\)",*$$/\1/p'); \
+	test "$$sum" = "$(GOPJRT_SUM)" || { echo "error: $(GOPJRT_MODULE) has hash $$sum, pinned $(GOPJRT_SUM)" >&2; exit 1; }; \
+	echo "g++ ... -I$$dir/pjrt -o $@"; \
+	g++ -std=c++17 -O2 -Wall -Wextra -Werror -I"$$dir/pjrt" $(filter %.cc,$(CPP_SRC)) -o $@ -ldl -lcrypto
