@@ -32,6 +32,7 @@ help:
 	@echo "make fuzz   - 10,000-case hostile-input campaign against a live bridge (FUZZ_ARGS=--seed S)"
 	@echo "make front  - build the native Go front (bridge/front) into .venv/bin/jaxport-front"
 	@echo "make client-wheel - the jaxport-client wheel and sdist into dist/client/"
+	@echo "make wheel  - the platform wheel of jaxport carrying the native front (dist/jaxport/; pip install needs no Go)"
 	@echo "make conformance-peers - the conformance suite against KServe and MLServer (report in docs/)"
 
 # setup also builds the native front (jaxport serve's default, docs/front.md) next to the venv's
