@@ -41,12 +41,15 @@ from jaxport.bridge.frames import (
     Payload,
     Status,
 )
+from jaxport.bridge.logs import Throttled
 from jaxport.bridge.status import DESERIALIZE_FAILED, status_of
 
 if TYPE_CHECKING:
     from jaxport.bridge.worker import Worker
 
 log = logging.getLogger("jaxport.bridge.worker")  # the worker process's one logger name
+#: Calls that ended because their caller went away, logged as grpcio's server logged them.
+_GONE_LOG = Throttled(log)
 
 #: Most calls one thread starts together (`Connection._group`).
 GROUP_MAX = 256
@@ -90,6 +93,17 @@ class CallContext:
     def cancelled(self) -> bool:
         """True once the front sent CANCEL: the caller went away."""
         return self._cancelled
+
+    def gone(self, method: str) -> tuple[int, str]:
+        """The status a call whose caller went away is counted with (DEADLINE_EXCEEDED once
+        its deadline passed, else CANCELLED, as grpcio's server counted it), logged at INFO
+        at most once per interval per method, without a traceback."""
+        remaining = self.time_remaining()
+        code = (grpc.StatusCode.DEADLINE_EXCEEDED if remaining is not None and remaining <= 0
+                else grpc.StatusCode.CANCELLED)
+        _GONE_LOG.log(logging.INFO, f"gone:{method}", "call ended by cancellation",
+                      {"method": method, "code": code.name})
+        return code.value[0], code.value[1].title()
 
     def abort(self, code: grpc.StatusCode, details: str) -> None:
         raise _Aborted(code, details)
@@ -354,9 +368,9 @@ class Connection:
                 self._forget(call.call_id)
                 self.worker.slots.release()
             replies.append((call.method.index, call.call_id, code, message, body))
-        self.frames.send_statuses(REPLY, replies)
         for call, (_index, _id, code, _message, _body) in zip(group, replies, strict=True):
             self.worker.observe(call.method.full_name, code)
+        self.frames.send_statuses(REPLY, replies)
 
     def _close(self) -> None:
         with self._lock:
@@ -377,6 +391,8 @@ class Connection:
             with self._lock:
                 ctx = self._calls.get(call_id)
                 stream = self._streams.get(call_id)
+            if ctx is not None or stream is not None:
+                log.debug("caller went away", extra={"fields": {"call": call_id}})
             if ctx is not None:
                 ctx.cancel()
             if stream is not None:  # no more requests will come: end the servicer's loop
@@ -446,13 +462,17 @@ class Connection:
                 except Exception as exc:
                     response = exc
                 code, message, body = self._answer(method, response)
+            if code == 0 and context.cancelled():
+                (code, message), body = context.gone(method.full_name), b""
         finally:
             # Free the slot before answering: a call the front sends once it has the answer
             # must find it free.
             self._forget(call_id)
             self.worker.slots.release()
-        self.frames.send_status(REPLY, method.index, call_id, code, message, body)
+        # Counted before the answer leaves: a caller that scrapes /metrics once answered sees
+        # its call.
         self.worker.observe(method.full_name, code)
+        self.frames.send_status(REPLY, method.index, call_id, code, message, body)
 
     def _answer(self, method: Method, response: Any) -> tuple[int, str, bytes]:
         """(code, status message, serialized body) of a unary call's response, or of the
@@ -482,10 +502,9 @@ class Connection:
             except Exception as exc:
                 code, message = _status(exc, method.full_name)
             if code == 0 and stream.context.cancelled():
-                # The caller went away (CANCEL): counted as grpcio's server counts it.
-                code, message = grpc.StatusCode.CANCELLED.value[0], "Cancelled"
+                code, message = stream.context.gone(method.full_name)
         finally:
             self._forget(call_id)
             self.worker.slots.release()  # before the end frame, as for unary calls
-        self.frames.send_status(STREAM_END, method.index, call_id, code, message)
         self.worker.observe(method.full_name, code)
+        self.frames.send_status(STREAM_END, method.index, call_id, code, message)

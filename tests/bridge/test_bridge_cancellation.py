@@ -5,12 +5,10 @@ INFO at most (no traceback), and the bridge keeps serving."""
 
 from __future__ import annotations
 
-import re
 import subprocess
 import sys
 import threading
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -44,15 +42,9 @@ os._exit(0)
 
 def _grpc_counts(bridge: BridgeProcess) -> dict[tuple[str, str], float]:
     """`jaxport_grpc_requests_total` by (method, code)."""
-    with urllib.request.urlopen(bridge.metrics_url, timeout=30) as response:
-        text = response.read().decode()
-    counts = {}
-    for line in text.splitlines():
-        if line.startswith("jaxport_grpc_requests_total{"):
-            labels, value = line.rsplit(" ", 1)
-            fields = dict(re.findall(r'(\w+)="([^"]*)"', labels))
-            counts[(fields["method"], fields["code"])] = float(value)
-    return counts
+    return {(dict(labels)["method"], dict(labels)["code"]): value
+            for (name, labels), value in bridge.metrics().items()
+            if name == "jaxport_grpc_requests_total"}
 
 
 def _wait_count(bridge: BridgeProcess, method: str, code: str, n: int) -> dict:
@@ -69,8 +61,14 @@ def _wait_count(bridge: BridgeProcess, method: str, code: str, n: int) -> dict:
 @pytest.fixture(scope="module")
 def gated(repository: Path, tmp_path_factory: pytest.TempPathFactory):
     gate = Gate(tmp_path_factory.mktemp("cancel-gate"))
-    with BridgeProcess(repository, env=gate.env) as bridge:
+    # DEBUG: a worker logs "caller went away" when it learns of a cancellation.
+    with BridgeProcess(repository, "--log-level", "DEBUG", env=gate.env) as bridge:
         yield bridge, gate
+
+
+def _gone(bridge: BridgeProcess) -> list[dict[str, object]]:
+    """The workers' records of a cancellation they were told of."""
+    return [r for r in bridge.log_records() if r.get("msg") == "caller went away"]
 
 
 def _assert_quiet(bridge: BridgeProcess) -> None:
@@ -106,14 +104,18 @@ def test_stream_and_unary_cancelled_while_executing_end_cancelled(gated):
         gate.wait_held("mlp", 1)
         unary = stub.ModelInfer.future(request, timeout=300)
         gate.wait_held("mlp", 2, calls=[unary])
+        gone = len(_gone(bridge))
         assert unary.cancel()
         stream.cancel()
-        # Both calls share one connection, so the server reads the unary's cancellation before
-        # the stream's; once it has counted the stream CANCELLED it has seen both. Only then is
-        # the hold released: on a loaded machine the unary would otherwise pass the gate and
-        # answer before its cancellation arrived (and rightly count OK).
-        _wait_count(bridge, STREAM, "CANCELLED", before.get((STREAM, "CANCELLED"), 0) + 1)
+        # The hold is released only once the workers know both callers went away: on a
+        # loaded machine the unary would otherwise pass the gate and answer before its
+        # cancellation arrived (and rightly count OK).
+        end = time.monotonic() + WAIT_S
+        while len(_gone(bridge)) < gone + 2:
+            assert time.monotonic() < end, "the workers never heard of both cancellations"
+            time.sleep(0.02)
         stop.set()
+    _wait_count(bridge, STREAM, "CANCELLED", before.get((STREAM, "CANCELLED"), 0) + 1)
     counts = _wait_count(bridge, UNARY, "CANCELLED", before.get((UNARY, "CANCELLED"), 0) + 1)
     assert not [k for k in counts if k[1] in ("INTERNAL", "UNKNOWN")], counts
     _assert_quiet(bridge)

@@ -9,7 +9,6 @@ import signal
 import subprocess
 import threading
 import time
-import urllib.request
 from pathlib import Path
 
 import grpc
@@ -22,21 +21,22 @@ from grpc_reflection.v1alpha import reflection_pb2
 from jaxport.protocol import codecs
 from jaxport.protocol.gen.inference import grpc_service_pb2 as pb
 from jaxport.protocol.gen.inference import grpc_service_pb2_grpc as pb_grpc
-from prometheus_client.parser import text_string_to_metric_families
 from support.bridge import BridgeProcess, serve_command
 
 SERVICE = "inference.GRPCInferenceService"
 
 
 def test_reports_bound_ports(bridge):
+    """The port file and stdout name every bound port (REST's too: with --port 0 and no
+    --http-port it is a free port as well)."""
     ports = json.loads(bridge.port_file.read_text())
     assert ports == {"grpc_port": bridge.port, "metrics_port": bridge.metrics_port,
-                     "pid": bridge.pid}
-    assert bridge.port > 0 and bridge.metrics_port > 0
+                     "http_port": ports["http_port"], "pid": bridge.pid}
+    assert bridge.port > 0 and bridge.metrics_port > 0 and ports["http_port"] > 0
     lines = bridge.stdout_text().splitlines()
-    assert f"jaxport serve: listening on 127.0.0.1:{bridge.port}" in lines
-    assert f"jaxport serve: metrics on {bridge.metrics_url}" in lines
-    assert "jaxport serve: ready" in lines
+    assert f"jaxport front: listening on 127.0.0.1:{bridge.port}" in lines
+    assert f"jaxport front: metrics on {bridge.metrics_url}" in lines
+    assert f"jaxport front: REST on 127.0.0.1:{ports['http_port']}/v2" in lines
 
 
 def test_logs_are_json_lines(bridge):
@@ -84,23 +84,14 @@ def test_server_reflection(bridge, version):
     assert "ModelInfer" in services[SERVICE] and "ModelStreamInfer" in services[SERVICE]
 
 
-def _scrape(bridge: BridgeProcess) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    with urllib.request.urlopen(bridge.metrics_url, timeout=10) as response:
-        text = response.read().decode()
-    return {
-        (s.name, tuple(sorted(s.labels.items()))): s.value
-        for family in text_string_to_metric_families(text) for s in family.samples
-    }
-
-
 def test_metrics_endpoint_counts_requests(bridge, stub):
     mv = (("model", "mlp"), ("version", "1"))
-    before = _scrape(bridge)
+    before = bridge.metrics()
     for _ in range(2):
         stub.ModelInfer(codecs.build_infer_request("mlp", {"x": np.ones((2, 8), np.float32)}))
     rpc_error(stub.ModelInfer,
               codecs.build_infer_request("mlp", {"x": np.ones((9, 8), np.float32)}))
-    after = _scrape(bridge)
+    after = bridge.metrics()
 
     def delta(name: str, labels: tuple[tuple[str, str], ...]) -> float:
         return after.get((name, labels), 0.0) - before.get((name, labels), 0.0)
@@ -117,7 +108,9 @@ def test_metrics_endpoint_counts_requests(bridge, stub):
     assert delta("jaxport_grpc_requests_total", (("code", "OK"), ("method", method))) == 2
     assert delta("jaxport_grpc_requests_total",
                  (("code", "INVALID_ARGUMENT"), ("method", method))) == 1
-    assert after[("jaxport_model_ready", mv)] == 1
+    ready = [v for (name, labels), v in bridge.metrics(per_worker=True).items()
+             if name == "jaxport_model_ready" and set(mv) <= set(labels)]
+    assert ready == [1, 1]  # on each of jaxport serve's two workers
     for phase in ("checksum", "deserialize", "weights", "compile", "warmup"):
         assert after[("jaxport_model_load_seconds", (*mv[:1], ("phase", phase), mv[1]))] >= 0
 

@@ -269,10 +269,9 @@ def test_check_root_is_light(tmp_path: Path) -> None:
 
 def test_bridge_serves_a_repository_over_http(tmp_path: Path, artifacts: dict[str, Path]
                                               ) -> None:
-    """`jaxport serve --repository http://...` (its default frontend: the native front and its
-    workers) on a repository behind a loopback HTTP server: the goldens of two models
-    (BF16/INT64/BOOL included) through a real client; the tampered chunk behind the URL is
-    refused at load with the reason the same tampering on disk gets."""
+    """`jaxport serve --repository http://...` on a repository behind a loopback HTTP server:
+    the goldens of two models (BF16/INT64/BOOL included) through a real client; the tampered
+    chunk behind the URL is refused at load with the reason the same tampering on disk gets."""
     from jaxport.client import InferenceClient
     from support.bridge import BridgeProcess
     from test_bridge_infer import assert_close  # the bridge tests' dtype tolerances
@@ -282,7 +281,7 @@ def test_bridge_serves_a_repository_over_http(tmp_path: Path, artifacts: dict[st
     _flip_a_byte(_first_chunk(root / "tampered" / "1"))
     index_mod.write(root)
     (status,) = [s for s in _repository(root).load_all() if s.name == "tampered"]
-    with serving(root) as http, BridgeProcess(http.url, frontend="default") as bridge, \
+    with serving(root) as http, BridgeProcess(http.url) as bridge, \
             InferenceClient(bridge.address, timeout=60) as client:
         for name in ("mlp", "mixed"):
             cases = golden_cases(artifacts[name])
@@ -299,18 +298,17 @@ def test_bridge_serves_a_repository_over_http(tmp_path: Path, artifacts: dict[st
     assert str(root) not in log  # nothing was read from the directory itself
 
 
-@pytest.mark.parametrize("frontend", ["python", "native"])
 def test_serve_model_name_serves_one_artifact_as_that_model(
-        tmp_path: Path, artifacts: dict[str, Path], frontend: str) -> None:
+        tmp_path: Path, artifacts: dict[str, Path]) -> None:
     """`jaxport serve --repository VERSION_DIR --model-name solo` (KServe's /mnt/models holding
-    one artifact) on both frontends: the index lists only `solo`, which answers mlp's goldens;
+    one artifact): the index lists only `solo`, which answers mlp's goldens;
     another name is NOT_FOUND naming the one known model."""
     from jaxport.client import InferenceClient, InferenceServerError
     from support.bridge import BridgeProcess
 
     root = tmp_path / "mnt" / "models"
     shutil.copytree(artifacts["mlp"], root)
-    with BridgeProcess(root, "--model-name", "solo", frontend=frontend) as bridge, \
+    with BridgeProcess(root, "--model-name", "solo") as bridge, \
             InferenceClient(bridge.address, timeout=60) as client:
         assert [(m.name, m.version) for m in client.repository_index()] == [("solo", "1")]
         for _case, inputs, want in golden_cases(artifacts["mlp"]):

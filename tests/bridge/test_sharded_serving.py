@@ -64,7 +64,7 @@ def test_sharded_model_over_4_devices_answers_as_the_unsharded_function(repo: Pa
     from support.bridge import BridgeProcess
 
     rng = np.random.default_rng(21)
-    with BridgeProcess(repo, "--cpu-devices", "4", frontend="default") as bridge, \
+    with BridgeProcess(repo, "--cpu-devices", "4") as bridge, \
             InferenceClient(bridge.address, timeout=60) as client:
         assert client.model_ready("sharded") and client.model_ready("plain")
         meta = client.model_metadata("sharded")

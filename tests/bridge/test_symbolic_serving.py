@@ -52,7 +52,7 @@ def seq_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def bridge(seq_repo: Path):
-    with BridgeProcess(seq_repo, "--engine", "exported", frontend="default") as server:
+    with BridgeProcess(seq_repo, "--engine", "exported") as server:
         yield server
 
 
@@ -115,7 +115,7 @@ def test_a_size_outside_the_rule_is_invalid_argument(bridge: BridgeProcess, b: i
 
 
 def test_batching_refuses_the_model_at_load(seq_repo: Path) -> None:
-    with BridgeProcess(seq_repo, "--batching", frontend="default") as server, \
+    with BridgeProcess(seq_repo, "--batching") as server, \
             InferenceClient(server.address) as client:
         for name in ("seq", "seqb"):
             with pytest.raises(InferenceServerError) as info:
@@ -130,7 +130,7 @@ def test_batching_refuses_the_model_at_load(seq_repo: Path) -> None:
 def test_pjrt_engine_serves_the_buckets_padding_t_up_to_them(seq_repo: Path) -> None:
     params = seq.init(jax.random.key(0))
     reference = jax.jit(seq.predict)
-    with BridgeProcess(seq_repo, "--engine", "pjrt", frontend="default") as server, \
+    with BridgeProcess(seq_repo, "--engine", "pjrt") as server, \
             InferenceClient(server.address) as client:
         assert client.model_metadata("seqb").inputs[0].shape == (-1, -1)
         for i, t in enumerate((128, 512, 136, 8)):  # 136 runs padded to 512, 8 to 128

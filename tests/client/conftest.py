@@ -1,7 +1,7 @@
 """Fixtures of the Python client tests: artifacts exported once, REAL bridges on port 0.
 
-`bridge` is one `jaxport serve` over the session repository (tests/client/client_models.py), on
-its default frontend (the native front and its workers: what clients meet in production);
+`bridge` is one `jaxport serve` over the session repository (tests/client/client_models.py): the
+native front and its workers, what clients meet in production;
 `server` is the same bridge as `Server(url, bridge)`; `secure_bridge` serves the same
 repository with mutual TLS and a bearer token at once (the only second server). Both are
 started, and stopped by PID, through `tests/support/bridge.py`. `bridge` runs with the test gate
@@ -44,7 +44,7 @@ def gate(tmp_path_factory: pytest.TempPathFactory) -> Gate:
 @pytest.fixture(scope="session")
 def bridge(repository: Path, gate: Gate) -> Iterator[BridgeProcess]:
     """A real bridge (`--engine exported`) serving the session repository, test gate on."""
-    with BridgeProcess(repository, env=gate.env, frontend="default") as b:
+    with BridgeProcess(repository, env=gate.env) as b:
         yield b
 
 
@@ -73,7 +73,6 @@ def secure_bridge(repository: Path, pki: Pki, token_file: Path) -> Iterator[Brid
     b = BridgeProcess(
         repository, "--tls-cert", str(pki.server_cert), "--tls-key", str(pki.server_key),
         "--tls-client-ca", str(pki.ca_cert), "--auth-token-file", str(token_file),
-        frontend="default",
     )
     try:
         b.start(credentials=grpc.ssl_channel_credentials(

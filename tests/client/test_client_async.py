@@ -189,7 +189,7 @@ def test_shared_memory(repository: Path) -> None:
                 await c.unregister_system_shared_memory()
             assert await c.system_shared_memory_status() == {}
 
-    with BridgeProcess(repository, "--system-shared-memory", frontend="default") as shm_bridge:
+    with BridgeProcess(repository, "--system-shared-memory") as shm_bridge:
         run(calls, shm_bridge.address)
 
 

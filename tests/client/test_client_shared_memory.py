@@ -19,7 +19,7 @@ from support.bridge import BridgeProcess
 
 @pytest.fixture(scope="module")
 def shm_client(repository: Path) -> Iterator[InferenceClient]:
-    with BridgeProcess(repository, "--system-shared-memory", frontend="default") as bridge, \
+    with BridgeProcess(repository, "--system-shared-memory") as bridge, \
             InferenceClient(bridge.address, timeout=30) as client:
         yield client
 

@@ -1,8 +1,7 @@
 """Hostile-input fuzz campaign against a live bridge: every RPC, streams, shared memory and
 repository control, from several threads, with valid requests interleaved and checked.
 
-    make fuzz                                   # 10,000 cases (python tests/reliability/...)
-    make fuzz FUZZ_ARGS="--frontend native"     # the same against the native front + workers
+    make fuzz                                   # 10,000 cases against `jaxport serve`
     .venv/bin/python tests/reliability/fuzz_campaign.py --cases 10000 --threads 4 --seed 7
 
 `tests/reliability/test_fuzz_campaign.py` runs a few hundred cases of the same campaign as
@@ -16,8 +15,8 @@ What every case must satisfy (`Violation` otherwise, naming the seed, thread and
 - valid requests interleaved with the hostile ones (unary, inside hostile streams, through
   shared memory) get exactly the right answer;
 - inside streams, one response per request, in order, errors never INTERNAL/UNKNOWN.
-After the campaign: the server's RSS growth since the warm-up (the native front: front and
-workers together) is within `--rss-bound-mib`,
+After the campaign: the server's RSS growth since the warm-up (front and workers together) is
+within `--rss-bound-mib`,
 its log holds no ERROR record (an ERROR is a bug in our code), hostile traffic was counted
 by code in `jaxport_grpc_requests_total`, and SIGTERM ends the process with status 0 ("stopped",
 cut 0) within the grace period + 2 s.
@@ -617,15 +616,14 @@ def make_fuzz_repository(root: Path, artifacts: dict[str, Path]) -> Path:
 
 @contextlib.contextmanager
 def fuzz_bridge(repository: Path, extra_env: dict[str, str] | None = None,
-                frontend: str = "python", front_binary: Path | None = None):
-    """A server as the campaign wants it: shared memory on, a short grace period.
-    `frontend`: `jaxport serve --frontend` (native: two workers, `front_binary` if given)."""
+                front_binary: Path | None = None):
+    """A server as the campaign wants it (`jaxport serve`: the native front and two workers,
+    `front_binary` if given): shared memory on, a short grace period."""
     from support.bridge import BridgeProcess
 
     extra = ["--front-binary", str(front_binary)] if front_binary is not None else []
     bridge = BridgeProcess(repository, "--system-shared-memory", "--grace-period-s",
-                           str(GRACE_S), "--worker-threads", "64", *extra, env=extra_env,
-                           frontend=frontend)
+                           str(GRACE_S), "--worker-threads", "64", *extra, env=extra_env)
     bridge.start()
     try:
         yield bridge
@@ -710,10 +708,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=4)
     parser.add_argument("--seed", type=int, default=None, help="default: random, printed")
     parser.add_argument("--rss-bound-mib", type=float, default=DEFAULT_RSS_BOUND_MIB)
-    parser.add_argument("--frontend", choices=("python", "native"), default="python",
-                        help="jaxport serve --frontend (native: the front found as jaxport "
-                             "serve finds it, or --front-binary)")
-    parser.add_argument("--front-binary", type=Path, default=None)
+    parser.add_argument("--front-binary", type=Path, default=None,
+                        help="the jaxport-front binary (default: the one jaxport serve finds)")
     args = parser.parse_args(argv)
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(10**6)
     import tempfile
@@ -727,8 +723,7 @@ def main(argv: list[str] | None = None) -> int:
             artifacts[name] = Path(tmp) / "artifacts" / name
             export(fn, params, inputs, artifacts[name], quiet=True, goldens=1)
         repo = make_fuzz_repository(Path(tmp) / "repo", artifacts)
-        with fuzz_bridge(repo, frontend=args.frontend, front_binary=args.front_binary
-                         ) as bridge:
+        with fuzz_bridge(repo, front_binary=args.front_binary) as bridge:
             try:
                 run_campaign(bridge, args.cases, args.threads, seed, args.rss_bound_mib,
                              log=lambda s: print(s, flush=True))

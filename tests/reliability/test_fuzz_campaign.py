@@ -1,15 +1,14 @@
 """The smoke of `make fuzz` (issue 18): the same campaign (`fuzz_campaign.py`) with a few hundred
-cases, on a fresh server, ending with SIGTERM: `jaxport serve --frontend python` and the native
-front (two workers; issue 12: the front never crashes on bad input, its workers answer it as
-the Python server does). The seed is printed; `JAXPORT_FUZZ_SEED=S` replays one (so does
-`.venv/bin/python tests/reliability/fuzz_campaign.py --seed S [--frontend native] ...`)."""
+cases, on a fresh `jaxport serve` (the native front of the tree under test and two workers;
+issue 12: the front never crashes on bad input), ending with SIGTERM. The seed is printed;
+`JAXPORT_FUZZ_SEED=S` replays one (so does
+`.venv/bin/python tests/reliability/fuzz_campaign.py --seed S ...`)."""
 
 from __future__ import annotations
 
 import os
 import random
 
-import pytest
 from fuzz_campaign import (
     DEFAULT_RSS_BOUND_MIB,
     Violation,
@@ -22,15 +21,12 @@ SMOKE_CASES = 400
 SMOKE_THREADS = 3
 
 
-@pytest.mark.parametrize("frontend", ["python", "native"])
-def test_fuzz_campaign_smoke(tmp_path, artifacts, frontend, request) -> None:
+def test_fuzz_campaign_smoke(tmp_path, artifacts, front_binary) -> None:
     seed = int(os.environ.get("JAXPORT_FUZZ_SEED") or random.SystemRandom().randrange(10**6))
-    print(f"\nfuzz smoke ({frontend}): seed {seed} (replay: JAXPORT_FUZZ_SEED={seed})")
+    print(f"\nfuzz smoke: seed {seed} (replay: JAXPORT_FUZZ_SEED={seed})")
     repo = make_fuzz_repository(tmp_path / "repo", artifacts)
-    binary = request.getfixturevalue("front_binary") if frontend == "native" else None
-    with fuzz_bridge(repo, frontend=frontend, front_binary=binary) as bridge:
-        if frontend == "native":
-            assert "jaxport front: listening" in bridge.stdout_text()
+    with fuzz_bridge(repo, front_binary=front_binary) as bridge:
+        assert "jaxport front: listening" in bridge.stdout_text()
         try:
             report = run_campaign(bridge, SMOKE_CASES, SMOKE_THREADS, seed,
                                   DEFAULT_RSS_BOUND_MIB, warmup=40)

@@ -11,13 +11,11 @@ SIGKILL after a grace period.
 
 Stdout and stderr (JSON-line logs) go to files in `workdir` for `stdout_text()`/`log_text()`.
 
-Frontend: `jaxport serve` runs the native front (Go, `jaxport-front` + Python workers) by
-default. A BridgeProcess pins `--frontend python` unless told otherwise (`frontend=`), because
-most suites test that server itself (its logs, grpcio's limits, the drain); suites that test
-what a client sees run `frontend="default"` (the native front). `JAXPORT_TEST_FRONTEND=native|
-python|default` changes the default for a whole run (e.g. a suite against the front). The
-front binary is the one `jaxport serve` finds (`.venv/bin/jaxport-front`, or
-`JAXPORT_FRONT_BINARY`).
+The server is `jaxport serve` as users run it: the native front (Go, `jaxport-front`) and its
+Python execution workers. The front binary is the one `jaxport serve` finds
+(`.venv/bin/jaxport-front`, or `--front-binary`/`JAXPORT_FRONT_BINARY` for one built from the
+tree under test, see `build_front`). Stdout is the front's (`jaxport serve: ...` lines);
+stderr carries the JSON-line logs of the front and of its workers.
 """
 
 from __future__ import annotations
@@ -29,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
@@ -40,9 +39,6 @@ __all__ = ["BridgeProcess", "BridgeStartError", "FrontBuildError", "build_front"
            "serve_command"]
 
 START_TIMEOUT_S = 120.0
-FRONTENDS = ("python", "native", "default")
-#: The frontend of a BridgeProcess not told otherwise (see the module doc).
-DEFAULT_FRONTEND = os.environ.get("JAXPORT_TEST_FRONTEND", "python")
 MAX_MESSAGE_BYTES = 256 * 1024 * 1024
 
 
@@ -93,23 +89,15 @@ class BridgeProcess:
         workdir: str | os.PathLike[str] | None = None,
         command: Sequence[str] | None = None,
         start_timeout: float = START_TIMEOUT_S,
-        frontend: str | None = None,
     ) -> None:
-        frontend = frontend or DEFAULT_FRONTEND
-        if frontend not in FRONTENDS:
-            raise ValueError(f"frontend must be one of {FRONTENDS}, got {frontend!r}")
-        #: "python"/"native" are passed as --frontend to `jaxport serve`; "default" is not.
-        #: Ignored with `command` (a server command line of its own, e.g. the front binary).
-        self.frontend = frontend
         #: A URL (file://, http(s)://) is passed as given; anything else is a local path.
         self.repository = (repository if isinstance(repository, str) and "://" in repository
                            else Path(repository))
         self.args = tuple(args)
         self.env = dict(env or {})
         self.workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="bridge-"))
+        #: `jaxport serve`, or a server command line of its own (e.g. the front binary).
         self.command = list(command) if command else serve_command()
-        if not command and frontend != "default":
-            self.command += ["--frontend", frontend]
         self.start_timeout = start_timeout
         self.port_file = self.workdir / "ports.json"
         self.stdout_path = self.workdir / "stdout.txt"
@@ -225,6 +213,23 @@ class BridgeProcess:
     def metrics_url(self) -> str:
         """URL of the Prometheus endpoint."""
         return f"http://127.0.0.1:{self.metrics_port}/metrics"
+
+    def metrics(self, per_worker: bool = False
+                ) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+        """Every sample of /metrics by (sample name, sorted labels). Each worker exports its
+        own registry (the front adds a `worker` label to its samples): by default that label
+        is dropped and a sample's values are summed over the workers."""
+        from prometheus_client.parser import text_string_to_metric_families
+
+        with urllib.request.urlopen(self.metrics_url, timeout=30) as response:
+            text = response.read().decode()
+        out: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                labels = tuple(sorted((k, v) for k, v in sample.labels.items()
+                                      if per_worker or k != "worker"))
+                out[(sample.name, labels)] = out.get((sample.name, labels), 0.0) + sample.value
+        return out
 
     def alive(self) -> bool:
         """True while the process runs."""
