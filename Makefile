@@ -204,7 +204,8 @@ test-perf-analyzer: setup $(PERF_VENV)/.installed
 #   nlohmann-json3-dev and libssl-dev (installed when missing and root) and pjrt_c_api.h, read in
 #   place from the Go module github.com/gomlx/gopjrt (`go mod download`, pinned by version and
 #   go.sum hash; the header is never copied into the tree).
-# Both are idempotent: stamp files say what was fetched and verified.
+# Both are idempotent: stamp files say what was fetched and verified. `make -j2 pjrt-plugin cpp`
+# downloads and compiles in parallel.
 PJRT_DIR := build/pjrt
 PJRT_WHEEL_VERSION := 0.11.2
 PJRT_WHEEL := lammps_jax_pjrt_cpu-$(PJRT_WHEEL_VERSION)-py3-none-manylinux_2_27_x86_64.whl
@@ -216,8 +217,10 @@ GOPJRT_MODULE := github.com/gomlx/gopjrt@v0.10.0
 GOPJRT_SUM := h1:mb/LeIk9xkaW5hh9oB5hEGuCbnqr81D0WmJsl+o1gY0=
 CPP_DIR := build/cpp
 CPP_BIN := $(CPP_DIR)/jaxport-pjrt-run
-CPP_SRC := $(wildcard clients/cpp/*.cc clients/cpp/*.h)
+CPP_OBJ := $(patsubst clients/cpp/%.cc,$(CPP_DIR)/%.o,$(wildcard clients/cpp/*.cc))
 CPP_DEPS_STAMP := $(CPP_DIR)/.deps
+# The directory of pjrt_c_api.h in the Go module cache; rewritten only when it changes.
+CPP_PJRT_INCLUDE := $(CPP_DIR)/.pjrt-include
 
 .PHONY: pjrt-plugin cpp
 pjrt-plugin: $(PJRT_PLUGIN)
@@ -246,10 +249,21 @@ $(CPP_DEPS_STAMP):
 	  else echo "error: make cpp needs the apt packages nlohmann-json3-dev and libssl-dev" >&2; exit 1; fi; }
 	mkdir -p $(CPP_DIR) && touch $@
 
-$(CPP_BIN): $(CPP_SRC) $(CPP_DEPS_STAMP)
+# Resolved on every build (`go mod download` is a no-op once the module is cached, and puts it
+# back if the cache was cleaned); the file changes, and objects rebuild, only with the module.
+$(CPP_PJRT_INCLUDE): $(CPP_DEPS_STAMP) cpp-always
 	@info=$$(GOFLAGS=-mod=mod go mod download -json $(GOPJRT_MODULE)) || { echo "$$info" >&2; exit 1; }; \
 	dir=$$(echo "$$info" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",*$$/\1/p'); \
 	sum=$$(echo "$$info" | sed -n 's/^[[:space:]]*"Sum": "\(.*\)",*$$/\1/p'); \
 	test "$$sum" = "$(GOPJRT_SUM)" || { echo "error: $(GOPJRT_MODULE) has hash $$sum, pinned $(GOPJRT_SUM)" >&2; exit 1; }; \
-	echo "g++ ... -I$$dir/pjrt -o $@"; \
-	g++ -std=c++17 -O2 -Wall -Wextra -Werror -I"$$dir/pjrt" $(filter %.cc,$(CPP_SRC)) -o $@ -ldl -lcrypto
+	test -f "$$dir/pjrt/pjrt_c_api.h" || { echo "error: no pjrt/pjrt_c_api.h in $$dir" >&2; exit 1; }; \
+	test "$$(cat $@ 2>/dev/null)" = "$$dir/pjrt" || echo "$$dir/pjrt" > $@
+
+$(CPP_DIR)/%.o: clients/cpp/%.cc $(wildcard clients/cpp/*.h) $(CPP_PJRT_INCLUDE)
+	g++ -std=c++17 -O2 -Wall -Wextra -Werror -I"$$(cat $(CPP_PJRT_INCLUDE))" -c $< -o $@
+
+$(CPP_BIN): $(CPP_OBJ)
+	g++ $^ -o $@ -ldl -lcrypto
+
+.PHONY: cpp-always
+cpp-always:
