@@ -63,5 +63,6 @@ def build_front(out_dir: Path) -> Path:
 def front_command(binary: Path, *args: str) -> list[str]:
     """A command line for BridgeProcess (which appends the serve flags) that runs `binary` as
     `jaxport serve` does: serve checks the flags and execs the front (same PID) with its one
-    resolved configuration (`jaxport.bridge.cli.front_command`)."""
+    resolved configuration (`jaxport.bridge.cli.front_command`). Its defaults are serve's
+    (2 workers): a test that needs one worker says `--workers 1`."""
     return [*serve_command(), "--front-binary", str(binary), *args]

@@ -87,7 +87,7 @@ def measure_large(work: Path, binary: Path, sizes: list[int], rounds: int) -> in
         req.inputs.add(name="x", datatype="FP32", shape=[n])
         req.raw_input_contents.append(x.tobytes())
         cases[mib] = (req.SerializeToString(), {"y": x * np.float32(2.0) + np.float32(0.5)})
-    configs = {"python bridge": None, "front, 1 worker": front_command(binary)}
+    configs = {"python bridge": None, "front, 1 worker": front_command(binary, "--workers", "1")}
     best: dict[tuple[str, int], float] = {}
     pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
     for rnd in range(rounds):

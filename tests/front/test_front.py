@@ -285,7 +285,7 @@ def test_request_on_a_killed_worker_fails_unavailable(front: BridgeProcess, gate
 def test_message_limit(front_binary: Path, repository: Path, tmp_path: Path) -> None:
     limit = ["--max-message-bytes", "65536"]
     with BridgeProcess(repository, *limit, workdir=tmp_path / "front",
-                       command=front_command(front_binary)) as f, \
+                       command=front_command(front_binary, "--workers", "1")) as f, \
             BridgeProcess(repository, *limit, workdir=tmp_path / "bridge") as b:
         big = slow_request()  # 256 KiB of input
         got = rpc_error(stub(f).ModelInfer, big, timeout=60)
@@ -347,7 +347,8 @@ def test_mtls_and_token_like_the_bridge(front_binary: Path, repository: Path,
         root_certificates=pki.ca_cert.read_bytes(), private_key=pki.client_key.read_bytes(),
         certificate_chain=pki.client_cert.read_bytes())
     answers = {}
-    for kind, command in (("front", front_command(front_binary)), ("bridge", None)):
+    one_worker = front_command(front_binary, "--workers", "1")
+    for kind, command in (("front", one_worker), ("bridge", None)):
         server = BridgeProcess(repository, *args, workdir=tmp_path / kind, command=command)
         with server.start(credentials=creds):
             with grpc.secure_channel(server.address, creds) as channel:
@@ -435,7 +436,8 @@ def test_large_tensor_equals_bridge(front: BridgeProcess, bridge: BridgeProcess)
 def test_sigterm_drain_cut_exits_3(front_binary: Path, repository: Path, tmp_path: Path) -> None:
     gate = Gate(tmp_path / "gate")
     f = BridgeProcess(repository, "--grace-period-s", "0.2", env=gate.env,
-                      workdir=tmp_path / "front", command=front_command(front_binary))
+                      workdir=tmp_path / "front",
+                      command=front_command(front_binary, "--workers", "1"))
     with f:
         gate.hold("slow")
         try:

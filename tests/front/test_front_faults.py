@@ -182,7 +182,7 @@ def test_stopped_worker_process_gives_deadline_exceeded(front_binary: Path, repo
     """The only worker is SIGSTOPped: calls past their deadline end DEADLINE_EXCEEDED (the
     front answers health meanwhile); SIGCONT and it serves again."""
     with BridgeProcess(repository, workdir=tmp_path / "front",
-                       command=front_command(front_binary)) as server:
+                       command=front_command(front_binary, "--workers", "1")) as server:
         (record,) = worker_ready_records(server)
         pid = int(record["pid"])
         f = stub(server)

@@ -575,7 +575,7 @@ def secured_front(front_binary: Path, rest_repo: Path, tmp_path_factory: pytest.
         repo, "--tls-cert", str(pki.server_cert), "--tls-key", str(pki.server_key),
         "--tls-client-ca", str(pki.ca_cert), "--auth-token-file", str(token),
         "--max-message-bytes", str(1 << 20), workdir=work / "front",
-        command=front_command(front_binary))
+        command=front_command(front_binary, "--workers", "1"))
     creds = grpc.ssl_channel_credentials(
         root_certificates=pki.read("ca_cert"), private_key=pki.read("client_key"),
         certificate_chain=pki.read("client_cert"))
@@ -648,7 +648,8 @@ def test_sigterm_drains_a_rest_call_in_flight(front_binary: Path, rest_repo: Pat
     gate = Gate(tmp_path / "gate")
     x = sample("FP32")
     front = BridgeProcess(repo, "--grace-period-s", "120", env=gate.env,
-                          workdir=tmp_path / "front", command=front_command(front_binary))
+                          workdir=tmp_path / "front",
+                          command=front_command(front_binary, "--workers", "1"))
     with front, ThreadPoolExecutor(1) as pool:
         want = grpc_infer(front, model, {"x": x})["y"]
         port = http_port(front)
