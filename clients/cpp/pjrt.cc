@@ -19,7 +19,9 @@ std::string ErrorText(const PJRT_Api* api, PJRT_Error* error) {
   PJRT_Error_GetCode_Args code{};
   code.struct_size = PJRT_Error_GetCode_Args_STRUCT_SIZE;
   code.error = error;
-  if (api->PJRT_Error_GetCode(&code) == nullptr) {
+  if (PJRT_Error* failed = api->PJRT_Error_GetCode(&code)) {
+    Destroy(api, failed);  // no code to add; the message is what matters
+  } else {
     text += " (PJRT error code " + std::to_string(static_cast<int>(code.code)) + ")";
   }
   return text;
