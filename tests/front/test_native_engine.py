@@ -1,9 +1,10 @@
 """The native engine (bridge/front/engine: PJRT C API through gopjrt, no Python) against real
 artifacts: every golden case of the demo model, a batched model (one program per batch size), a
-checkify model (its check outputs bit for bit) and a model whose goldens hold NaN and -inf
-(min/max over them: XLA's fast min/max must be off) reproduce through
-`bridge/front/cmd/jaxport-native-goldens`; a tampered weight chunk, a StableHLO target outside
-the plugin's window and XLA_FLAGS turning fast min/max on are each refused in one line.
+checkify model (its check outputs bit for bit), a model whose goldens hold NaN and -inf
+(min/max over them: XLA's fast min/max must be off) and the bucket programs of a sequence model
+with symbolic dimensions reproduce through `bridge/front/cmd/jaxport-native-goldens`; a
+tampered weight chunk, a StableHLO target outside the plugin's window, XLA_FLAGS turning fast
+min/max on and a polymorphic program without buckets are each refused in one line.
 
 Needs Go with cgo (gcc) and XLA's CPU plugin in build/pjrt/ (`make pjrt-plugin`); without
 either the test fails with one line saying which (never skipped). docs/native-engine.md.
@@ -54,7 +55,8 @@ def goldens_binary(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def artifacts(tmp_path_factory: pytest.TempPathFactory, batched_repo: Path) -> dict[str, Path]:
     """demo (the bundled example), rows (batch sizes 1, 4, 8), checked (every check kind, a
-    passing and a tripping golden each) and nan (goldens with NaN and -inf)."""
+    passing and a tripping golden each), nan (goldens with NaN and -inf), seqb (tests/models/
+    seq.py with B, T symbolic, buckets T=16,32 at B=2) and seq (the same, no buckets)."""
     import sys
 
     from jaxport.exporter import export
@@ -64,6 +66,7 @@ def artifacts(tmp_path_factory: pytest.TempPathFactory, batched_repo: Path) -> d
     if str(MODELS) not in sys.path:
         sys.path.insert(0, str(MODELS))
     import checked
+    import seq
 
     out = tmp_path_factory.mktemp("native-artifacts")
     rc = export_main([f"{SOURCE}:predict", "--params", f"{SOURCE}:init", "--input",
@@ -76,8 +79,16 @@ def artifacts(tmp_path_factory: pytest.TempPathFactory, batched_repo: Path) -> d
     export(nan_extremes, {"g": np.float32(1.5)},
            {"x": jax.ShapeDtypeStruct(NAN_CASE.shape, np.float32)}, out / "nan",
            golden_inputs={"nan": (NAN_CASE,)}, quiet=True)
+    seq_inputs = {"tokens": (("B", "T"), np.int32), "mask": (("B", "T"), np.bool_)}
+    seq_dims = {"B": "1..64", "T": "8..2048:8"}
+    export(seq.predict, seq.init(jax.random.key(0)), seq_inputs, out / "seqb", dims=seq_dims,
+           buckets={"T": [16, 32]}, batch_sizes=[2], padding={"T": "mask"}, goldens=1,
+           quiet=True)
+    export(seq.predict, seq.init(jax.random.key(0)), seq_inputs, out / "seq", dims=seq_dims,
+           goldens=0, quiet=True)
     return {"demo": out / "demo", "rows": batched_repo / "rows" / "1",
-            "checked": out / "checked", "nan": out / "nan"}
+            "checked": out / "checked", "nan": out / "nan", "seqb": out / "seqb",
+            "seq": out / "seq"}
 
 
 def run(binary: Path, *dirs: Path, env: dict[str, str] | None = None,
@@ -90,16 +101,24 @@ def run(binary: Path, *dirs: Path, env: dict[str, str] | None = None,
 
 
 def test_every_golden_reproduces(goldens_binary: Path, artifacts: dict[str, Path]) -> None:
-    proc = run(goldens_binary, *artifacts.values(), timed=1000)
+    native = {k: v for k, v in artifacts.items() if k != "seq"}
+    proc = run(goldens_binary, *native.values(), timed=1000)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = [json.loads(line) for line in proc.stdout.splitlines()]
-    rows = [r for r in lines if "case" in r]
+    rows = [r for r in lines if "result" in r]
     assert [r for r in rows if not r["ok"]] == []
-    for name, d in artifacts.items():
+    # Cases of the polymorphic program at sizes no bucket has are jax's alone, and said so.
+    assert {r["case"] for r in lines if "not_native" in r} == {
+        "dims_min", "dims_B_mid", "dims_B_max", "dims_T_mid", "dims_T_max"}
+    assert {r["program"] for r in rows if r["model"] == "seqb"} == {
+        "model.B2.T16.mlirbc", "model.B2.T32.mlirbc"}
+    for name, d in native.items():
         manifest = json.loads((d / "manifest.json").read_text())
         model = d.name if name != "rows" else "1"
         seen = {(r["case"], r["result"]) for r in rows if r["model"] == model}
         for case in manifest["goldens"]:
+            if case["name"].startswith("dims_"):
+                continue
             want = set(case["outputs"]) | set(case.get("checkOutputs", {}))
             assert want and {(case["name"], o) for o in want} <= seen, (name, case["name"])
     # The batched model ran each batch size's program.
@@ -115,7 +134,7 @@ def test_every_golden_reproduces(goldens_binary: Path, artifacts: dict[str, Path
     assert np.isnan(np.load(golden / "hi.npy")[0]) and np.load(golden / "hi.npy")[1] == 3.0 + 1.5
     assert {r["result"] for r in rows if r["model"] == "nan" and r["case"] == "nan"} == {"lo", "hi"}
     timing = {r["model"]: r["execute_us"] for r in lines if "execute_us" in r}
-    assert set(timing) == {"demo", "1", "checked", "nan"}
+    assert set(timing) == {"demo", "1", "checked", "nan", "seqb"}
     print(f"execute time per call (us): {timing}")
 
 
@@ -162,3 +181,10 @@ def test_fast_min_max_in_xla_flags_is_refused(goldens_binary: Path,
     line = refusal(run(goldens_binary, artifacts["nan"], env=env))
     assert line.startswith("XLA_FLAGS sets --xla_cpu_enable_fast_min_max=true: the native "
                            "engine needs --xla_cpu_enable_fast_min_max=false"), line
+
+
+def test_polymorphic_program_without_buckets_is_refused(goldens_binary: Path,
+                                                       artifacts: dict[str, Path]) -> None:
+    line = refusal(run(goldens_binary, artifacts["seq"]))
+    assert line == ("native engine: model seq: shape-polymorphic program only (no --buckets): "
+                    "only model.jaxexport runs it, under jax"), line
