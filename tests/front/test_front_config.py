@@ -17,14 +17,14 @@ from jaxport.bridge.settings import Settings
 
 def test_config_is_what_settings_resolved() -> None:
     argv = ["--repository", "repo", "--port", "0", "--workers", "3", "--front-bin", "/x/front",
-            "--frontend=native", "--batching", "--tls-cert", "c.pem", "--tls-key", "k.pem"]
+            "--batching", "--tls-cert", "c.pem", "--tls-key", "k.pem"]
     settings = Settings.from_argv(argv, environ={"JAXPORT_GRACE_PERIOD_S": "2.5"})
     config = cli.front_config(settings, argv)
     assert config == {
         "host": "127.0.0.1", "port": 0, "port_file": None, "metrics_port": 8002,
         "http_port": 0, "workers": 3,
         "worker_cmd": [sys.executable, "-m", "jaxport.bridge.worker"],
-        # the flags as given, minus the ones that choose the front (abbreviated too)
+        # the flags as given, minus the serve-only one (abbreviated, as argparse takes it)
         "worker_args": ["--repository", "repo", "--port", "0", "--workers", "3", "--batching",
                         "--tls-cert", "c.pem", "--tls-key", "k.pem"],
         "max_message_bytes": settings.max_message_bytes, "grace_period_s": 2.5,
