@@ -102,7 +102,8 @@ def compare(
     """Fold the error of `actual` vs `expected` for output `name` into `into[name]`.
 
     Every element passes when `|actual - expected| <= atol + rtol*|expected|` (TOLERANCES, or
-    this run's --atol/--rtol). A bfloat16/float16 output with a float32 `reference` (the same
+    this run's --atol/--rtol); where either is NaN or infinite, only the same value passes
+    (NaN any NaN, an infinity the same infinity). A bfloat16/float16 output with a float32 `reference` (the same
     program evaluated in float32, `f32_reference`) also passes an element when both the
     consumer's value and JAX's are within bf16/f16 rounding of that reference:
     `|actual - ref| <= 8 ulp(max|ref|)` and `|expected - ref| <= 8 ulp(max|ref|)` (max over the
@@ -120,14 +121,17 @@ def compare(
         comp.rule = _describe(atol, rtol)
     a = actual.astype(np.float64)
     e = expected.astype(np.float64)
-    both_nan = np.isnan(a) & np.isnan(e)
-    err = np.where(both_nan, 0.0, np.abs(a - e))
-    err = np.where(np.isnan(err), np.inf, err)
+    # Where either side is not finite only the same value passes (NaN any NaN, an infinity
+    # the same infinity): `rtol*|inf|` would otherwise admit anything against an infinity.
+    special = ~(np.isfinite(a) & np.isfinite(e))
+    same = (a == e) | (np.isnan(a) & np.isnan(e))
+    with np.errstate(invalid="ignore"):
+        err = np.where(special, np.where(same, 0.0, np.inf), np.abs(a - e))
     if not err.size:
         return
     comp.max_abs = max(comp.max_abs, float(err.max()))
     comp.max_rel = max(comp.max_rel, float((err / np.maximum(np.abs(e), 1e-30)).max()))
-    ok = err <= atol + rtol * np.abs(e)
+    ok = np.where(special, same, err <= atol + rtol * np.abs(np.where(special, 0.0, e)))
     if reference is not None and dtype in LOW_PRECISION and _OVERRIDE is None \
             and reference.shape == expected.shape:
         comp.rule = f"{atol:g}+{rtol:g}*|x| or both within {REFERENCE_ULPS}ulp(scale) of f32"

@@ -123,3 +123,19 @@ def test_wrong_bf16_result_fails_and_atol_overrides(bf16_artifact: Path, tmp_pat
     assert "1000+0*|x|" in proc.stdout
     proc = run_cli(["verify", str(art), "--checks", "pjrt", "--atol", "-1"], tmp_path)
     assert proc.returncode == 1 and "--atol must be a finite number >= 0" in proc.stderr
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, BF16])
+def test_special_values_pass_only_the_same_value(dtype) -> None:
+    """An infinity or NaN in a golden is matched exactly (`rtol*|inf|` admits nothing): a finite
+    value or the other infinity against +inf fails, the same specials pass with error 0."""
+    expected = np.array([np.inf, -np.inf, np.nan, 1.0], dtype)
+    same: dict[str, verify.Comparison] = {}
+    verify.compare("y", expected.copy(), expected, same)
+    assert same["y"].passed and same["y"].max_abs == 0.0
+    for wrong in ([1.0, -np.inf, np.nan, 1.0], [-np.inf, -np.inf, np.nan, 1.0],
+                  [np.inf, -np.inf, 0.0, 1.0], [np.inf, -np.inf, np.nan, np.inf]):
+        into: dict[str, verify.Comparison] = {}
+        verify.compare("y", np.array(wrong, dtype), expected, into)
+        assert not into["y"].passed, wrong
+        assert into["y"].max_abs == np.inf, wrong
