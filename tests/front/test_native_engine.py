@@ -91,18 +91,16 @@ def artifacts(tmp_path_factory: pytest.TempPathFactory, batched_repo: Path) -> d
             "seq": out / "seq"}
 
 
-def run(binary: Path, *dirs: Path, env: dict[str, str] | None = None,
-        timed: int = 0) -> subprocess.CompletedProcess[str]:
-    args = [str(binary), "--pjrt-plugin", str(PLUGIN)]
-    if timed:
-        args += ["--time", str(timed)]
+def run(binary: Path, *dirs: Path, flags: tuple[str, ...] = (),
+        env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    args = [str(binary), "--pjrt-plugin", str(PLUGIN), *flags]
     return subprocess.run([*args, *map(str, dirs)], capture_output=True, text=True,
                           timeout=600, env=env)
 
 
 def test_every_golden_reproduces(goldens_binary: Path, artifacts: dict[str, Path]) -> None:
     native = {k: v for k, v in artifacts.items() if k != "seq"}
-    proc = run(goldens_binary, *native.values(), timed=1000)
+    proc = run(goldens_binary, *native.values(), flags=("--parallel", "4", "--time", "1000"))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = [json.loads(line) for line in proc.stdout.splitlines()]
     rows = [r for r in lines if "result" in r]
@@ -133,6 +131,12 @@ def test_every_golden_reproduces(goldens_binary: Path, artifacts: dict[str, Path
     assert np.isnan(np.load(golden / "lo.npy"))
     assert np.isnan(np.load(golden / "hi.npy")[0]) and np.load(golden / "hi.npy")[1] == 3.0 + 1.5
     assert {r["result"] for r in rows if r["model"] == "nan" and r["case"] == "nan"} == {"lo", "hi"}
+    # Four goroutines at once get the sequential run's bytes, every case 20 times each.
+    parallel = {r["model"]: r for r in lines if "parallel" in r}
+    assert set(parallel) == {"demo", "1", "checked", "nan", "seqb"}
+    for model, r in parallel.items():
+        cases = len({x["case"] for x in rows if x["model"] == model})
+        assert (r["executes"], r["mismatches"], r["failures"]) == (4 * 20 * cases, 0, 0), r
     timing = {r["model"]: r["execute_us"] for r in lines if "execute_us" in r}
     assert set(timing) == {"demo", "1", "checked", "nan", "seqb"}
     print(f"execute time per call (us): {timing}")

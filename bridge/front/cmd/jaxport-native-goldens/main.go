@@ -2,15 +2,17 @@
 // engine (bridge/front/engine: the PJRT C API, no Python) and prints, for each case, each
 // result's max error against the golden and whether it is within verify's tolerance:
 //
-//	jaxport-native-goldens [--pjrt-plugin cpu|cuda|PATH] [--time N] DIR...
+//	jaxport-native-goldens [--pjrt-plugin cpu|cuda|PATH] [--parallel N] [--time N] DIR...
 //
 // Output: one JSON object per line, {"model", "case", "program", "result", "kind", "max_error",
 // "mismatches", "tolerance", "ok"} per compared result ({"model", "case", "dims", "not_native"}
-// for a case of a polymorphic program at a size no bucket program has), then with --time N {"model", "program",
-// "calls", "execute_us", "cpu_us"} (wall and process CPU time per call over N executes of the
-// first program on its first case). A model the engine refuses prints its one-line reason on
-// stderr. Exit status: 0 every result passed, 1 a result failed, 2 a model was refused or an
-// artifact is unreadable.
+// for a case of a polymorphic program at a size no bucket program has), then with --parallel N
+// {"model", "parallel", "executes", "mismatches", "failures"} (every case run from N goroutines
+// at once, results compared byte for byte with a sequential run), then with --time N {"model",
+// "program", "calls", "execute_us", "cpu_us"} (wall and process CPU time per call over N
+// executes of the first program on its first case). A model the engine refuses prints its
+// one-line reason on stderr. Exit status: 0 every result passed, 1 a result failed or differed
+// in parallel, 2 a model was refused or an artifact is unreadable.
 package main
 
 import (
@@ -31,9 +33,10 @@ import (
 func main() {
 	plugin := flag.String("pjrt-plugin", "", "PJRT plugin: cpu, cuda or a path (default $"+engine.PluginEnv+", else cpu)")
 	timed := flag.Int("time", 0, "also time N executes of each model's first program")
+	par := flag.Int("parallel", 0, "also run every case from N goroutines at once")
 	flag.Parse()
 	if flag.NArg() == 0 {
-		fmt.Fprintln(os.Stderr, "usage: jaxport-native-goldens [--pjrt-plugin P] [--time N] DIR...")
+		fmt.Fprintln(os.Stderr, "usage: jaxport-native-goldens [--pjrt-plugin P] [--parallel N] [--time N] DIR...")
 		os.Exit(2)
 	}
 	p, err := engine.LoadPlugin(*plugin)
@@ -44,7 +47,7 @@ func main() {
 	status := 0
 	out := json.NewEncoder(os.Stdout)
 	for _, dir := range flag.Args() {
-		st, err := runDir(p, dir, *timed, out)
+		st, err := runDir(p, dir, *timed, *par, out)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 		}
@@ -66,7 +69,7 @@ type row struct {
 	OK         bool    `json:"ok"`
 }
 
-func runDir(p *engine.Plugin, dir string, timed int, out *json.Encoder) (int, error) {
+func runDir(p *engine.Plugin, dir string, timed, par int, out *json.Encoder) (int, error) {
 	model, err := engine.Open(p, dir, filepath.Base(filepath.Clean(dir)))
 	if err != nil {
 		return 2, err
@@ -95,6 +98,16 @@ func runDir(p *engine.Plugin, dir string, timed int, out *json.Encoder) (int, er
 			}
 			_ = out.Encode(r)
 		}
+	}
+	if par > 0 {
+		r, err := parallelRun(dir, model, par)
+		if err != nil {
+			return 2, err
+		}
+		if r["mismatches"].(int64) > 0 || r["failures"].(int64) > 0 {
+			status = 1
+		}
+		_ = out.Encode(r)
 	}
 	if timed > 0 {
 		if err := timeFirst(dir, model, timed, out); err != nil {
