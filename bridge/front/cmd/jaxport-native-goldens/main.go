@@ -117,8 +117,15 @@ func runDir(p *engine.Plugin, dir string, timed, par int, out *json.Encoder) (in
 	return status, nil
 }
 
-// timeFirst times n executes of the first golden case a compiled program runs.
-func timeFirst(dir string, model *engine.Model, n int, out *json.Encoder) error {
+// nativeRun is a golden case a compiled program runs, with its inputs read.
+type nativeRun struct {
+	prog   *engine.Program
+	inputs [][]byte
+}
+
+// nativeRuns are the golden cases a compiled program runs, in manifest order.
+func nativeRuns(dir string, model *engine.Model) ([]nativeRun, error) {
+	var runs []nativeRun
 	for _, c := range model.Manifest.GetGoldens() {
 		prog := programFor(model, c)
 		if prog == nil {
@@ -126,20 +133,33 @@ func timeFirst(dir string, model *engine.Model, n int, out *json.Encoder) error 
 		}
 		inputs, err := caseInputs(dir, prog, c)
 		if err != nil {
+			return nil, err
+		}
+		runs = append(runs, nativeRun{prog, inputs})
+	}
+	return runs, nil
+}
+
+// timeFirst times n executes of the first golden case a compiled program runs.
+func timeFirst(dir string, model *engine.Model, n int, out *json.Encoder) error {
+	runs, err := nativeRuns(dir, model)
+	if err != nil {
+		return err
+	}
+	if len(runs) == 0 {
+		return fmt.Errorf("%s: no golden case to time", model.Name)
+	}
+	prog, inputs := runs[0].prog, runs[0].inputs
+	cpu0, start := cpuTime(), time.Now()
+	for range n {
+		if _, err := prog.Execute(inputs); err != nil {
 			return err
 		}
-		cpu0, start := cpuTime(), time.Now()
-		for range n {
-			if _, err := prog.Execute(inputs); err != nil {
-				return err
-			}
-		}
-		us := float64(time.Since(start).Microseconds()) / float64(n)
-		cpu := float64((cpuTime() - cpu0).Microseconds()) / float64(n)
-		return out.Encode(map[string]any{"model": model.Name, "program": prog.Spec.GetMlirbcFile(),
-			"calls": n, "execute_us": us, "cpu_us": cpu})
 	}
-	return fmt.Errorf("%s: no golden case to time", model.Name)
+	us := float64(time.Since(start).Microseconds()) / float64(n)
+	cpu := float64((cpuTime() - cpu0).Microseconds()) / float64(n)
+	return out.Encode(map[string]any{"model": model.Name, "program": prog.Spec.GetMlirbcFile(),
+		"calls": n, "execute_us": us, "cpu_us": cpu})
 }
 
 // cpuTime is the process's user + system CPU time so far (every thread, the plugin's too).
