@@ -76,7 +76,7 @@ class Worker:
                 f"Sent message larger than max ({nbytes} vs. {limit})")
 
     def observe(self, method: str, code: int) -> None:
-        """One call finished: `jaxport_grpc_requests_total`, as the interceptor's observer."""
+        """One call finished: `jaxport_grpc_requests_total` by its final status."""
         self.finished += 1  # read by the heap trimmer (an int bump under the GIL)
         metrics = self.core.metrics
         if metrics is not None:
@@ -140,13 +140,17 @@ class Worker:
         return self.shutdown()
 
     def shutdown(self) -> bool:
-        """Refuse new calls, let in-flight ones finish for up to the grace period."""
+        """Refuse new calls, let in-flight ones finish for up to the grace period. Behind the
+        front (`--listen-fd`) the front has spent the grace period already when it signals
+        its workers: what still runs then was cut, so the worker waits for nothing (else
+        `jaxport serve` would end a grace period after its own, not within it)."""
         self.core.state.set_draining()
         try:
             self.listener.close()
         except OSError:
             pass
-        drained = self.slots.wait_idle(self.settings.grace_period_s)
+        grace = 0.0 if self.exit_on_disconnect else self.settings.grace_period_s
+        drained = self.slots.wait_idle(grace)
         log.info("stopped", extra={"fields": {"drained": drained}})
         return drained
 

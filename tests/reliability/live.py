@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import shutil
 import time
-import urllib.request
 from pathlib import Path
 
 import grpc
@@ -81,13 +80,13 @@ def status_name(exc: grpc.RpcError) -> str:
 
 
 def admission_counts(bridge, model: str) -> dict[str, float]:
-    """`jaxport_admission_total{model=MODEL,outcome=...}` from the bridge's /metrics."""
-    text = urllib.request.urlopen(bridge.metrics_url, timeout=10).read().decode()
+    """`jaxport_admission_total{model=MODEL,outcome=...}` from the bridge's /metrics (summed
+    over its workers)."""
     counts = dict.fromkeys(("admitted", "shed", "expired", "cancelled"), 0.0)
-    for line in text.splitlines():
-        if line.startswith("jaxport_admission_total{") and f'model="{model}"' in line:
-            outcome = line.split('outcome="', 1)[1].split('"', 1)[0]
-            counts[outcome] = float(line.rsplit(" ", 1)[1])
+    for (name, labels), value in bridge.metrics().items():
+        fields = dict(labels)
+        if name == "jaxport_admission_total" and fields.get("model") == model:
+            counts[fields["outcome"]] = value
     return counts
 
 

@@ -1,9 +1,10 @@
 """Memory under hostile traffic (issue 18): requests that do not parse cost nothing lasting.
 
-grpcio 1.85 leaks ~19 KiB for every unary request it fails to parse (3,000 of them: +56 MiB,
-also with a bare grpc server and none of our code). The bridge never lets grpc handle them
-(`jaxport.bridge.interceptor`), so the same 3,000 leave RSS where it was, within a margin far
-below the leak (`LEAK_MARGIN_MIB`) and measured after a first round that warms the path."""
+grpcio 1.85's server leaks ~19 KiB for every unary request it fails to parse (3,000 of them:
++56 MiB, with a bare grpc server and none of our code; the reason the retired grpcio server
+parsed requests itself). `jaxport serve` (the front and its workers, RSS summed) must leave the
+same 3,000 where RSS was, within a margin far below that leak (`LEAK_MARGIN_MIB`), measured
+after a first round that warms the path."""
 
 from __future__ import annotations
 

@@ -60,6 +60,9 @@ def tight(tmp_path_factory, artifacts):
     gate = Gate(tmp_path_factory.mktemp("gate"))
     with start_bridge(
         repo,
+        # Admission and --worker-threads are per worker process (docs/front.md): with one
+        # worker, these limits are the server's.
+        "--workers", "1",
         "--max-inflight-per-model", "1",
         "--max-queue-per-model", str(MAX_QUEUE),
         "--worker-threads", str(WORKERS),
