@@ -1,12 +1,13 @@
-"""`jaxport serve`: argument handling; the servers themselves are `jaxport.bridge.server`
-(`--frontend python`) and the native front `jaxport-front` (bridge/front, the default).
+"""`jaxport serve`: argument handling; the server is the native front `jaxport-front`
+(bridge/front) and its Python execution workers (`jaxport.bridge.worker`). grpcio's Python
+server (`--frontend python`) is retired; `--frontend` is refused in one line (settings.py).
 
-With the native front, `jaxport serve` checks every flag here (the same Settings, the same
-one-line errors), then replaces itself (exec, same PID) with the front binary, handing it ONE
-resolved configuration (`front_config`: `jaxport-front --config JSON`): the Settings fields
-the front uses, the worker command (this Python, `-m jaxport.bridge.worker`) and the flags as
-given minus `--frontend`/`--front-binary`, which every worker reads with the same Settings.
-The front has no defaults and parses no flag of its own (docs/front.md).
+`jaxport serve` checks every flag here (Settings, one-line errors), then what the front would
+refuse at start (`preflight`), then replaces itself (exec, same PID) with the front binary,
+handing it ONE resolved configuration (`front_config`: `jaxport-front --config JSON`): the
+Settings fields the front uses, the worker command (this Python, `-m jaxport.bridge.worker`)
+and the flags as given minus `--front-binary`, which every worker reads with the same
+Settings. The front has no defaults and parses no flag of its own (docs/front.md).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from pathlib import Path
 from jaxport.bridge.settings import Settings, SettingsError
 
 #: Flags of `jaxport serve` the workers do not get (they choose the front).
-SERVE_ONLY = ("--frontend", "--front-binary")
+SERVE_ONLY = ("--front-binary",)
 FRONT_NAME = "jaxport-front"
 #: Where jaxport's platform wheel carries the front (`make wheel`, bridge/front/build_wheel.py).
 PACKAGED_FRONT = Path(__file__).resolve().parent / "bin" / FRONT_NAME
@@ -54,7 +55,7 @@ def worker_args(argv: Sequence[str]) -> list[str]:
     while i < len(args):
         token = args[i]
         if _is_serve_only(token):
-            i += 1 if "=" in token else 2  # both take one value
+            i += 1 if "=" in token else 2  # it takes one value
             continue
         out.append(token)
         i += 1
@@ -96,10 +97,10 @@ def front_command(binary: Path, argv: Sequence[str], settings: Settings | None =
 
 
 def preflight(settings: Settings) -> str | None:
-    """What `jaxport serve --frontend python` would refuse at start (exit 1), checked before
-    the front replaces this process, so both frontends give the same one line: TLS files and
-    token (bridge/security.py, the same texts), the --port-file directory, ports in use (the
-    front reports a port taken in between with its own line)."""
+    """What the front would refuse at start (exit 1), checked before it replaces this process,
+    so a mistake reads as `jaxport serve`'s own one line like every other flag error: TLS
+    files and token (bridge/security.py; the front's texts are the same), the --port-file
+    directory, ports in use (the front reports a port taken in between with its own line)."""
     from jaxport.bridge import security
 
     try:
@@ -127,9 +128,9 @@ def preflight(settings: Settings) -> str | None:
 def serve_main(argv: Sequence[str]) -> int:
     """Parse flags/env into Settings and serve until SIGTERM; returns the exit status.
 
-    A user mistake is one line `jaxport serve: error: ...` on stderr and status 2; a native
-    front that is not built, one line naming `make front`, the platform wheel and
-    `--frontend python`, status 1.
+    A user mistake is one line `jaxport serve: error: ...` on stderr and status 2; what the
+    front would refuse at start, or a front that is not built (naming `make front` and the
+    platform wheel), one line and status 1.
     """
     try:
         settings = Settings.from_argv(argv)
@@ -142,23 +143,20 @@ def serve_main(argv: Sequence[str]) -> int:
     if problem is not None:
         print(f"jaxport serve: error: {problem}", file=sys.stderr)
         return 2
-    if settings.frontend == "native":
-        problem = preflight(settings)
-        if problem is not None:
-            print(f"jaxport serve: error: {problem}", file=sys.stderr)
-            return 1
-        binary = front_binary(settings)
-        if not os.access(binary, os.X_OK):
-            print(f"jaxport serve: error: the native front {binary} is not built: run "
-                  "`make front` (needs Go), or install jaxport's platform wheel (it carries "
-                  "the front), or serve with `--frontend python`", file=sys.stderr)
-            return 1
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os.execv(binary, front_command(binary, argv, settings))
-    from jaxport.bridge import server  # heavy (jax, grpc): only once the flags are valid
-
-    return server.run(settings)
+    problem = preflight(settings)
+    if problem is not None:
+        print(f"jaxport serve: error: {problem}", file=sys.stderr)
+        return 1
+    binary = front_binary(settings)
+    if not os.access(binary, os.X_OK):
+        print(f"jaxport serve: error: the native front {binary} is not built: run "
+              "`make front` (needs Go), or install jaxport's platform wheel (it carries "
+              "the front)", file=sys.stderr)
+        return 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(binary, front_command(binary, argv, settings))
+    return 1  # not reached: execv replaces this process or raises
 
 
 def main() -> None:

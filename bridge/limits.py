@@ -14,9 +14,8 @@ bounds that waste.
 
 No grpc import: the servicer passes plain callables (`context.is_active`) and absolute
 monotonic deadlines; the exceptions are `jaxport.protocol.errors.ProtocolError`s carrying
-their status name in `code` for the one error-mapping interceptor.
-`grpc_message_size_options()` gives the channel options that make grpc itself answer
-RESOURCE_EXHAUSTED for messages above the size limit.
+their status name in `code` for the one status table (`jaxport.bridge.status`). (The message
+size limit is the front's, `--max-message-bytes`.)
 """
 
 from __future__ import annotations
@@ -46,7 +45,6 @@ __all__ = [
     "ModelLoad",
     "Overloaded",
     "deadline_from_remaining",
-    "grpc_message_size_options",
 ]
 
 log = logging.getLogger(__name__)
@@ -97,16 +95,6 @@ def deadline_from_remaining(
 ) -> float | None:
     """Absolute monotonic deadline from gRPC's `context.time_remaining()` (None: no deadline)."""
     return None if remaining is None else clock() + remaining
-
-
-def grpc_message_size_options(max_message_bytes: int) -> list[tuple[str, int]]:
-    """Server options capping received and sent message size (grpc answers RESOURCE_EXHAUSTED)."""
-    if max_message_bytes <= 0:
-        raise ValueError(f"max message bytes must be positive, got {max_message_bytes}")
-    return [
-        ("grpc.max_receive_message_length", max_message_bytes),
-        ("grpc.max_send_message_length", max_message_bytes),
-    ]
 
 
 class _Waiter:

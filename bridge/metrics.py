@@ -17,7 +17,7 @@ Metric families (labels in braces):
 - `jaxport_admission_total{model,outcome}`: admitted / shed / expired / cancelled;
 - `jaxport_grpc_requests_total{method,code}`: every RPC by final status, hostile ones included:
   a request that does not parse is INTERNAL (grpc's answer), a call its caller cancelled or
-  let expire CANCELLED / DEADLINE_EXCEEDED (`jaxport.bridge.interceptor`);
+  let expire CANCELLED / DEADLINE_EXCEEDED (counted by the worker, `jaxport.bridge.connection`);
 - `jaxport_model_ready{model,version}` (gauge, 1 = serving);
 - `jaxport_model_load_seconds{model,version,phase}` (gauge): checksum, deserialize, weights,
   compile, warmup of the last load.

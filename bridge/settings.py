@@ -28,9 +28,10 @@ ENGINES = ("exported", "pjrt")
 # sequence model served at 8..2048 step 8 has 256 lengths times every batch size; each
 # executable of a small model is a few hundred KiB of host memory.
 DEFAULT_COMPILED_SHAPES = 32
-FRONTENDS = ("native", "python")
-#: Fields that only the native front uses: given with --frontend python, they are a mistake.
-NATIVE_ONLY = ("workers", "front_binary", "http_port")
+#: `--frontend` chose grpcio's Python server (`python`) or the native front; the grpcio server
+#: is retired, so the flag (or JAXPORT_FRONTEND) is refused in one line rather than ignored.
+RETIRED_FRONTEND = ("--frontend (JAXPORT_FRONTEND) was removed: jaxport serve always runs the "
+                    "native front (grpcio's Python server is retired, docs/front.md); drop it")
 #: Execution workers behind the native front by default (docs/front.md): on this 2-core VM two
 #: workers served 1.3-1.6x the requests of one at concurrency 16, at less CPU per request;
 #: each worker holds every model (memory and start-up compile times N), batching models stay
@@ -140,12 +141,6 @@ class Settings:
         metadata=_opt("serve --repository as this ONE model (e.g. KServe's /mnt/models): the "
                       "root is a version directory (manifest.json) or a model directory "
                       "(1/, 2/ ...)", parse=_optional_str),
-    )
-    frontend: str = field(
-        default="native",
-        metadata=_opt("'native': the Go front (jaxport-front, built by make setup / make front) "
-                      "speaks gRPC and --workers Python processes execute; 'python': grpcio's "
-                      "server in this one process", choices=FRONTENDS),
     )
     workers: int = field(
         default=DEFAULT_WORKERS,
@@ -278,8 +273,6 @@ class Settings:
                                 f"{list(self.preferred_batch_sizes)}")
         if self.grace_period_s < 0:
             raise SettingsError(f"--grace-period-s must be >= 0, got {self.grace_period_s}")
-        if self.frontend not in FRONTENDS:
-            raise SettingsError(f"--frontend must be one of {FRONTENDS}, got {self.frontend!r}")
         if self.engine not in ENGINES:
             raise SettingsError(f"--engine must be one of {ENGINES}, got {self.engine!r}")
         if self.log_level not in LOG_LEVELS:
@@ -318,6 +311,9 @@ class Settings:
         itself exits with status 2 on unknown flags.
         """
         env = os.environ if environ is None else environ
+        if "JAXPORT_FRONTEND" in env or any(a == "--frontend" or a.startswith("--frontend=")
+                                            for a in argv):
+            raise SettingsError(RETIRED_FRONTEND)
         parser = build_parser()
         ns = parser.parse_args(list(argv))
         values: dict[str, Any] = {}
@@ -334,14 +330,6 @@ class Settings:
                     raise SettingsError(f"{var}={env[var]!r}: {exc}") from None
             elif f.metadata.get("required"):
                 raise SettingsError(f"--{_flag(f.name)} (or {var}) is required")
-        # A flag of the native front given with --frontend python is a mistake; the same
-        # setting from the environment (ambient, shared by both) is ignored.
-        if values.get("frontend") == "python":
-            for name in NATIVE_ONLY:
-                if getattr(ns, name) is not None:
-                    raise SettingsError(
-                        f"--{_flag(name)} is a setting of the native front; drop it, or serve "
-                        "with --frontend native")
         return cls(**values)
 
 

@@ -1,7 +1,7 @@
 """The ONE place where exceptions become gRPC statuses (code and details), whatever the
 transport: the native front's workers (`jaxport.bridge.worker`), Ray Serve replicas
-(`jaxport.bridge.ray`), grpcio's interceptor (`jaxport.bridge.interceptor`) and the servicer
-for ModelStreamInfer's in-stream `error_message` all ask `status_of`.
+(`jaxport.bridge.ray`) and the servicer for ModelStreamInfer's in-stream `error_message`
+all ask `status_of`.
 
 - `jaxport.protocol.errors.ProtocolError` (raised by codecs, model, loading, repository,
   admission, batcher) -> the `grpc.StatusCode` that `STATUS` lists for its typed `err.code`

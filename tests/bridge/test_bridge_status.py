@@ -1,5 +1,5 @@
 """The one exception -> status table (`jaxport.bridge.status`), as a unit: every transport
-(the native front's workers, Ray replicas, grpcio's interceptor) answers with what it gives."""
+(the native front's workers, Ray replicas) answers with what it gives."""
 
 from __future__ import annotations
 

@@ -1,11 +1,11 @@
 """Fixtures of the native front's tests: the Go binary built once, a repository exported once,
-a real front (+ Python workers) and a real Python bridge on 127.0.0.1 port 0 to compare with.
+a real front (+ Python workers) on 127.0.0.1 port 0.
 
 The front (`bridge/front`, Go) is built with `go build` into a session temp dir; without Go
-the session fails with one line saying so (never skipped). Both servers are started through
-`support.bridge.BridgeProcess`: the front takes the same `--repository/--host/--port 0/
---port-file` flags as `jaxport serve`, reports its port the same way and answers health
-SERVING once every worker has loaded the repository.
+the session fails with one line saying so (never skipped). Fronts are started through
+`support.bridge.BridgeProcess` with the configuration `jaxport serve` hands them
+(`front_helpers.front_command`); they report their ports in the same port file and answer
+health SERVING once every worker has loaded the repository.
 """
 
 from __future__ import annotations
@@ -111,10 +111,3 @@ def front(front_binary: Path, repository: Path, gate: Gate,
                        command=front_command(front_binary, "--workers", "2")) as f:
         yield f
 
-
-@pytest.fixture(scope="session")
-def bridge(repository: Path, tmp_path_factory: pytest.TempPathFactory
-           ) -> Iterator[BridgeProcess]:
-    """Today's Python bridge on the same repository: the reference answers."""
-    with BridgeProcess(repository, workdir=tmp_path_factory.mktemp("py-bridge")) as b:
-        yield b

@@ -17,7 +17,6 @@ from jaxport.bridge.limits import (
     ModelLoad,
     Overloaded,
     deadline_from_remaining,
-    grpc_message_size_options,
 )
 
 
@@ -240,11 +239,3 @@ def test_nonsense_limits_are_refused(inflight, queue):
     with pytest.raises(ValueError, match="per model must be"):
         AdmissionController(inflight, queue)
 
-
-def test_message_size_options():
-    assert grpc_message_size_options(1024) == [
-        ("grpc.max_receive_message_length", 1024),
-        ("grpc.max_send_message_length", 1024),
-    ]
-    with pytest.raises(ValueError, match="positive"):
-        grpc_message_size_options(0)

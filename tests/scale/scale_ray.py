@@ -197,7 +197,8 @@ def test_requests_served_on_both_nodes(serve_cluster: ServeCluster) -> None:
 def test_errors_are_the_bridge_statuses(serve_cluster: ServeCluster, rpc: str, request_: object,
                                         code: grpc.StatusCode, words: str) -> None:
     """Domain errors reach the caller with the codes and messages of `jaxport serve` (the
-    interceptor's table), refusals with UNIMPLEMENTED saying why; never a Ray traceback."""
+    one status table, bridge/status.py), refusals with UNIMPLEMENTED saying why; never a Ray
+    traceback."""
     with pytest.raises(grpc.RpcError) as info:
         getattr(_stub(serve_cluster), rpc)(request_, timeout=60)
     assert info.value.code() == code, info.value.details()
