@@ -19,7 +19,7 @@ import numpy as np
 from front_helpers import FEATURES, NEVER_US, front_command, rows_model, rows_params, rows_request
 from jaxport.protocol.gen.inference import grpc_service_pb2 as pb
 from support.bridge import BridgeProcess
-from test_front import _scrape, _sum, mlp_request, stub, wait_for, worker_ready_records
+from test_front import mlp_request, stub, wait_for, worker_ready_records
 
 WAIT_S = 120.0
 
@@ -57,10 +57,9 @@ def test_batching_model_requests_fill_one_batch_across_two_workers(
                                      timeout=60).model_stats
         assert (stats.inference_count, stats.execution_count) == (8, 1)
         assert [(b.batch_size, b.compute_infer.count) for b in stats.batch_stats] == [(8, 1)]
-        per_worker = _scrape(front)["jaxport_inference_success"]
-        counts = sorted(x.value for x in per_worker
-                        if x.name == "jaxport_inference_success_total"
-                        and x.labels.get("model") == "rows")
+        counts = sorted(v for (name, labels), v in front.metrics(per_worker=True).items()
+                        if name == "jaxport_inference_success_total"
+                        and dict(labels).get("model") == "rows")
         assert counts[-1] == 8 and sum(counts) == 8  # all on one worker
 
 
@@ -74,13 +73,15 @@ def test_model_statistics_sum_every_worker(front: BridgeProcess) -> None:
                                  timeout=60).model_stats
         return s
 
-    def successes(families: dict, worker: str) -> float:
-        return _sum(families, "jaxport_inference_success_total", model="mlp", worker=worker)
+    def successes(metrics: dict, worker: str) -> float:
+        return sum(v for (name, labels), v in metrics.items()
+                   if name == "jaxport_inference_success_total"
+                   and {("model", "mlp"), ("worker", worker)} <= set(labels))
 
-    before, metrics_before = stats(), _scrape(front)
+    before, metrics_before = stats(), front.metrics(per_worker=True)
     for i in range(6):
         f.ModelInfer(mlp_request(np.ones((2, 8), np.float32), rid=str(i)), timeout=60)
-    after, metrics_after = stats(), _scrape(front)
+    after, metrics_after = stats(), front.metrics(per_worker=True)
     moved = [successes(metrics_after, w) - successes(metrics_before, w) for w in ("0", "1")]
     assert sum(moved) == 6 and min(moved) > 0, moved  # both workers executed some
     assert after.inference_count - before.inference_count == 6
