@@ -191,8 +191,8 @@ class Settings:
     )
     worker_threads: int = field(
         default=128,
-        metadata=_opt("gRPC worker threads = most RPCs at once, waiting ones included "
-                      "(beyond: RESOURCE_EXHAUSTED); created on demand"),
+        metadata=_opt("most calls each execution worker holds at once, waiting ones included "
+                      "(beyond: RESOURCE_EXHAUSTED); threads created on demand"),
     )
     max_inflight_per_model: int = field(
         default=DEFAULT_MAX_INFLIGHT_PER_MODEL,
