@@ -113,6 +113,7 @@ def test_comparison_of_special_values() -> None:
             runner.compare_tensor(spec, np.array(wrong, np.float32), want)
 
 
+@pytest.mark.slow  # waits out a 10 s step timeout by design: make test-all
 def test_a_hung_step_is_killed(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """run.py never waits forever on a runner: past the step timeout its group is killed."""
     spec = importlib.util.spec_from_file_location("jaxport_conformance_run", HERE / "run.py")

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from exporter_helpers import REPO, run_cli
 from jaxport.artifact import manifest
 
@@ -28,6 +29,7 @@ def test_guide_has_every_section() -> None:
         assert heading in text
 
 
+@pytest.mark.slow  # every snippet of the guide in fresh processes (~25 s): make test-all
 def test_guide_snippets_run(tmp_path: Path) -> None:
     env = dict(os.environ, PYTHONPATH=str(tmp_path), JAX_PLATFORMS="cpu")
     ran = 0

@@ -41,6 +41,10 @@ from support.bridge import BridgeProcess
 
 ALL_CHECKS = ["checksums", "jaxexport", "pjrt", "iree"]
 
+# Second tier (make test-all): each model is exported, verified and served end to end
+# (6-14 s apiece here); the fast tier keeps the small-model paths of tests/exporter.
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
