@@ -1,13 +1,15 @@
-"""The native front's transport floor: `jaxport.bridge.worker` with ModelInfer answered from a
-cache (the response the real servicer gave to the first request of that model and id).
+"""The transport floor: `jaxport.bridge.worker` with ModelInfer answered from a cache (the
+response the real servicer gave to the first request of that model, version and id; the bench
+gives every distinct payload its own id).
 
     python -m tests.bench.front_launch BINARY "python -m tests.bench.floor_worker" \
-        --repository ... [flags]
+        --repository ... [flags]      (tests.bench.front_launch.command builds this line)
 
-Everything else is the real worker: framing, leader/followers, memfds, the request parsed,
-the response serialized. What it measures is the front + worker transport without the model
-core's Python (validation, admission, statistics, execution, encoding), the counterpart of
-`tests/bench/floor_server.py` for `jaxport serve`. Benchmark use only.
+Everything else is the real worker and the real front: framing, leader/followers, memfds, the
+request parsed, the response serialized. What it measures is the stack `jaxport serve` runs
+(front + worker transport) without the model core's Python (validation, admission,
+statistics, execution, encoding). Every other method (ModelReady, ModelStatistics, ...) is
+the real servicer's. Benchmark use only.
 """
 
 from __future__ import annotations

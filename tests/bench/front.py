@@ -1,20 +1,27 @@
-"""Issue 12's benchmark: the native front (Go + Python workers) against `--frontend python`
-(grpcio's Python server, `jaxport serve`), driven by ghz, in one run.
+"""The native front under ghz (issue 12's model and cases), against its transport floor.
+
+In one run: `jaxport serve` as users run it (the front, built from this tree, and its Python
+execution workers) and its transport floor, the same front and workers answering ModelInfer
+from a cache (`tests/bench/floor_worker.py`): what the model core's Python costs on top of
+the stack.
+
+Issue 12 compared the front with `--frontend python` (grpcio's Python server); that server is
+retired (issue 25), so those ratios cannot be re-run: docs/performance.md keeps them as they
+were measured. Every server is one entry of `server_configs` (issue 26's native engine adds
+its rows there and is compared with the Python workers the same way).
 
 Model: the issue's batch-8 MLP 64 -> 256 -> 16 f32 (`mlp8`; `mlp8_batched` exported with
 batch sizes 8,64,256,512 for dynamic batching, fed the same 8-row requests). Cases:
 
-- closed loop at c=1 and c=16 (ghz, one connection, pre-serialized binary request): req/s,
-  p50, p99 of each server; server CPU per request from /proc/<pid>/stat (utime + stime of the
-  server process and, for the front, of each worker child), split front vs workers;
+- closed loop at c=1, 16 and 64 (ghz, one connection, pre-serialized binary request): req/s,
+  p50, p99 of each server; server CPU per request from /proc (utime + stime of the front's
+  process and of each worker child), split front vs workers; ratios to the transport floor;
 - 16 MiB each way over the wire (the elementwise model, c=1; ghz cannot raise its 4 MiB
   receive limit): MB/s vs an in-run numpy memcpy, with the bench's Python client and with the
   jaxport Go client (`tests/bench/wire`, every answer checked), plus the floor under both: a
   grpc-go server answering with its input and no model (`wire echo`, with grpc-go's defaults
   as the front has them and with 64 MiB flow-control windows), called by the same Go client;
-- dynamic batching at c=64 vs the unbatched model, both on the native front;
-- diagnostic: the front's transport floor, its workers answering ModelInfer from a cache
-  (`tests/bench/floor_worker.py`): what front + framing cost without the model core's Python.
+- dynamic batching at c=64 vs the unbatched model.
 
 Every server's answer to the load's request is checked against JAX before the load (ghz does
 not look at answers). No assertions on timings: ratios go into the bench results.
@@ -28,12 +35,16 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from jaxport.bridge import cli
+from jaxport.bridge.settings import DEFAULT_WORKERS
+
+from tests.bench.front_launch import FLOOR_WORKER, command, serve_flags
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = ROOT / "build" / "bench" / "bin"
@@ -46,8 +57,9 @@ IN, HIDDEN, OUT, ROWS = 64, 256, 16, 8
 BATCH_SIZES = (8, 64, 256, 512)
 MODEL_INFER = "inference.GRPCInferenceService.ModelInfer"
 TOL = {"rtol": 1e-4, "atol": 1e-4}
-DEFAULT_WORKERS = 2  # the --workers default proposed for the front (docs/performance.md)
-WORKER_COUNTS = (1, 2)  # measured side by side (the default's evidence)
+WORKER_COUNTS = (1, 2)  # measured side by side (the --workers default's evidence)
+#: Every row's ratios are to this one (the same front and workers, no model core).
+FLOOR = f"front {DEFAULT_WORKERS}w transport floor"
 
 
 class BenchSetupError(RuntimeError):
@@ -113,19 +125,27 @@ def wire_call(wire: Path, target: str, expect: str, *extra: str) -> list[float]:
     return [ms / 1e3 for ms in json.loads(proc.stdout)["latencies_ms"]]
 
 
-def wire_floor(wire: Path, tuned: bool) -> list[float]:
-    """The Go client against `wire echo` (no model): what grpc-go moves here."""
-    flags = ["--tuned"] if tuned else []
-    proc = subprocess.Popen([str(wire), "echo", *flags], stdout=subprocess.PIPE, text=True)
+@contextmanager
+def wire_echo(wire: Path, tuned: bool = False) -> Iterator[str]:
+    """`wire echo` (a grpc-go server answering ModelInfer with its input, no model) running
+    for the block; yields its address."""
+    proc = subprocess.Popen([str(wire), "echo", *(["--tuned"] if tuned else [])],
+                            stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None
         target = proc.stdout.readline().strip()
         if not target:
             raise AssertionError(f"wire echo exited with {proc.wait()} before listening")
-        return wire_call(wire, target, "echo", *flags)
+        yield target
     finally:
         proc.terminate()  # by PID, this process's own child
         proc.wait(timeout=30)
+
+
+def wire_floor(wire: Path, tuned: bool) -> list[float]:
+    """The Go client against `wire echo` (no model): what grpc-go moves here."""
+    with wire_echo(wire, tuned) as target:
+        return wire_call(wire, target, "echo", *(["--tuned"] if tuned else []))
 
 
 # ------------------------------------------------------------------------------------------
@@ -199,31 +219,6 @@ def check_answer(target: str, raw: bytes, expected: np.ndarray) -> None:
 # measuring
 
 
-def process_tree_cpu(pid: int) -> tuple[float, float]:
-    """(CPU s of `pid` itself, CPU s of its live children and their descendants)."""
-    from tests.bench.sysinfo import process_cpu_s
-
-    own = process_cpu_s(pid)
-    kids = 0.0
-    for child in _children(pid):
-        try:
-            a, b = process_tree_cpu(child)
-        except (FileNotFoundError, ProcessLookupError):
-            continue
-        kids += a + b
-    return own, kids
-
-
-def _children(pid: int) -> list[int]:
-    out: list[int] = []
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        try:
-            out += [int(c) for c in (task / "children").read_text().split()]
-        except OSError:
-            pass
-    return out
-
-
 def run_ghz(ghz: Path, target: str, data: Path, concurrency: int, duration_s: float) -> dict:
     """One closed-loop ghz run; its JSON report."""
     cmd = [str(ghz), "--insecure", "--proto", str(ROOT / "proto/inference/grpc_service.proto"),
@@ -241,10 +236,12 @@ def measure(ghz: Path, srv_pid: int, target: str, data: Path, concurrency: int,
             duration_s: float, warmup_s: float) -> dict[str, Any]:
     """Warm-up, then one measured ghz run: req/s, p50/p99 ms, errors, server CPU per request
     (the server process and its children, i.e. front and workers)."""
+    from tests.bench.sysinfo import tree_cpu_s
+
     run_ghz(ghz, target, data, concurrency, warmup_s)
-    own0, kids0 = process_tree_cpu(srv_pid)
+    own0, kids0 = tree_cpu_s(srv_pid)
     rep = run_ghz(ghz, target, data, concurrency, duration_s)
-    own1, kids1 = process_tree_cpu(srv_pid)
+    own1, kids1 = tree_cpu_s(srv_pid)
     lat = {int(d["percentage"]): d["latency"] / 1e6 for d in rep.get("latencyDistribution")
            or []}
     codes = rep.get("statusCodeDistribution") or {}
@@ -267,75 +264,82 @@ def measure(ghz: Path, srv_pid: int, target: str, data: Path, concurrency: int,
 ServerCtx = Callable[..., Any]  # tests.bench.run.server
 
 
-def front_vs_python(server: ServerCtx, pool: Any, work: Path, repo: Path, rounds: int,
-                    duration_s: float, warmup_s: float, workers: Sequence[int],
-                    memcpy_16: float, log: Callable[[str], None]) -> dict[str, Any]:
-    """Every case of this module; returns the `front` section of the bench results."""
+@dataclass(frozen=True)
+class ServerConfig:
+    """One server the section measures: `jaxport serve` flags beyond the common ones, its
+    worker command (None: jaxport's own workers, i.e. exactly `jaxport serve`), the model its
+    load calls, the concurrency levels, and whether the 16 MiB case runs against it."""
+
+    name: str
+    flags: tuple[str, ...]
+    model: str = "mlp8"
+    levels: tuple[int, ...] = (1, 16, 64)
+    worker_cmd: tuple[str, ...] | None = None
+    large: bool = False
+
+
+def server_configs(workers: Sequence[int]) -> list[ServerConfig]:
+    """Every server of the section, in the order measured. Issue 26's native engine is to add
+    its rows here (unbatched at every level, batching at 64); `markdown` then shows them against
+    the transport floor like every row, and `targets` is where they are compared with the
+    Python workers' rows."""
+    out: list[ServerConfig] = []
+    for n in workers:
+        out += [ServerConfig(f"front {n}w", ("--workers", str(n)), large=True),
+                ServerConfig(f"front {n}w batching",
+                             ("--workers", str(n), "--batching-models", "mlp8_batched:2000"),
+                             model="mlp8_batched", levels=(64,))]
+    # The baseline: the same front and workers with ModelInfer answered from a cache
+    # (tests/bench/floor_worker.py): the transport without the model core's Python.
+    out.append(ServerConfig(FLOOR, ("--workers", str(DEFAULT_WORKERS)),
+                            worker_cmd=FLOOR_WORKER))
+    return out
+
+
+def front_section(server: ServerCtx, pool: Any, work: Path, repo: Path, rounds: int,
+                  duration_s: float, warmup_s: float, workers: Sequence[int], memcpy_16: float,
+                  log: Callable[[str], None], front_bin: Path, wire: Path) -> dict[str, Any]:
+    """Every case of this module against the front `front_bin` (`build_front`) and the Go
+    tool `wire` (`build_wire`); returns the `front` section of the bench results."""
     from tests.bench import load as load_mod
 
     ghz = ensure_ghz()
-    front_bin = build_front()
-    wire = build_wire()
     params = export_models(repo)
-    raw, expected = request(params, "mlp8")
-    braw, bexpected = request(params, "mlp8_batched")
-    data, bdata = work / "mlp8.bin", work / "mlp8_batched.bin"
-    data.write_bytes(raw)
-    bdata.write_bytes(braw)
-
-    py = [str(Path(sys.executable).parent / "jaxport"), "serve"]
-    if "--frontend" in subprocess.run([*py, "--help"], capture_output=True,
-                                      text=True).stdout:
-        py += ["--frontend", "python"]
-    common = ["--repository", str(repo), "--host", "127.0.0.1", "--port", "0",
-              "--metrics-port", "-1", "--log-level", "WARNING"]
-    worker_cmd = " ".join(cli.WORKER_CMD)
-
-    def native(n: int, *extra: str, cmd: str = worker_cmd) -> list[str]:
-        # The front with jaxport serve's hand-off and worker command `cmd` (front_launch).
-        return [sys.executable, "-m", "tests.bench.front_launch", str(front_bin), cmd,
-                "--workers", str(n), *common, *extra]
-
-    configs: dict[str, tuple[list[str], list[str], Path, bytes, np.ndarray, list[int]]] = {
-        "python": ([*py, *common], ["mlp8", "ew16"], data, raw, expected, [1, 16, 64]),
-    }
-    for n in workers:
-        configs[f"front {n}w"] = (native(n), ["mlp8", "ew16"], data, raw, expected,
-                                  [1, 16, 64])
-        configs[f"front {n}w batching"] = (
-            native(n, "--batching-models", "mlp8_batched:2000"), ["mlp8_batched"], bdata,
-            braw, bexpected, [64])
-    # Diagnostic: the same front and workers with ModelInfer answered from a cache
-    # (tests/bench/floor_worker.py): the transport without the model core's Python.
-    configs[f"front {DEFAULT_WORKERS}w transport floor"] = (
-        native(DEFAULT_WORKERS, cmd=f"{sys.executable} -m tests.bench.floor_worker"), ["mlp8"],
-        data, raw, expected, [1, 16])
+    requests: dict[str, tuple[Path, bytes, np.ndarray]] = {}
+    for model in ("mlp8", "mlp8_batched"):
+        raw, expected = request(params, model)
+        (work / f"{model}.bin").write_bytes(raw)
+        requests[model] = (work / f"{model}.bin", raw, expected)
+    configs = server_configs(workers)
     cells: dict[str, dict[int, list[dict[str, Any]]]] = {}
     large: dict[tuple[str, str], list[float]] = {}
     x16 = np.random.default_rng(7).standard_normal(16 * (1 << 20) // 4).astype(np.float32)
     req16 = _ew_request(x16)
     exp16 = {"y": x16 * np.float32(2.0) + np.float32(0.5)}
     for rnd in range(rounds):
-        for name, (cmd, models, path, req, exp, levels) in configs.items():
-            log(f"front bench round {rnd + 1}/{rounds}: {name}")
-            with server(cmd, work, name.replace(" ", "-"), models) as srv:
-                check_answer(srv.target, req, exp)
-                for c in levels:
+        for cfg in configs:
+            log(f"front bench round {rnd + 1}/{rounds}: {cfg.name}")
+            path, raw, expected = requests[cfg.model]
+            cmd = command(front_bin, serve_flags(repo, "WARNING", cfg.flags), cfg.worker_cmd)
+            models = [cfg.model, *(["ew16"] if cfg.large else [])]
+            with server(cmd, work, cfg.name.replace(" ", "-"), models) as srv:
+                check_answer(srv.target, raw, expected)
+                for c in cfg.levels:
                     row = measure(ghz, srv.pid, srv.target, path, c, duration_s, warmup_s)
-                    cells.setdefault(name, {}).setdefault(c, []).append(row)
+                    cells.setdefault(cfg.name, {}).setdefault(c, []).append(row)
                     log(f"  c={c}: {row['rps']:.0f} req/s p50 {row['p50_ms'] or 0:.2f} ms "
                         f"p99 {row['p99_ms'] or 0:.2f} ms cpu/req "
                         f"{row['server_cpu_ms_per_req'] or 0:.3f} ms (front "
                         f"{row['front_cpu_ms_per_req'] or 0:.3f}) errors {row['errors']} "
                         f"{row['first_error']}")
-                if "ew16" in models:
+                if cfg.large:
                     res = pool.submit(load_mod.run_repeats, srv.target, req16, exp16, 5,
                                       1e-6, 1e-6).result()
                     if res["errors"] or res["mismatches"]:
-                        raise AssertionError(f"{name} 16 MiB: {res['first_error']}")
-                    large.setdefault((name, "Python"), []).extend(res["latencies"])
+                        raise AssertionError(f"{cfg.name} 16 MiB: {res['first_error']}")
+                    large.setdefault((cfg.name, "Python"), []).extend(res["latencies"])
                     go = wire_call(wire, srv.target, "affine")
-                    large.setdefault((name, "Go"), []).extend(go)
+                    large.setdefault((cfg.name, "Go"), []).extend(go)
                     log(f"  16 MiB: median {np.median(res['latencies']) * 1e3:.1f} ms (Python "
                         f"client), {np.median(go) * 1e3:.1f} ms (Go client)")
         for tuned in (False, True):
@@ -363,22 +367,26 @@ def markdown(front: dict[str, Any], targets_: list[dict[str, Any]],
     def f(v: float | None, d: int = 2) -> str:
         return "-" if v is None else f"{v:.{d}f}"
 
-    py = front["levels"].get("python", {})
+    floor = front["levels"].get(FLOOR, {})
     lines = [
-        "", f"## Native front vs `--frontend python` (issue 12; ghz {front['ghz']}, batch-8 "
-        f"MLP {IN}-{HIDDEN}-{OUT} f32)", "",
-        "Closed loop, one connection, the same pre-serialized request; every server's answer "
-        "checked against JAX first. Server CPU = utime + stime from /proc of the server process "
-        "and (front) its worker children, per completed request; ratios are to python at the "
-        "same concurrency. `batching`: `mlp8_batched` (batch sizes "
-        f"{','.join(map(str, BATCH_SIZES))}) with `--batching-models mlp8_batched:2000`.", "",
-        "| server | conc. | req/s | vs python | p50 ms | vs python | p99 ms | server CPU ms/req "
-        "| vs python | of which front / workers | errors | rounds req/s |",
+        "", f"## Native front: Python workers against the transport floor (ghz {front['ghz']}, "
+        f"batch-8 MLP {IN}-{HIDDEN}-{OUT} f32)", "",
+        "`jaxport serve` (the native front and N Python workers, `front Nw`) and its transport "
+        f"floor (`{FLOOR}`: the same front and workers answering ModelInfer from a cache, no "
+        "model core). Closed loop, one connection, the same pre-serialized request; every "
+        "server's answer checked against JAX first. Server CPU = utime + stime from /proc of "
+        "the front's process and its worker children, per completed request; ratios are to the "
+        "transport floor at the same concurrency. `batching`: `mlp8_batched` (batch sizes "
+        f"{','.join(map(str, BATCH_SIZES))}) with `--batching-models mlp8_batched:2000`. "
+        "(Issue 12's ratios to `--frontend python` cannot be re-run: that server is retired.)",
+        "",
+        "| server | conc. | req/s | vs floor | p50 ms | vs floor | p99 ms | server CPU ms/req "
+        "| vs floor | of which front / workers | errors | rounds req/s |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for name, by_c in front["levels"].items():
         for c, r in sorted(by_c.items()):
-            base = py.get(c) or {}
+            base = floor.get(c) or {}
 
             def rel(key: str, r: dict = r, base: dict = base) -> str:
                 a, b = r.get(key), base.get(key)
@@ -397,7 +405,7 @@ def markdown(front: dict[str, Any], targets_: list[dict[str, Any]],
         lines.append(f"| {r['server']} | {r['client']} | {r['median_ms']:.1f} | {r['mb_s']:.0f} "
                      f"| {r['pct_memcpy']:.2f}% |")
     if targets_:
-        lines += ["", "### Targets (issue 12)", ""]
+        lines += ["", "### Targets (issue 12's that stand without the retired server)", ""]
         if quick:
             lines += ["**Quick smoke run** (`--quick`: 1 s levels, one round): the ratios show "
                       "the section works; they are not measurements of the targets.", ""]
@@ -417,57 +425,56 @@ def _ew_request(x: np.ndarray) -> bytes:
     return req.SerializeToString()
 
 
-def targets(front: dict[str, Any], default_workers: int) -> list[dict[str, Any]]:
-    """Issue 12's targets as ratios to the in-run `--frontend python` baseline."""
+def targets(front: dict[str, Any]) -> list[dict[str, Any]]:
+    """Issue 12's targets that are not ratios to the retired `--frontend python` (16 MiB
+    against memcpy, batching against no batching), and as diagnostics the front with its
+    default workers against the transport floor and the wire floor."""
     out: list[dict[str, Any]] = []
     lv = front.get("levels", {})
-    py, nat = lv.get("python", {}), lv.get(f"front {default_workers}w", {})
-    batching = lv.get(f"front {default_workers}w batching", {})
+    nat = lv.get(f"front {DEFAULT_WORKERS}w", {})
+    batching = lv.get(f"front {DEFAULT_WORKERS}w batching", {})
+    floor = lv.get(FLOOR, {})
 
     def add(name: str, value: float | None, required: str, ok: Callable[[float], bool]) -> None:
         out.append({"name": name, "measured": "-" if value is None else f"{value:.3g}",
                     "required": required, "met": None if value is None else bool(ok(value))})
+
+    def diag(name: str, value: float | None) -> None:
+        out.append({"name": f"(diagnostic) {name}", "required": "-", "met": None,
+                    "measured": "-" if value is None else f"{value:.3g}"})
 
     def ratio(a: dict | None, b: dict | None, key: str) -> float | None:
         if not a or not b or not a.get(key) or not b.get(key):
             return None
         return a[key] / b[key]
 
-    w = f"front ({default_workers} worker{'s' if default_workers > 1 else ''})"
-    add(f"c=16 req/s, {w} / python", ratio(nat.get(16), py.get(16), "rps"), ">= 2.50",
-        lambda r: r >= 2.5)
-    add(f"c=1 p50, {w} / python", ratio(nat.get(1), py.get(1), "p50_ms"), "<= 0.60",
-        lambda r: r <= 0.6)
-    add(f"c=16 server CPU per request, {w} / python",
-        ratio(nat.get(16), py.get(16), "server_cpu_ms_per_req"), "<= 0.35", lambda r: r <= 0.35)
+    w = f"front ({DEFAULT_WORKERS} worker{'s' if DEFAULT_WORKERS > 1 else ''})"
     large = {(r["server"], r["client"]): r["pct_memcpy"] / 100
              for r in front.get("large_16mib", [])}
-    add(f"16 MiB over the wire, {w}, Go client: MB/s / memcpy MB/s",
-        large.get((f"front {default_workers}w", "Go")), ">= 0.10", lambda r: r >= 0.1)
+    go16 = large.get((f"front {DEFAULT_WORKERS}w", "Go"))
+    add(f"16 MiB over the wire, {w}, Go client: MB/s / memcpy MB/s", go16, ">= 0.10",
+        lambda r: r >= 0.1)
     add(f"c=64 batching req/s / no batching req/s, {w}",
         ratio(batching.get(64), nat.get(64), "rps"), ">= 3.00", lambda r: r >= 3)
-    floor = lv.get(f"front {default_workers}w transport floor", {})
-
-    def diag(name: str, value: float | None) -> None:
-        out.append({"name": f"(diagnostic) {name}", "required": "-", "met": None,
-                    "measured": "-" if value is None else f"{value:.3g}"})
-
-    diag(f"c=16 req/s, {w} transport floor (ModelInfer from a cache) / python",
-         ratio(floor.get(16), py.get(16), "rps"))
-    diag(f"c=1 p50, {w} transport floor / python", ratio(floor.get(1), py.get(1), "p50_ms"))
-    diag(f"c=16 server CPU per request, {w} transport floor / python",
-         ratio(floor.get(16), py.get(16), "server_cpu_ms_per_req"))
+    diag(f"c=16 req/s, {w} / transport floor (ModelInfer from a cache)",
+         ratio(nat.get(16), floor.get(16), "rps"))
+    diag(f"c=1 p50, {w} / transport floor", ratio(nat.get(1), floor.get(1), "p50_ms"))
+    diag(f"c=16 server CPU per request, {w} / transport floor",
+         ratio(nat.get(16), floor.get(16), "server_cpu_ms_per_req"))
     diag(f"16 MiB, {w}, Python client: MB/s / memcpy MB/s",
-         large.get((f"front {default_workers}w", "Python")))
+         large.get((f"front {DEFAULT_WORKERS}w", "Python")))
+    echo = large.get(("grpc-go echo, no model", "Go"))
     diag("16 MiB, grpc-go echo with no model (the wire floor), Go client: MB/s / memcpy MB/s",
-         large.get(("grpc-go echo, no model", "Go")))
+         echo)
     diag("16 MiB, the same echo with 64 MiB flow-control windows: MB/s / memcpy MB/s",
          large.get(("grpc-go echo, no model (64 MiB windows)", "Go")))
+    diag(f"16 MiB, {w}, Go client: MB/s / the wire floor's MB/s",
+         go16 / echo if go16 and echo else None)
     return out
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """This section alone: `python -m tests.bench.front [--duration S] [--rounds N]`."""
+    """This section alone: `python -m tests.bench.front [--quick] [--duration S] [--rounds N]`."""
     import argparse
     import multiprocessing
     import tempfile
@@ -475,22 +482,29 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from tests.bench import run, sysinfo
 
-    ap = argparse.ArgumentParser(prog="python -m tests.bench.front")
-    ap.add_argument("--duration", type=float, default=5.0)
-    ap.add_argument("--warmup", type=float, default=1.0)
+    ap = argparse.ArgumentParser(prog="python -m tests.bench.front",
+                                 description=__doc__.splitlines()[0])
+    ap.add_argument("--duration", type=float, default=5.0, help="measured seconds per level")
+    ap.add_argument("--warmup", type=float, default=1.0, help="unmeasured seconds per level")
     ap.add_argument("--rounds", type=int, default=1)
-    ap.add_argument("--workers", default=",".join(map(str, WORKER_COUNTS)))
+    ap.add_argument("--workers", default=",".join(map(str, WORKER_COUNTS)),
+                    help="worker counts measured side by side")
+    ap.add_argument("--quick", action="store_true",
+                    help="short smoke run: 1 s levels, 0.3 s warm-up, one round")
     args = ap.parse_args(argv)
+    if args.quick:
+        args.duration, args.warmup, args.rounds = 1.0, 0.3, 1
     work = Path(tempfile.mkdtemp(prefix="jaxport-bench-front-"))
     try:
+        front_bin, wire = build_front(), build_wire()
         with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
-            res = front_vs_python(run.server, pool, work, work / "repo", args.rounds,
-                                  args.duration, args.warmup,
-                                  [int(w) for w in args.workers.split(",")],
-                                  sysinfo.memcpy_bandwidth(16 << 20), run.log)
+            res = front_section(run.server, pool, work, work / "repo", args.rounds,
+                                args.duration, args.warmup,
+                                [int(w) for w in args.workers.split(",")],
+                                sysinfo.memcpy_bandwidth(16 << 20), run.log, front_bin, wire)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    print("\n".join(markdown(res, targets(res, DEFAULT_WORKERS))))
+    print("\n".join(markdown(res, targets(res), quick=args.quick)))
     return 0
 
 

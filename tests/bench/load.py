@@ -218,12 +218,13 @@ def run_inprocess_load(
 
 
 def run_repeats(target: str, request: bytes, expected: dict[str, np.ndarray], repeats: int,
-                rtol: float, atol: float, max_message_bytes: int = 256 * 1024 * 1024,
-                method: str = MODEL_INFER) -> dict[str, Any]:
-    """One warm-up call then `repeats` sequential calls (sync client); every answer checked.
+                rtol: float, atol: float, max_message_bytes: int = 256 * 1024 * 1024
+                ) -> dict[str, Any]:
+    """One warm-up call then `repeats` sequential ModelInfer calls (sync client); every answer
+    checked.
 
     For large tensors: a fixed count instead of a time window, since one call may take longer
-    than a window. `method` other than ModelInfer echoes the request bytes (no check).
+    than a window.
     """
     import grpc
 
@@ -232,7 +233,7 @@ def run_repeats(target: str, request: bytes, expected: dict[str, np.ndarray], re
             ("grpc.max_send_message_length", max_message_bytes)]
     out: dict[str, Any] = {"latencies": [], "errors": 0, "mismatches": 0, "first_error": ""}
     with grpc.insecure_channel(target, options=opts) as channel:
-        call = channel.unary_unary(method)
+        call = channel.unary_unary(MODEL_INFER)
         for i in range(repeats + 1):
             t0 = time.perf_counter()
             try:
@@ -242,10 +243,7 @@ def run_repeats(target: str, request: bytes, expected: dict[str, np.ndarray], re
                 out["first_error"] = out["first_error"] or f"{exc.code().name}: {exc.details()}"
                 continue
             dt = time.perf_counter() - t0
-            if method == MODEL_INFER:
-                bad = check_response(raw, expected, rtol, atol)
-            else:
-                bad = "" if len(raw) == len(request) else "echo length differs"
+            bad = check_response(raw, expected, rtol, atol)
             if bad:
                 out["mismatches"] += 1
                 out["first_error"] = out["first_error"] or bad
@@ -253,30 +251,3 @@ def run_repeats(target: str, request: bytes, expected: dict[str, np.ndarray], re
                 out["latencies"].append(dt)
     return out
 
-
-ECHO_METHOD = "/bench.Echo/Echo"
-
-
-def run_echo_repeats(nbytes: int, repeats: int) -> dict[str, Any]:
-    """gRPC Python's own ceiling: a bytes echo server in this process, same channel options.
-
-    Client and server share this process (one GIL), like nothing else in the bench; it shows
-    what any Python gRPC service can move, independent of jaxport.
-    """
-    from concurrent import futures
-
-    import grpc
-
-    opts = [("grpc.max_receive_message_length", 256 * 1024 * 1024),
-            ("grpc.max_send_message_length", 256 * 1024 * 1024)]
-    server = grpc.server(futures.ThreadPoolExecutor(4), options=opts)
-    handler = grpc.unary_unary_rpc_method_handler(lambda req, ctx: req)
-    server.add_generic_rpc_handlers(
-        [grpc.method_handlers_generic_handler("bench.Echo", {"Echo": handler})])
-    port = server.add_insecure_port("127.0.0.1:0")
-    server.start()
-    try:
-        payload = np.random.default_rng(0).bytes(nbytes)
-        return run_repeats(f"127.0.0.1:{port}", payload, {}, repeats, 0, 0, method=ECHO_METHOD)
-    finally:
-        server.stop(0)

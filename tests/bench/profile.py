@@ -1,5 +1,7 @@
-"""Where a loaded bridge spends its time: py-spy samples every thread of a real `jaxport serve`
-while the bench's closed-loop client drives it, then prints the hottest functions.
+"""Where a loaded bridge spends its time: py-spy samples every thread of the Python execution
+workers of a real `jaxport serve` (the native front's children; the front itself is Go, which
+py-spy does not read) while the bench's closed-loop client drives it, then prints the hottest
+functions of all workers together.
 
 Usage: `.venv/bin/python -m tests.bench.profile [--model mlp|mlp_batched|ew16]
 [--concurrency 16] [--seconds 8] [--gil] [-- extra jaxport serve flags]`
@@ -66,8 +68,13 @@ def summarize(raw: str, top: int = 25) -> str:
             continue
         n = int(count)
         samples += n
+        # Each stack starts with its process and the processes above it ("process PID:...",
+        # front then worker): dropped, so every worker's samples count together.
+        names = stack.split(";")
+        while names and names[0].startswith("process "):
+            names.pop(0)
         frames = [f.split(" (")[0] + " (" + f.split(" (")[1].split(":")[0].split("/")[-1] + ")"
-                  if " (" in f else f for f in stack.split(";")[1:]]
+                  if " (" in f else f for f in names]
         if frames:
             self_n[frames[-1]] += n
         for f in set(frames):
@@ -106,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
             out = work / "profile.txt"
             subprocess.run([pyspy, "record", "--pid", str(srv.pid), "--duration",
                             str(int(args.seconds)), "--rate", "200", "--format", "raw",
-                            "--output", str(out), "--nonblocking",
+                            "--output", str(out), "--nonblocking", "--subprocesses",
                             *(["--gil"] if args.gil else [])], check=True,
                            capture_output=True)
             summary = load.result().summary()

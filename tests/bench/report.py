@@ -36,13 +36,15 @@ def markdown(results: dict[str, Any]) -> str:
         lines += [
             "## Closed loop, MLP 512-2048-2048-512 f32, batch-1 requests",
             "",
-            "Server CPU is split by thread: XLA's (`tf_*`: execution and its intra-op pool) and "
-            "the rest (gRPC, Python: the process total minus XLA's threads). Rows/exec "
-            "= real rows per program execution (ModelStatistics), i.e. how full dynamic batches "
-            "are.",
+            "Every server is `jaxport serve` (the native front and its Python workers); the "
+            "transport floor is the same front and workers answering ModelInfer from a cache. "
+            "Server CPU is the front's process and its workers, split into the front, XLA's "
+            "threads (`tf_*`: execution and its intra-op pool) and the workers' rest (Python, "
+            "framing); the compute floor is one process, no front. Rows/exec = real rows per "
+            "program execution (ModelStatistics), i.e. how full dynamic batches are.",
             "",
             "| configuration | conc. | req/s | p50 ms | p90 ms | p99 ms | errors | server CPU "
-            "ms/req | of which XLA / other | client CPU ms/req | rows/exec |",
+            "ms/req | of which front / XLA / other | client CPU ms/req | rows/exec |",
             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
         ]
 
@@ -52,7 +54,8 @@ def markdown(results: dict[str, Any]) -> str:
     for cfg in results["configs"]:
         for lv in cfg["levels"]:
             xla, other = lv.get("server_xla_cpu_s_per_req"), lv.get("server_other_cpu_s_per_req")
-            split = "-" if xla is None or other is None else f"{ms(xla)} / {ms(other)}"
+            split = ("-" if xla is None or other is None else
+                     f"{ms(lv.get('server_front_cpu_s_per_req'))} / {ms(xla)} / {ms(other)}")
             lines.append(
                 f"| {cfg['name']} | {lv['concurrency']} | {lv['rps']:.0f} | {_f(lv['p50_ms'])} "
                 f"| {_f(lv['p90_ms'])} | {_f(lv['p99_ms'])} | {lv['errors'] + lv['mismatches']} "
@@ -67,9 +70,11 @@ def markdown(results: dict[str, Any]) -> str:
             "MB/s = request payload / median ModelInfer time (the response carries as much back).",
             "Shared memory: the same model through Triton's system-shared-memory extension "
             "(regions registered once); its time also counts the client's copy of the input "
-            "into and the output out of /dev/shm.",
+            "into and the output out of /dev/shm. grpc-go echo: the same client against a "
+            "grpc-go server answering with its input and no model (`tests/bench/wire echo`), "
+            "what the front's gRPC stack itself moves here.",
             "",
-            "| size | bridge MB/s | bridge p50 ms | transport floor MB/s | raw gRPC echo MB/s "
+            "| size | bridge MB/s | bridge p50 ms | transport floor MB/s | grpc-go echo MB/s "
             "| shared memory MB/s | shared memory p50 ms | memcpy MB/s | bridge % of memcpy "
             "| shared memory % of memcpy | errors |",
             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
@@ -79,7 +84,7 @@ def markdown(results: dict[str, Any]) -> str:
             lines.append(
                 f"| {row['mib']} MiB | {_f(row.get('bridge_mb_s'), 0)} "
                 f"| {_f(row.get('bridge_p50_ms'), 1)} | {_f(row.get('floor_mb_s'), 0)} "
-                f"| {_f(row.get('grpc_echo_mb_s'), 0)} | {_f(row.get('shm_mb_s'), 0)} "
+                f"| {_f(row.get('grpc_go_echo_mb_s'), 0)} | {_f(row.get('shm_mb_s'), 0)} "
                 f"| {_f(row.get('shm_p50_ms'), 1)} | {row['memcpy_mb_s']:.0f} "
                 f"| {row['pct_memcpy']:.1f}% | {'-' if shm_pct is None else f'{shm_pct:.1f}%'} "
                 f"| {row['errors']} |"

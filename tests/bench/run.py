@@ -1,13 +1,18 @@
 """`make bench`: measure the bridge next to its own floors in ONE run and write the results.
 
-Configurations (closed loop, concurrency levels 1/4/16/64, every response checked):
+The bridge is `jaxport serve` as users run it: the native front (`jaxport-front`, built from
+this tree once per run into build/bench/bin, so every row measures the current source) and
+its Python execution workers (`--workers` default, 2). Configurations (closed loop,
+concurrency levels 1/4/16/64, every response checked):
 1. compute floor: the artifact's `Exported` called in-process (params resident, compiled once);
-2. transport floor: the bridge's own server stack answering ModelInfer with a precomputed
-   response (`tests/bench/floor_server.py`);
+2. transport floor: the same front and workers answering ModelInfer from a cache
+   (`tests/bench/floor_worker.py`): framing, parsing and serializing without the model core;
 3. bridge `--engine exported`;  4. bridge `--engine pjrt`;  5. bridge with dynamic batching.
-Plus issue 12's native front against `--frontend python` under ghz (`tests/bench/front.py`).
+Plus the native front section under ghz (`tests/bench/front.py`: the batch-8 MLP of issue 12
+against its transport floor, 16 MiB through the Go client against a grpc-go echo).
 Plus large tensors (1/16/64 MiB) against memcpy, cold start phases, and the exporter's weight
 write throughput against np.save and its peak RSS for 1 GiB of parameters.
+Server CPU is the front's process and its workers (`sysinfo.tree_cpu_s`).
 
 Load comes from a separate process (asyncio gRPC client) so it does not share a GIL with the
 server; its CPU is reported. Outputs: bench-results/<timestamp>.{json,md,png}.
@@ -28,7 +33,7 @@ import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,6 +43,7 @@ import numpy as np
 from tests.bench import front as front_mod
 from tests.bench import load as load_mod
 from tests.bench import models, report, shm_client, sysinfo
+from tests.bench.front_launch import FLOOR_WORKER, command, serve_flags
 
 ROOT = Path(__file__).resolve().parents[2]
 MIB = 1 << 20
@@ -175,11 +181,16 @@ def server(cmd: list[str], work: Path, name: str, models_: Sequence[str],
                 proc.wait()
 
 
-def bridge_cmd(repo: Path, *extra: str) -> list[str]:
-    """`jaxport serve` on a free loopback port, metrics off (not part of the hot path)."""
-    return [str(Path(sys.executable).parent / "jaxport"), "serve", "--repository", str(repo),
-            "--host", "127.0.0.1", "--port", "0", "--metrics-port", "-1", "--log-level",
-            "INFO", *extra]  # INFO logs load phases; nothing is logged per request
+def bridge_cmd(repo: Path, *extra: str, front: Path | None = None) -> list[str]:
+    """`jaxport serve` with the front `front` (None: the one it picks), flags `serve_flags`;
+    INFO logs the load phases (`cold_start_phases`)."""
+    return command(front, serve_flags(repo, "INFO", extra))
+
+
+def floor_cmd(repo: Path, *extra: str, front: Path | None = None) -> list[str]:
+    """The transport floor: `bridge_cmd`'s front and flags, workers answering ModelInfer from
+    a cache (`tests/bench/floor_worker.py`)."""
+    return command(front, serve_flags(repo, "WARNING", extra), FLOOR_WORKER)
 
 
 # ------------------------------------------------------------------------------------------
@@ -189,24 +200,27 @@ def bridge_cmd(repo: Path, *extra: str) -> list[str]:
 def grpc_levels(pool: ProcessPoolExecutor, srv: Server, requests: list[bytes],
                 expected: list[dict], levels: Sequence[int], duration: float, warmup: float,
                 tol: dict[str, float]) -> list[dict[str, Any]]:
-    """Each concurrency level: closed loop from the load process, server CPU from /proc (also
-    split by thread: XLA's vs the rest), and rows per program execution (ModelStatistics)."""
+    """Each concurrency level: closed loop from the load process, server CPU from /proc (the
+    front's process and its workers; split into the front, the workers' XLA threads and the
+    workers' rest), and rows per program execution (ModelStatistics)."""
     rows = []
     model = _model_of(requests[0])
     for conc in levels:
         spec = load_mod.LoadSpec(srv.target, requests, expected, conc, duration, warmup, **tol)
         stats0 = _execution_counts(srv.target, model)
-        cpu0 = sysinfo.process_cpu_s(srv.pid)
-        threads0 = sysinfo.thread_cpu_s(srv.pid)
+        front0, workers0 = sysinfo.tree_cpu_s(srv.pid)
+        threads0 = sysinfo.tree_thread_cpu_s(srv.pid)
         res: load_mod.LoadResult = pool.submit(load_mod.run_grpc_load, spec).result()
-        cpu1 = sysinfo.process_cpu_s(srv.pid)
-        xla = sysinfo.xla_cpu_s(threads0, sysinfo.thread_cpu_s(srv.pid))
+        front1, workers1 = sysinfo.tree_cpu_s(srv.pid)
+        xla = sysinfo.xla_cpu_s(threads0, sysinfo.tree_thread_cpu_s(srv.pid))
         stats1 = _execution_counts(srv.target, model)
         row = res.summary()
         n = res.completed_total
-        row["server_cpu_s_per_req"] = (cpu1 - cpu0) / n if n else None
+        front, workers = front1 - front0, workers1 - workers0
+        row["server_cpu_s_per_req"] = (front + workers) / n if n else None
+        row["server_front_cpu_s_per_req"] = front / n if n else None
         row["server_xla_cpu_s_per_req"] = xla / n if n else None
-        row["server_other_cpu_s_per_req"] = (cpu1 - cpu0 - xla) / n if n else None
+        row["server_other_cpu_s_per_req"] = (workers - xla) / n if n else None
         if stats0 and stats1 and stats1[1] > stats0[1]:
             row["rows_per_execution"] = (stats1[0] - stats0[0]) / (stats1[1] - stats0[1])
         row["loadavg_1m"] = os.getloadavg()[0]
@@ -224,8 +238,9 @@ def _model_of(serialized_request: bytes) -> str:
 
 
 def _execution_counts(target: str, model: str) -> tuple[int, int] | None:
-    """(inference_count, execution_count) of `model` from ModelStatistics; None for a server
-    without statistics (the transport floor answers them from its cache-less base too)."""
+    """(inference_count, execution_count) of `model` from ModelStatistics (the front sums
+    its workers'); None when the call fails. The transport floor's workers answer it too, with
+    the counts of the first request per id (the ones not answered from the cache)."""
     import grpc
     from jaxport.protocol.gen.inference import grpc_service_pb2 as pb
     from jaxport.protocol.gen.inference import grpc_service_pb2_grpc as pb_grpc
@@ -309,12 +324,14 @@ def _compute_floor_worker(artifact: str, xs: list[np.ndarray], expected: list[di
 
 
 def large_tensors(pool: ProcessPoolExecutor, targets: dict[str, Server], sizes: Sequence[int],
-                  memcpy: dict[int, float], repeats: int,
-                  shm: Server | None = None) -> list[dict[str, Any]]:
+                  memcpy: dict[int, float], repeats: int, shm: Server | None = None,
+                  echo: str | None = None) -> list[dict[str, Any]]:
     """Concurrency 1, f32 vectors of N MiB each way: payload MB per second of RPC time, for the
-    bridge and the transport floor, next to a raw gRPC bytes echo and memcpy; with `shm` (a
-    bridge with --system-shared-memory) also through shared memory, timed as client copy in +
-    ModelInfer + client copy out (`tests/bench/shm_client.py`)."""
+    bridge and the transport floor, next to memcpy and (`echo`: the address of `wire echo`, a
+    grpc-go server answering ModelInfer with its input and no model behind it) what grpc-go
+    itself moves for the same client; with `shm` (a bridge with --system-shared-memory) also
+    through shared memory, timed as client copy in + ModelInfer + client copy out
+    (`tests/bench/shm_client.py`)."""
     from jaxport.protocol.gen.inference import grpc_service_pb2 as pb
 
     rows = []
@@ -328,11 +345,12 @@ def large_tensors(pool: ProcessPoolExecutor, targets: dict[str, Server], sizes: 
         raw = req.SerializeToString()
         expected = {"y": x * np.float32(2.0) + np.float32(0.5)}
         row: dict[str, Any] = {"mib": mib, "memcpy_mb_s": memcpy[mib] / 1e6}
-        echo = pool.submit(load_mod.run_echo_repeats, nbytes, repeats).result()
-        row["grpc_echo_mb_s"] = _mb_s(nbytes, echo["latencies"])
-        for name, srv in targets.items():
-            res = pool.submit(load_mod.run_repeats, srv.target, raw, expected, repeats,
-                              1e-6, 1e-6).result()
+        cases = {name: (srv.target, expected, 1e-6) for name, srv in targets.items()}
+        if echo is not None:
+            cases["grpc_go_echo"] = (echo, {"y": x}, 0.0)  # y = x exactly
+        for name, (target, want, tol) in cases.items():
+            res = pool.submit(load_mod.run_repeats, target, raw, want, repeats,
+                              tol, tol).result()
             row[f"{name}_mb_s"] = _mb_s(nbytes, res["latencies"])
             row[f"{name}_p50_ms"] = (float(np.median(res["latencies"]) * 1e3)
                                      if res["latencies"] else None)
@@ -622,6 +640,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         breqs, bexpected = mlp_requests(arts["mlp_params"], "mlp_batched")
         ctx = multiprocessing.get_context("spawn")
         by_config: dict[str, list[list[dict[str, Any]]]] = {}
+        try:  # one front for every row: this tree's source; `wire echo` for large tensors
+            front, wire = front_mod.build_front(), front_mod.build_wire()
+        except front_mod.BenchSetupError as exc:  # no Go: the front jaxport serve picks
+            log(f"{exc}: serving with the front `jaxport serve` picks, no grpc-go echo")
+            front = wire = None
+            results["front_error"] = str(exc)
 
         def collect(name: str, rows: list[dict[str, Any]]) -> None:
             by_config.setdefault(name, []).append(rows)
@@ -649,13 +673,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                                 f"req/s p50 {lv['p50_ms'] or 0:.2f} ms errors {lv['errors']}")
                         collect("compute floor", rows)
 
-                floor_cmd = [sys.executable, "-m", "tests.bench.floor_server", "--repository",
-                             str(repo), "--port", "0", "--metrics-port", "-1",
-                             "--log-level", "WARNING"]
                 large_names = [f"ew{m}" for m in arts["large_sizes"]]
                 if want("transport"):
-                    log("transport floor (same server stack, precomputed response)")
-                    with server(floor_cmd, work, "floor", ["mlp"]) as srv:
+                    log("transport floor (the same front and workers, ModelInfer answered from "
+                        "a cache)")
+                    with server(floor_cmd(repo, front=front), work, "floor", ["mlp"]) as srv:
                         rows = grpc_levels(pool, srv, reqs, expected, levels, args.duration,
                                            args.warmup, MLP_TOL)
                     collect("transport floor", rows)
@@ -666,7 +688,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         continue
                     log(f"bridge --engine {engine}")
                     names = ["mlp"] + [f"ew{m}" for m in arts["large_sizes"]]
-                    with server(bridge_cmd(repo, "--engine", engine), work, engine, names) as srv:
+                    with server(bridge_cmd(repo, "--engine", engine, front=front), work, engine,
+                                names) as srv:
                         if first:
                             results["cold_start"][
                                 f"start to all models ready ({engine}), s"] = (
@@ -676,34 +699,36 @@ def main(argv: Sequence[str] | None = None) -> int:
                                                args.warmup, MLP_TOL)
                             collect(f"bridge {engine}", rows)
                         if large_here:
-                            log("large tensors (bridge, transport floor, raw gRPC echo, "
+                            log("large tensors (bridge, transport floor, grpc-go echo, "
                                 "shared memory, memcpy)")
                             shm_cmd = bridge_cmd(repo, "--engine", engine,
-                                                 "--system-shared-memory")
-                            with server(floor_cmd, work, "floor-large", large_names) as fsrv, \
-                                    server(shm_cmd, work, "shm-large", large_names) as ssrv:
+                                                 "--system-shared-memory", front=front)
+                            with server(floor_cmd(repo, front=front), work, "floor-large",
+                                        large_names) as fsrv, \
+                                    server(shm_cmd, work, "shm-large", large_names) as ssrv, \
+                                    (front_mod.wire_echo(wire) if wire else nullcontext()) as echo:
                                 results["large"] = large_tensors(
                                     pool, {"bridge": srv, "floor": fsrv}, arts["large_sizes"],
-                                    memcpy, 3 if args.quick else 5, shm=ssrv)
+                                    memcpy, 3 if args.quick else 5, shm=ssrv, echo=echo)
                         if first:
                             results["cold_start"].update(cold_start_phases(srv, engine))
 
                 if want("batching"):
                     log("bridge with dynamic batching")
                     cmd = bridge_cmd(repo, "--engine", "exported", "--batching",
-                                     "--max-queue-delay-us", "2000")
+                                     "--max-queue-delay-us", "2000", front=front)
                     with server(cmd, work, "batching", ["mlp_batched"]) as srv:
                         rows = grpc_levels(pool, srv, breqs, bexpected, levels, args.duration,
                                            args.warmup, MLP_TOL)
                     collect("bridge batching", rows)
 
-            if want("front"):
-                log("native front vs --frontend python (issue 12; ghz load, batch-8 MLP)")
+            if want("front") and front is not None and wire is not None:
+                log("native front section (ghz load, batch-8 MLP, against its transport floor)")
                 try:
-                    results["front"] = front_mod.front_vs_python(
+                    results["front"] = front_mod.front_section(
                         server, pool, work, work / "front-repo", args.rounds, args.duration,
-                        args.warmup, front_mod.WORKER_COUNTS, memcpy[16], log)
-                except front_mod.BenchSetupError as exc:  # no Go: the other sections stand
+                        args.warmup, front_mod.WORKER_COUNTS, memcpy[16], log, front, wire)
+                except front_mod.BenchSetupError as exc:  # no ghz: the other sections stand
                     log(f"front section skipped: {exc}")
                     results["front_error"] = str(exc)
 
@@ -722,8 +747,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     results["loadavg_end"] = os.getloadavg()
     results["targets"] = evaluate_targets(results)
     if results.get("front"):
-        results["front_targets"] = front_mod.targets(results["front"],
-                                                     front_mod.DEFAULT_WORKERS)
+        results["front_targets"] = front_mod.targets(results["front"])
 
     args.out.mkdir(parents=True, exist_ok=True)
     base = args.out / ts

@@ -1,7 +1,9 @@
-"""Thread pool or asyncio? The measurement behind the bridge's gRPC server model.
+"""Thread pool or asyncio? The measurement behind the server model of grpcio's Python server
+(`jaxport serve` before the native front; retired in issue 25), kept because
+docs/performance.md cites its figures and `--sleep-ms` still measures what waiting costs here.
 
 Two minimal Open Inference Protocol servers answer ModelInfer with one precomputed MLP-sized
-response: grpc's synchronous server (a thread per in-flight RPC, what `jaxport serve` uses)
+response: grpc's synchronous server (a thread per in-flight RPC, what that server used)
 and `grpc.aio` (one event loop). Nothing else differs, so what is measured is the server
 model's own cost per request. The bench's closed-loop client drives each at concurrency
 1, 16 and 64, alternating the two for `--rounds` rounds; the table reports req/s, p50 and

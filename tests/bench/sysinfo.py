@@ -1,5 +1,6 @@
 """Machine facts and yardsticks measured in the same run: CPU model, memcpy bandwidth, the
-CPU seconds and peak RSS of a process read from /proc."""
+CPU seconds and peak RSS of a process read from /proc, and of a process tree (`jaxport serve`
+is the front's process and its execution workers, its children)."""
 
 from __future__ import annotations
 
@@ -36,6 +37,45 @@ def thread_cpu_s(pid: int) -> dict[int, tuple[str, float]]:
         name = text[text.index("(") + 1 : text.rindex(")")]
         fields = text[text.rindex(")") + 2 :].split()
         out[int(tid)] = (name, (int(fields[11]) + int(fields[12])) / _TICKS)
+    return out
+
+
+def process_tree(pid: int) -> list[int]:
+    """`pid` and its live descendants (children read from /proc/<pid>/task/*/children)."""
+    out = [pid]
+    for pid_ in out:  # grows while it is walked: breadth first
+        for task in Path(f"/proc/{pid_}").glob("task/*/children"):
+            try:
+                out += [int(c) for c in task.read_text().split()]
+            except OSError:  # the thread or process exited meanwhile
+                pass
+    return out
+
+
+def tree_cpu_s(pid: int) -> tuple[float, float]:
+    """(CPU seconds of `pid` itself, of its live descendants): for `jaxport serve`, the front
+    and its workers."""
+    own, rest = 0.0, 0.0
+    for i, p in enumerate(process_tree(pid)):
+        try:
+            cpu = process_cpu_s(p)
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        if i == 0:
+            own = cpu
+        else:
+            rest += cpu
+    return own, rest
+
+
+def tree_thread_cpu_s(pid: int) -> dict[int, tuple[str, float]]:
+    """`thread_cpu_s` of every process of `pid`'s tree (thread ids are unique system-wide)."""
+    out: dict[int, tuple[str, float]] = {}
+    for p in process_tree(pid):
+        try:
+            out.update(thread_cpu_s(p))
+        except FileNotFoundError:
+            continue
     return out
 
 
