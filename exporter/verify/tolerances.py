@@ -103,8 +103,9 @@ def compare(
 
     Every element passes when `|actual - expected| <= atol + rtol*|expected|` (TOLERANCES, or
     this run's --atol/--rtol); where either is NaN or infinite, only the same value passes
-    (NaN any NaN, an infinity the same infinity). A bfloat16/float16 output with a float32 `reference` (the same
-    program evaluated in float32, `f32_reference`) also passes an element when both the
+    (NaN any NaN, an infinity the same infinity). A bfloat16/float16 output with a float32
+    `reference` (the same program evaluated in float32, `f32_reference`) also passes an
+    element when both the
     consumer's value and JAX's are within bf16/f16 rounding of that reference:
     `|actual - ref| <= 8 ulp(max|ref|)` and `|expected - ref| <= 8 ulp(max|ref|)` (max over the
     output): two compilers rounding differently both stay close to the f32 value, while a
