@@ -38,12 +38,12 @@ help:
 # setup also builds the native front (jaxport serve's default, docs/front.md) next to the venv's
 # python; rebuilt when its Go sources or the generated inference stubs change.
 FRONT := $(VENV)/bin/jaxport-front
-FRONT_SRC := $(wildcard bridge/front/*.go clients/go/gen/inference/*.go) bridge/front/go.mod bridge/front/go.sum
+FRONT_SRC := $(wildcard bridge/front/*.go bridge/front/*/*.go clients/go/gen/inference/*.go clients/go/gen/jaxport/v1/*.go) bridge/front/go.mod bridge/front/go.sum
 
 setup: $(STAMP) $(FRONT)
 
 $(FRONT): $(FRONT_SRC) | $(STAMP)
-	@command -v go >/dev/null || { echo "error: make setup builds the native front (jaxport serve's default) and needs Go >= 1.26 (go on PATH); without it, serve with --frontend python" >&2; exit 1; }
+	@command -v go >/dev/null || { echo "error: make setup builds the native front (jaxport serve's default) and needs Go >= 1.26 (go on PATH); without Go, install jaxport's platform wheel, which carries the front (README, Install)" >&2; exit 1; }
 	cd bridge/front && go build -o ../../$(FRONT) .
 
 $(STAMP): pyproject.toml clients/python/pyproject.toml

@@ -39,17 +39,20 @@ LINT = [
     ("generated-code drift", [PY, "proto/generate.py", "--check"]),
 ]
 PYTEST = [PY, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+#: Two pytest processes (pytest-xdist), a test file each at a time: most live tests wait on a
+#: server or a subprocess, so two keep both cores busy; session fixtures run once per process.
+PARALLEL = ["-n", "2", "--dist", "loadfile"]
 
 PHASES = {
     "fast": [
         *LINT,
-        ("pytest (not slow)", [*PYTEST, "-m", "not slow and not soak"]),
+        ("pytest (not slow)", [*PYTEST, *PARALLEL, "-m", "not slow and not soak"]),
         ("conformance (shipped configuration, every runner)",
          [PY, "tests/conformance/run.py", "--tier", "fast"]),
     ],
     "all": [
         *LINT,
-        ("pytest (every test but the soak)", [*PYTEST, "-m", "not soak"]),
+        ("pytest (every test but the soak)", [*PYTEST, *PARALLEL, "-m", "not soak"]),
         ("conformance (every configuration, every runner)",
          [PY, "tests/conformance/run.py", "--tier", "all"]),
         ("scale (Ray Serve cluster, KServe runtime)",
