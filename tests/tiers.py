@@ -41,7 +41,8 @@ LINT = [
 PYTEST = [PY, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
 #: Two pytest processes (pytest-xdist), a test file each at a time: most live tests wait on a
 #: server or a subprocess, so two keep both cores busy; session fixtures run once per process.
-PARALLEL = ["-n", "2", "--dist", "loadfile"]
+#: The 15 slowest tests are listed, so a slow addition shows.
+PARALLEL = ["-n", "2", "--dist", "loadfile", "--durations=15"]
 
 PHASES = {
     "fast": [
