@@ -203,7 +203,8 @@ def test_help_lists_flags_and_env_vars():
 
 def test_not_ready_until_the_repository_has_loaded(tmp_path: Path, artifacts):
     """Deterministic: the model's manifest.json is a FIFO, so its load blocks until the test
-    writes the manifest; meanwhile the server is live but not ready."""
+    writes the manifest; meanwhile the server is live but not ready. One worker: a FIFO has one
+    reader's worth of bytes, and two workers opening it at once would split them."""
     import shutil
 
     version = tmp_path / "repo" / "mlp" / "1"
@@ -211,7 +212,7 @@ def test_not_ready_until_the_repository_has_loaded(tmp_path: Path, artifacts):
     manifest = (version / "manifest.json").read_bytes()
     (version / "manifest.json").unlink()
     os.mkfifo(version / "manifest.json")
-    bridge = BridgeProcess(tmp_path / "repo").start(wait_ready=False)
+    bridge = BridgeProcess(tmp_path / "repo", "--workers", "1").start(wait_ready=False)
     try:
         with bridge.channel() as channel:
             stub = pb_grpc.GRPCInferenceServiceStub(channel)
