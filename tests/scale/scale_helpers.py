@@ -40,7 +40,12 @@ APP_NAME = "jaxport"
 #: Environment of the cluster's processes (the nodes inherit this process's). Serve's proxy
 #: otherwise sends every call to a replica on its own node while that one has room: with one
 #: proxy (HeadOnly) the worker node's replica would idle.
-RAY_ENV = {"RAY_SERVE_PROXY_PREFER_LOCAL_NODE_ROUTING": "0", "RAY_TMPDIR": ""}
+#: Serve's controller kills a proxy that is not ready within 5 s (its health check: 10 s) and
+#: serve.start then fails with ActorDiedError: on a loaded 2-core machine (make test-all with
+#: two CPU burners) starting the proxy took longer, so the cluster waits as long as it needs.
+RAY_ENV = {"RAY_SERVE_PROXY_PREFER_LOCAL_NODE_ROUTING": "0", "RAY_TMPDIR": "",
+           "RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S": "300",
+           "RAY_SERVE_PROXY_HEALTH_CHECK_TIMEOUT_S": "300"}
 
 
 def suite_models() -> Any:
