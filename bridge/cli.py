@@ -84,6 +84,10 @@ def front_config(settings: Settings, argv: Sequence[str],
         "grace_period_s": settings.grace_period_s, "tls_cert": path(settings.tls_cert),
         "tls_key": path(settings.tls_key), "tls_client_ca": path(settings.tls_client_ca),
         "auth_token_file": path(settings.auth_token_file),
+        "pjrt_plugin": None if settings.pjrt_plugin == "none" else settings.pjrt_plugin,
+        "max_inflight_per_model": settings.max_inflight_per_model,
+        "max_queue_per_model": settings.max_queue_per_model,
+        "batch_queue_size": settings.batch_queue_size,
     }
 
 

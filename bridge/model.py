@@ -125,6 +125,11 @@ class Model:
         self.inputs: tuple[TensorSig, ...] = tuple(inputs)
         self.outputs: tuple[TensorSig, ...] = tuple(outputs)
         self.load_seconds = dict(load_seconds)
+        # The local artifact directory (None for one read over HTTP): the native front opens it
+        # too (ModelConfig's `artifact` parameter, bridge/servicer.py; docs/native-engine.md).
+        self.directory: str | None = (
+            str(artifact.path) if artifact is not None and not isinstance(artifact.path, str)
+            else None)
         self.statistics = ModelStatistics()
         self._programs = dict(programs)
         self._inputs_by_name = {s.name: s for s in self.inputs}

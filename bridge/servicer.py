@@ -156,6 +156,8 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
         )
         config.parameters["engine"].string_value = model.engine_name
         config.parameters["schema_version"].string_value = str(model.manifest.schema_version)
+        if model.directory is not None:  # for the front's native engine, which strips it
+            config.parameters["artifact"].string_value = model.directory
         if model.batcher is not None:  # as Triton reports it; the native front routes by it
             batching = model.batcher.config
             config.dynamic_batching.preferred_batch_size.extend(batching.preferred_batch_sizes)

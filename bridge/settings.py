@@ -77,6 +77,11 @@ def _optional_str(text: str) -> str | None:
     return text or None
 
 
+def _plugin_choice(text: str) -> str:
+    """`none` (or empty): no native engine; anything else is the front's to resolve."""
+    return text.strip() or "none"
+
+
 def _repository(text: str) -> Path | str:
     """A local directory, or a URL (file://, http(s)://) kept as given."""
     from jaxport.artifact.location import is_url
@@ -239,6 +244,12 @@ class Settings:
             "e.g. mlp:2000:8+32,ranker; alone, only these models batch; with --batching, these "
             "are overrides for them; a listed model exported without --batch-sizes fails to load",
             parse=_parse_batching_models))
+    pjrt_plugin: str = field(
+        default="cpu",
+        metadata=_opt("native engine: the PJRT plugin the front executes eligible models with, "
+                      "no Python on their request path (docs/native-engine.md): cpu (the pinned "
+                      "XLA CPU plugin, `make setup`), cuda, or a plugin .so path; none = every "
+                      "model on the Python workers", parse=_plugin_choice))
     system_shared_memory: bool = field(
         default=False,
         metadata=_opt("Triton's system shared memory extension: same-host clients register "

@@ -36,6 +36,13 @@ type config struct {
 	TLSKey          string   `json:"tls_key"`
 	TLSClientCA     string   `json:"tls_client_ca"`   // null = no client certificates asked
 	AuthTokenFile   string   `json:"auth_token_file"` // null = no token
+	// The native engine (native.go): the PJRT plugin ("cpu", "cuda", a .so path; null = every
+	// model on the workers) and the limits the workers apply, applied by the front to the
+	// requests it executes itself.
+	PJRTPlugin          string `json:"pjrt_plugin"`
+	MaxInflightPerModel int    `json:"max_inflight_per_model"`
+	MaxQueuePerModel    int    `json:"max_queue_per_model"`
+	BatchQueueSize      int    `json:"batch_queue_size"`
 }
 
 // configFields are the JSON names of config's fields, each required.
@@ -86,6 +93,12 @@ func parseConfig(doc string) (*config, error) {
 		return nil, fmt.Errorf("--config: grace_period_s must be >= 0, got %v", c.GracePeriodS)
 	case len(c.WorkerCmd) == 0:
 		return nil, fmt.Errorf("--config: worker_cmd is empty")
+	case c.MaxInflightPerModel < 1:
+		return nil, fmt.Errorf("--config: max_inflight_per_model must be >= 1, got %d", c.MaxInflightPerModel)
+	case c.MaxQueuePerModel < 0:
+		return nil, fmt.Errorf("--config: max_queue_per_model must be >= 0, got %d", c.MaxQueuePerModel)
+	case c.BatchQueueSize < 1:
+		return nil, fmt.Errorf("--config: batch_queue_size must be >= 1, got %d", c.BatchQueueSize)
 	}
 	return c, nil
 }
@@ -96,7 +109,8 @@ const usage = `usage: jaxport-front --config JSON
 The front's one resolved configuration, written by jaxport serve from the Settings it checked
 (jaxport.bridge.cli.front_config): host, port, port_file, metrics_port, http_port, workers,
 worker_cmd, worker_args (the jaxport serve flags every worker gets), max_message_bytes,
-grace_period_s, tls_cert, tls_key, tls_client_ca, auth_token_file. Run jaxport serve.`
+grace_period_s, tls_cert, tls_key, tls_client_ca, auth_token_file, pjrt_plugin,
+max_inflight_per_model, max_queue_per_model, batch_queue_size. Run jaxport serve.`
 
 // parseArgs reads the front's command line: --config JSON (or --config=JSON), nothing else.
 func parseArgs(argv []string) (*front, error) {
@@ -130,5 +144,6 @@ func parseArgs(argv []string) (*front, error) {
 		httpPort: c.HTTPPort, nWorkers: c.Workers, workerCmd: c.WorkerCmd, workerArgs: c.WorkerArgs,
 		maxMessageBytes: c.MaxMessageBytes, gracePeriod: time.Duration(c.GracePeriodS * float64(time.Second)),
 		tlsCert: c.TLSCert, tlsKey: c.TLSKey, tlsClientCA: c.TLSClientCA, authTokenFile: c.AuthTokenFile,
-		routes: newRouter()}, nil
+		routes: newRouter(), pjrtPlugin: c.PJRTPlugin, maxInflight: c.MaxInflightPerModel,
+		maxQueue: c.MaxQueuePerModel, batchQueueSize: c.BatchQueueSize}, nil
 }

@@ -18,7 +18,8 @@ func fullConfig(t *testing.T, edit func(map[string]any)) string {
 		"http_port": 0, "workers": 3, "worker_cmd": []string{"py", "-m", "jaxport.bridge.worker"},
 		"worker_args":       []string{"--repository", "repo", "--engine", "pjrt", "--batching", "--workers", "3"},
 		"max_message_bytes": 1024, "grace_period_s": 2.5, "tls_cert": nil, "tls_key": nil,
-		"tls_client_ca": nil, "auth_token_file": "/run/token",
+		"tls_client_ca": nil, "auth_token_file": "/run/token", "pjrt_plugin": "cpu",
+		"max_inflight_per_model": 4, "max_queue_per_model": 64, "batch_queue_size": 1024,
 	}
 	if edit != nil {
 		edit(doc)
@@ -51,6 +52,9 @@ func TestConfigIsTakenAsWritten(t *testing.T) {
 		if f.routes == nil {
 			t.Fatal("no router")
 		}
+		if f.pjrtPlugin != "cpu" || f.maxInflight != 4 || f.maxQueue != 64 || f.batchQueueSize != 1024 {
+			t.Fatalf("native engine settings: %+v", f)
+		}
 	}
 }
 
@@ -81,6 +85,9 @@ func TestConfigErrors(t *testing.T) {
 		{[]string{"--config", fullConfig(t, set("max_message_bytes", 0))}, "--config: max_message_bytes must be >= 1, got 0"},
 		{[]string{"--config", fullConfig(t, set("grace_period_s", -1))}, "--config: grace_period_s must be >= 0, got -1"},
 		{[]string{"--config", fullConfig(t, set("worker_cmd", []string{}))}, "--config: worker_cmd is empty"},
+		{[]string{"--config", fullConfig(t, set("max_inflight_per_model", 0))}, "--config: max_inflight_per_model must be >= 1, got 0"},
+		{[]string{"--config", fullConfig(t, set("max_queue_per_model", -1))}, "--config: max_queue_per_model must be >= 0, got -1"},
+		{[]string{"--config", fullConfig(t, set("batch_queue_size", 0))}, "--config: batch_queue_size must be >= 1, got 0"},
 		{[]string{"--config", fullConfig(t, set("port", "x"))}, "--config: json: cannot unmarshal string into Go struct field config.port of type int"},
 	} {
 		_, err := parseArgs(c.argv)

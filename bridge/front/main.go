@@ -50,6 +50,10 @@ type front struct {
 	tlsClientCA     string
 	authTokenFile   string
 	routes          *router // which models batch (asked of the workers)
+	pjrtPlugin      string  // native engine's plugin choice; "" = none
+	maxInflight     int     // per model version, for natively executed requests
+	maxQueue        int
+	batchQueueSize  int
 
 	workers []*worker
 	health  *health.Server

@@ -145,22 +145,27 @@ func (f *front) route(ctx context.Context, payload mem.BufferSlice) *conn {
 
 // modelConfig asks one worker for a model's configuration.
 func (f *front) modelConfig(ctx context.Context, name string) (*inferencepb.ModelConfigResponse, error) {
-	k := f.pick()
-	if k == nil {
-		return nil, noWorker()
-	}
-	req, _ := proto.Marshal(&inferencepb.ModelConfigRequest{Name: name})
-	r, err := k.call(ctx, modelConfigMethod, mem.BufferSlice{mem.SliceBuffer(req)})
-	if err != nil {
-		return nil, err
-	}
-	defer r.free()
-	if err := r.err(); err != nil {
-		return nil, err
-	}
 	cfg := &inferencepb.ModelConfigResponse{}
-	if err := proto.Unmarshal(r.bodySlice().Materialize(), cfg); err != nil {
+	if err := f.askWorker(ctx, modelConfigMethod, &inferencepb.ModelConfigRequest{Name: name}, cfg); err != nil {
 		return nil, err
 	}
 	return cfg, nil
+}
+
+// askWorker sends one unary RPC to a ready worker and parses its answer into `out`.
+func (f *front) askWorker(ctx context.Context, method uint8, req, out proto.Message) error {
+	k := f.pick()
+	if k == nil {
+		return noWorker()
+	}
+	body, _ := proto.Marshal(req)
+	r, err := k.call(ctx, method, mem.BufferSlice{mem.SliceBuffer(body)})
+	if err != nil {
+		return err
+	}
+	defer r.free()
+	if err := r.err(); err != nil {
+		return err
+	}
+	return proto.Unmarshal(r.bodySlice().Materialize(), out)
 }

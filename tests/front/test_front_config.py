@@ -29,7 +29,16 @@ def test_config_is_what_settings_resolved() -> None:
                         "--tls-cert", "c.pem", "--tls-key", "k.pem"],
         "max_message_bytes": settings.max_message_bytes, "grace_period_s": 2.5,
         "tls_cert": "c.pem", "tls_key": "k.pem", "tls_client_ca": None, "auth_token_file": None,
+        "pjrt_plugin": "cpu", "max_inflight_per_model": settings.max_inflight_per_model,
+        "max_queue_per_model": settings.max_queue_per_model,
+        "batch_queue_size": settings.batch_queue_size,
     }
+    # --pjrt-plugin none (or JAXPORT_PJRT_PLUGIN=none): no native engine, the front gets null
+    for given in (["--pjrt-plugin", "none"], ["--pjrt-plugin="]):
+        off = Settings.from_argv([*argv, *given], environ={})
+        assert cli.front_config(off, argv)["pjrt_plugin"] is None
+    off = Settings.from_argv(argv, environ={"JAXPORT_PJRT_PLUGIN": "none"})
+    assert cli.front_config(off, argv)["pjrt_plugin"] is None
     command = cli.front_command(Path("/x/front"), argv, settings, worker_cmd=["w", "-m", "x"])
     assert command[:2] == ["/x/front", "--config"]
     assert json.loads(command[2]) == {**config, "worker_cmd": ["w", "-m", "x"]}

@@ -101,3 +101,33 @@ func readListedFile(dir string, m *jaxportv1.Manifest, rel string) ([]byte, erro
 	}
 	return data, nil
 }
+
+// Labels reads the class labels of every output that has a `labels_file` (line i names class
+// i, as the Python artifact reader splits it: "\n" or "\r\n" ends a line, a final newline adds
+// no empty label), sha256-checked when the manifest's files list names the file.
+func Labels(dir string, m *jaxportv1.Manifest) (map[string][]string, error) {
+	out := map[string][]string{}
+	for _, o := range m.GetOutputs() {
+		rel := o.GetLabelsFile()
+		if rel == "" {
+			continue
+		}
+		data, err := readListedFile(dir, m, rel)
+		if err != nil && strings.Contains(err.Error(), "is not in the manifest's files list") {
+			var path string
+			if path, err = artifactPath(dir, rel); err == nil {
+				data, err = os.ReadFile(path)
+			}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("labels of output %s: %v", o.GetName(), err)
+		}
+		text := strings.ReplaceAll(string(data), "\r\n", "\n")
+		lines := strings.Split(text, "\n")
+		if n := len(lines); n > 0 && lines[n-1] == "" {
+			lines = lines[:n-1]
+		}
+		out[o.GetName()] = lines
+	}
+	return out, nil
+}
