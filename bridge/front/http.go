@@ -83,9 +83,9 @@ func (r *restServer) close()                             { _ = r.srv.Close() }
 
 // route is what a path asks for: the RPC and its model/version.
 type route struct {
-	rpc     string // ServerLive, ServerReady, ServerMetadata, ModelMetadata, ModelReady, ModelInfer, ModelConfig, ModelStatistics
+	rpc     string // an RPC of inference.GRPCInferenceService
 	method  string // HTTP method
-	model   string
+	model   string // or the shared-memory region
 	version string
 }
 
@@ -105,6 +105,9 @@ func parseRoute(method, escapedPath string) (route, error) {
 		return route{rpc: "ServerReady", method: http.MethodGet}, nil
 	case "/v2/models/stats":
 		return route{rpc: "ModelStatistics", method: http.MethodGet}, nil
+	}
+	if rest, ok := strings.CutPrefix(p, "/v2/systemsharedmemory"); ok {
+		return parseShmRoute(rest)
 	}
 	switch p {
 	case "/v2/repository/index":
@@ -185,12 +188,15 @@ func writeFailure(w http.ResponseWriter, err error) {
 	writeError(w, httpStatus(st.Code()), st.Message())
 }
 
-func (r *restServer) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+func (r *restServer) ServeHTTP(rw http.ResponseWriter, req *http.Request) {
+	cw := newCompressingWriter(rw, req) // Accept-Encoding (compression.go)
+	defer cw.close()
+	var w http.ResponseWriter = cw
 	rt, err := parseRoute(req.Method, req.URL.EscapedPath())
 	if err != nil {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no REST endpoint %s %s (see docs/rest.md: /v2, /v2/health/live|ready, "+
 			"/v2/models/{model}[/versions/{version}][/ready|/infer|/config|/stats], /v2/repository/index, "+
-			"/v2/repository/models/{model}/load|unload)", req.Method, req.URL.Path))
+			"/v2/repository/models/{model}/load|unload, /v2/systemsharedmemory[/region/{name}]/status|register|unregister)", req.Method, req.URL.Path))
 		return
 	}
 	allowed := rt.method
@@ -229,6 +235,10 @@ func (r *restServer) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	}
 	if strings.HasPrefix(rt.rpc, "Repository") {
 		r.repository(ctx, w, req, rt)
+		return
+	}
+	if strings.HasPrefix(rt.rpc, "SystemSharedMemory") {
+		r.sharedMemory(ctx, w, req, rt)
 		return
 	}
 	var in, out proto.Message
@@ -316,8 +326,13 @@ func (r *restServer) call(ctx context.Context, rpc string, in, out proto.Message
 	return nil
 }
 
-// readBody reads at most limit bytes; a larger body is refused with 413 naming the limit.
+// readBody reads at most limit bytes; a larger body is refused with 413 naming the limit. A
+// body with a Content-Encoding is decoded, the limit bounding its decoded size
+// (compression.go).
 func readBody(req *http.Request, limit int) ([]byte, error) {
+	if ce := strings.TrimSpace(req.Header.Get("Content-Encoding")); ce != "" && !strings.EqualFold(ce, "identity") {
+		return readEncodedBody(req, limit)
+	}
 	tooLarge := func(n string) error {
 		return &restError{http.StatusRequestEntityTooLarge, fmt.Sprintf(
 			"request body of %s bytes exceeds --max-message-bytes %d", n, limit)}

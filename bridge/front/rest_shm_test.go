@@ -1,0 +1,51 @@
+package main
+
+// Unit tests of rest_shm.go (the system shared-memory REST codec); the live tests, with
+// tritonclient.http's shared-memory calls against a real front, are
+// tests/front/test_rest_shared_memory.py.
+
+import (
+	"net/http"
+	"testing"
+
+	inferencepb "github.com/jaxport/jaxport/clients/go/gen/inference"
+	"google.golang.org/protobuf/proto"
+)
+
+func TestDecodeShmRegister(t *testing.T) {
+	got, err := decodeShmRegister("in", []byte(`{"key": "/k", "offset": 64, "byte_size": 18446744073709551615}`))
+	want := &inferencepb.SystemSharedMemoryRegisterRequest{Name: "in", Key: "/k", Offset: 64, ByteSize: 1<<64 - 1}
+	if err != nil || !proto.Equal(got, want) {
+		t.Fatalf("got %v, %v", got, err)
+	}
+	if got, err := decodeShmRegister("in", []byte(`{"key": "/k", "byte_size": 8}`)); err != nil || got.Offset != 0 {
+		t.Fatalf("offset is optional: %v, %v", got, err)
+	}
+	for body, words := range map[string][]string{
+		`{"byte_size": 8}`:                             {`"key" is required`},
+		`{"key": "/k"}`:                                {`"byte_size" is required`},
+		`{"key": 3, "byte_size": 8}`:                   {"request.key", "expected a string", "3"},
+		`{"key": "/k", "byte_size": -1}`:               {"request.byte_size", "integer >= 0", "-1"},
+		`{"key": "/k", "byte_size": 8, "offset": 1.5}`: {"request.offset", "integer >= 0", "1.5"},
+		`{"key": "/k", "byte_size": "8"}`:              {"request.byte_size", `"8"`},
+		`[1]`:                                          {"request body", "expected a JSON object"},
+		`{"key": `:                                     {"request body"},
+	} {
+		_, err := decodeShmRegister("in", []byte(body))
+		wantRestError(t, err, http.StatusBadRequest, words...)
+	}
+}
+
+func TestShmStatusJSON(t *testing.T) {
+	resp := &inferencepb.SystemSharedMemoryStatusResponse{Regions: map[string]*inferencepb.SystemSharedMemoryStatusResponse_RegionStatus{
+		"out": {Name: "out", Key: "/o", Offset: 64, ByteSize: 1024},
+		"in":  {Name: "in", Key: "/i", ByteSize: 4096},
+	}}
+	want := `[{"name":"in","key":"/i","offset":0,"byte_size":4096},{"name":"out","key":"/o","offset":64,"byte_size":1024}]`
+	if got := string(shmStatusJSON(resp)); got != want {
+		t.Fatalf("got %s\nwant %s", got, want)
+	}
+	if got := string(shmStatusJSON(&inferencepb.SystemSharedMemoryStatusResponse{})); got != "[]" {
+		t.Fatalf("no regions: %s", got)
+	}
+}
