@@ -1,4 +1,6 @@
-"""`Gate`: the test side of the bridge's test gate (`jaxport.bridge.testing`).
+"""`Gate`: the test side of the bridge's test gate (`jaxport.bridge.testing` in the workers,
+`bridge/front/gate.go` for the executions the front runs natively: the same files, so one
+`Gate` holds and counts both; a marker's pid is the process that executes).
 
 A bridge started with `env=gate.env` holds every execution of model M while the test holds M:
 
