@@ -26,25 +26,48 @@ help:
 	@echo "make demo   - set up .venv, export the bundled example model, verify it, list the artifact"
 	@echo "make test   - set up .venv and run the fast tier: lint, drift, pytest (not slow), conformance on the shipped configuration"
 	@echo "make test-all - everything: slow tests, the full conformance matrix, Ray/KServe, perf_analyzer (CI)"
-	@echo "make setup  - only create .venv (PYTHON=/path/to/python3.12+ to choose the interpreter)"
+	@echo "make setup  - only create .venv, build the front and install the pinned CPU PJRT plugin (PYTHON=/path/to/python3.12+ to choose the interpreter)"
 	@echo "make generate / check-generate - regenerate code from proto/ / fail if it drifted"
 	@echo "make bench  - benchmarks (not part of make test);  make soak - long load test"
 	@echo "make fuzz   - 10,000-case hostile-input campaign against a live bridge (FUZZ_ARGS=--seed S)"
-	@echo "make front  - build the native Go front (bridge/front) into .venv/bin/jaxport-front"
+	@echo "make front  - build the native Go front (bridge/front, cgo: its native engine) into .venv/bin/jaxport-front"
 	@echo "make client-wheel - the jaxport-client wheel and sdist into dist/client/"
 	@echo "make wheel  - the platform wheel of jaxport carrying the native front (dist/jaxport/; pip install needs no Go)"
 	@echo "make conformance-peers - the conformance suite against KServe and MLServer (report in docs/)"
 
-# setup also builds the native front (jaxport serve's default, docs/front.md) next to the venv's
-# python; rebuilt when its Go sources or the generated inference stubs change.
+# setup also builds the native front (jaxport serve's default, docs/front.md) and
+# jaxport-native-goldens (every golden case through the native engine: `jaxport verify`'s
+# pjrt-c-api check) next to the venv's python, rebuilt when their Go sources or the generated
+# stubs change, and installs the pinned CPU PJRT plugin (make pjrt-plugin, below) so the front's
+# native engine (docs/native-engine.md) has a plugin on a fresh clone.
 FRONT := $(VENV)/bin/jaxport-front
-FRONT_SRC := $(wildcard bridge/front/*.go bridge/front/*/*.go clients/go/gen/inference/*.go clients/go/gen/jaxport/v1/*.go) bridge/front/go.mod bridge/front/go.sum
+NATIVE_GOLDENS := $(VENV)/bin/jaxport-native-goldens
+FRONT_SRC := $(wildcard bridge/front/*.go bridge/front/*/*.go bridge/front/cmd/*/*.go clients/go/gen/inference/*.go clients/go/gen/jaxport/v1/*.go) bridge/front/go.mod bridge/front/go.sum
 
-setup: $(STAMP) $(FRONT)
+setup: $(STAMP) $(FRONT) $(NATIVE_GOLDENS)
+
+# Both binaries are built WITH cgo: they link the native engine (bridge/front/engine: the PJRT C
+# API through gopjrt, whose cgo part compiles against the pjrt_c_api.h the gopjrt module ships;
+# the plugin itself is loaded with dlopen at run time, so building needs no plugin). Without a C
+# compiler (`go env CC` not found) they are built CGO_ENABLED=0 with one note: engine/nocgo.go
+# then refuses every model, and the front serves them all on the Python workers, as it does on
+# a machine without the plugin. The platform wheel stays CGO_ENABLED=0 (bridge/front/build_wheel.py).
+# $(call GO_BUILD,OUTPUT,PACKAGE)
+define GO_BUILD
+cgo=1; cc=$$(go env CC); command -v "$${cc%% *}" >/dev/null || { cgo=0; \
+  echo "note: no C compiler ($$cc): $(notdir $(1)) built with CGO_ENABLED=0, without the native engine (every model is served by the Python workers)" >&2; }; \
+cd bridge/front && CGO_ENABLED=$$cgo go build -o ../../$(1) $(2)
+endef
+
+GO_MISSING := echo "error: make setup builds the native front (jaxport serve's default) and needs Go >= 1.26 (go on PATH); without Go, install jaxport's platform wheel, which carries the front (README, Install)" >&2; exit 1
 
 $(FRONT): $(FRONT_SRC) | $(STAMP)
-	@command -v go >/dev/null || { echo "error: make setup builds the native front (jaxport serve's default) and needs Go >= 1.26 (go on PATH); without Go, install jaxport's platform wheel, which carries the front (README, Install)" >&2; exit 1; }
-	cd bridge/front && go build -o ../../$(FRONT) .
+	@command -v go >/dev/null || { $(GO_MISSING); }
+	@$(call GO_BUILD,$@,.)
+
+$(NATIVE_GOLDENS): $(FRONT_SRC) | $(STAMP)
+	@command -v go >/dev/null || { $(GO_MISSING); }
+	@$(call GO_BUILD,$@,./cmd/jaxport-native-goldens)
 
 $(STAMP): pyproject.toml clients/python/pyproject.toml
 	@py=$$(bash -c "$$FIND_PYTHON") || { \
@@ -136,12 +159,17 @@ clean:
 	rm -rf $(VENV) demo-out
 
 # The native serving front (issue 12, docs/front.md): grpc-go in front of Python execution
-# workers. Built next to the venv's python, which it starts as `python -m jaxport.bridge.worker`.
+# workers, executing eligible models itself through its native engine (issue 26, cgo: see
+# GO_BUILD above; no plugin is needed to build, and without one every model is served by the
+# workers). Built next to the venv's python, which it starts as `python -m
+# jaxport.bridge.worker`, with jaxport-native-goldens beside it.
 .PHONY: front
 front:
 	@command -v go >/dev/null || { echo "error: make front needs Go >= 1.26 (go on PATH)" >&2; exit 1; }
 	mkdir -p $(VENV)/bin
-	cd bridge/front && go vet ./... && go build -o ../../$(VENV)/bin/jaxport-front .
+	cd bridge/front && go vet ./...
+	@$(call GO_BUILD,$(FRONT),.)
+	@$(call GO_BUILD,$(NATIVE_GOLDENS),./cmd/jaxport-native-goldens)
 
 # The conformance suite against other OIP servers (issue 19; not part of `make test`): KServe's
 # ModelServer and MLServer, each in its own venv under build/peers/ (pinned), serving the suite
@@ -267,3 +295,15 @@ $(CPP_BIN): $(CPP_OBJ)
 
 .PHONY: cpp-always
 cpp-always:
+
+# make setup installs the CPU plugin where its pinned wheel exists (Linux x86_64); elsewhere it
+# says once that the native engine has no plugin there (every model served by the workers; a
+# plugin can still be named with jaxport serve --pjrt-plugin PATH).
+ifeq ($(shell uname -s)-$(shell uname -m),Linux-x86_64)
+setup: $(PJRT_PLUGIN)
+else
+setup: pjrt-plugin-unavailable
+.PHONY: pjrt-plugin-unavailable
+pjrt-plugin-unavailable:
+	@echo "note: no pinned CPU PJRT plugin for $$(uname -s) $$(uname -m) (the wheel $(PJRT_WHEEL) is Linux x86_64): jaxport serve runs every model on the Python workers unless --pjrt-plugin names one"
+endif

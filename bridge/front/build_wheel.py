@@ -11,7 +11,9 @@ The way `ruff` and `buf-bin` ship their binaries: one wheel per OS and architect
 1. copy pyproject.toml, the readme and every `package-dir` of `[tool.setuptools]` into a temp
    dir;
 2. `go build` bridge/front with CGO_ENABLED=0 (a static binary: no libc, so one build runs on
-   every glibc or musl Linux) and -trimpath (no build paths inside) into the copy's
+   every glibc or musl Linux; the native engine needs cgo, so in this build engine/nocgo.go
+   refuses every model and the wheel's front serves them all on the Python workers, where
+   `make front` builds with cgo) and -trimpath (no build paths inside) into the copy's
    `bridge/bin/jaxport-front`, package data of `jaxport.bridge` (pyproject.toml), where
    `jaxport.bridge.cli.front_binary` finds it once installed;
 3. setuptools' PEP 517 backend (this Python's, no network) with a bdist_wheel that writes that
