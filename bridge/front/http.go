@@ -106,8 +106,10 @@ func parseRoute(method, escapedPath string) (route, error) {
 	case "/v2/models/stats":
 		return route{rpc: "ModelStatistics", method: http.MethodGet}, nil
 	}
-	if rest, ok := strings.CutPrefix(p, "/v2/systemsharedmemory"); ok {
-		return parseShmRoute(rest)
+	for _, k := range shmKinds {
+		if rest, ok := strings.CutPrefix(p, k.prefix); ok {
+			return parseShmRoute(k.kind, rest)
+		}
 	}
 	switch p {
 	case "/v2/repository/index":
@@ -196,7 +198,7 @@ func (r *restServer) ServeHTTP(rw http.ResponseWriter, req *http.Request) {
 	if err != nil {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no REST endpoint %s %s (see docs/rest.md: /v2, /v2/health/live|ready, "+
 			"/v2/models/{model}[/versions/{version}][/ready|/infer|/config|/stats], /v2/repository/index, "+
-			"/v2/repository/models/{model}/load|unload, /v2/systemsharedmemory[/region/{name}]/status|register|unregister)", req.Method, req.URL.Path))
+			"/v2/repository/models/{model}/load|unload, /v2/{system,cuda}sharedmemory[/region/{name}]/status|register|unregister)", req.Method, req.URL.Path))
 		return
 	}
 	allowed := rt.method
@@ -237,7 +239,7 @@ func (r *restServer) ServeHTTP(rw http.ResponseWriter, req *http.Request) {
 		r.repository(ctx, w, req, rt)
 		return
 	}
-	if strings.HasPrefix(rt.rpc, "SystemSharedMemory") {
+	if strings.Contains(rt.rpc, "SharedMemory") {
 		r.sharedMemory(ctx, w, req, rt)
 		return
 	}

@@ -42,7 +42,8 @@ func TestParseRoute(t *testing.T) {
 		"/v2/models/a/versions", "/v2/health", "/v2/models/a/ready/x", "/v2/models/%zz",
 		"/v2/repository/models/a", "/v2/repository/models/a/delete", "/v2/repository/models//load",
 		"/v2/systemsharedmemory", "/v2/systemsharedmemory/region/in", "/v2/systemsharedmemory/region//status",
-		"/v2/systemsharedmemory/region/in/delete", "/v2/systemsharedmemory/regions/in/status", "/v2/systemsharedmemoryx/status"} {
+		"/v2/systemsharedmemory/region/in/delete", "/v2/systemsharedmemory/regions/in/status", "/v2/systemsharedmemoryx/status",
+		"/v2/cudasharedmemory", "/v2/cudasharedmemory/region/g"} {
 		if _, err := parseRoute("GET", path); err == nil {
 			t.Errorf("%s: routed", path)
 		}

@@ -9,6 +9,7 @@ import (
 	"math"
 	"net/http"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	inferencepb "github.com/jaxport/jaxport/clients/go/gen/inference"
@@ -215,6 +216,10 @@ func encodeInferResponse(resp *inferencepb.ModelInferResponse, plan *outputPlan)
 		b = append(b, ']')
 		params := parametersJSON(out.GetParameters())
 		_, inShm := out.GetParameters()[paramShmRegion]
+		if inShm { // Triton's HTTP answer names no shared-memory parameters (its C++ client
+			// reads binary_data_size from any output that has parameters)
+			params = params.without("shared_memory_")
+		}
 		binaryOut := !inShm && plan.isBinary(out.GetName())
 		if binaryOut {
 			params.set(paramBinaryDataSize, int64(len(raw)))
@@ -235,4 +240,15 @@ func encodeInferResponse(resp *inferencepb.ModelInferResponse, plan *outputPlan)
 	}
 	b = append(b, "]}"...)
 	return b, blobs, nil
+}
+
+// without returns o without the keys starting with prefix.
+func (o *jsonObject) without(prefix string) *jsonObject {
+	kept := newObject()
+	for _, k := range o.keys {
+		if !strings.HasPrefix(k, prefix) {
+			kept.set(k, o.values[k])
+		}
+	}
+	return kept
 }

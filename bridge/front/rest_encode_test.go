@@ -62,14 +62,19 @@ func TestEncodeResponseJSONAndBinary(t *testing.T) {
 	if len(blobs) != 1 || !bytes.Equal(blobs[0], []byte{0x80, 0x3f}) {
 		t.Fatalf("blobs %v", blobs)
 	}
-	// Everything binary; an output in shared memory has neither data nor binary bytes.
-	resp.Outputs[0].Parameters = map[string]*inferencepb.InferParameter{paramShmRegion: {ParameterChoice: &inferencepb.InferParameter_StringParam{StringParam: "r"}}}
+	// Everything binary; an output in shared memory has neither data nor binary bytes, and
+	// (Triton's HTTP answer) no shared-memory parameters: other parameters stay.
+	resp.Outputs[0].Parameters = map[string]*inferencepb.InferParameter{
+		paramShmRegion:            {ParameterChoice: &inferencepb.InferParameter_StringParam{StringParam: "r"}},
+		"shared_memory_byte_size": {ParameterChoice: &inferencepb.InferParameter_Int64Param{Int64Param: 16}},
+		"other":                   {ParameterChoice: &inferencepb.InferParameter_BoolParam{BoolParam: true}},
+	}
 	resp.RawOutputContents[0] = nil
 	header, blobs, err = encodeInferResponse(resp, &outputPlan{allBinary: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(header), `{"name":"f","datatype":"FP32","shape":[2,2],"parameters":{"shared_memory_region":"r"}}`) || len(blobs) != 6 {
+	if !strings.Contains(string(header), `{"name":"f","datatype":"FP32","shape":[2,2],"parameters":{"other":true}}`) || len(blobs) != 6 {
 		t.Fatalf("all binary: %s (%d blobs)", header, len(blobs))
 	}
 	if !strings.Contains(string(header), `{"name":"i","datatype":"INT64","shape":[2],"parameters":{"binary_data_size":16}}`) {

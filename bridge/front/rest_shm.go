@@ -1,21 +1,27 @@
 package main
 
-// The REST codec and handler of Triton's system shared-memory extension (issue 27):
+// The REST codec and handler of Triton's shared-memory extensions (issue 27):
 //
 //	GET  /v2/systemsharedmemory[/region/{name}]/status  -> [{"name", "key", "offset", "byte_size"}, ...]
 //	POST /v2/systemsharedmemory/region/{name}/register  body {"key": str, "offset": int, "byte_size": int}
 //	POST /v2/systemsharedmemory[/region/{name}]/unregister
+//	GET  /v2/cudasharedmemory[/region/{name}]/status    -> [{"name", "device_id", "byte_size"}, ...]
+//	POST /v2/cudasharedmemory/region/{name}/register    body {"raw_handle": {"b64": str}, "device_id": int, "byte_size": int}
+//	POST /v2/cudasharedmemory[/region/{name}]/unregister
 //
-// Each is the gRPC RPC of the same name (SystemSharedMemoryStatus/Register/Unregister) sent
-// through the same forwarding path, so the registry, its rules and its messages are the
-// workers' (register and unregister reach every worker, as over gRPC). Registered regions
-// are then named by REST infer requests' shared_memory_region parameters as by gRPC ones.
+// Each is the gRPC RPC of the same name ({System,Cuda}SharedMemory{Status,Register,Unregister})
+// sent through the same forwarding path, so the registry, its rules and its messages are the
+// workers' (register and unregister reach every worker, as over gRPC). Registered system
+// regions are then named by REST infer requests' shared_memory_region parameters as by gRPC
+// ones. CUDA answers are a CPU-only server's, as over gRPC (no regions; register refused):
+// clients that clean up both kinds (perf_analyzer --shared-memory system) get the answers
+// they expect.
 
 import (
 	"context"
+	"encoding/base64"
 	"net/http"
 	"net/url"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -40,8 +46,14 @@ func uintField(o *jsonObject, key, path string, required bool) (uint64, error) {
 	return x, nil
 }
 
-// decodeShmRegister translates the register body of region `name`.
-func decodeShmRegister(name string, body []byte) (*inferencepb.SystemSharedMemoryRegisterRequest, error) {
+// shmKinds maps a REST prefix to the RPC name prefix of its extension.
+var shmKinds = []struct{ prefix, kind string }{
+	{"/v2/systemsharedmemory", "SystemSharedMemory"},
+	{"/v2/cudasharedmemory", "CudaSharedMemory"},
+}
+
+// decodeShmRegister translates the register body of region `name` (rpc: the register RPC).
+func decodeShmRegister(rpc, name string, body []byte) (proto.Message, error) {
 	doc, err := parseJSON(body)
 	if err != nil {
 		return nil, badRequest("request body: %v", err)
@@ -49,6 +61,33 @@ func decodeShmRegister(name string, body []byte) (*inferencepb.SystemSharedMemor
 	top, err := asObject(doc, "request body")
 	if err != nil {
 		return nil, err
+	}
+	if rpc == "CudaSharedMemoryRegister" {
+		req := &inferencepb.CudaSharedMemoryRegisterRequest{Name: name}
+		hv, ok := top.get("raw_handle")
+		if !ok {
+			return nil, badRequest("request: %q is required", "raw_handle")
+		}
+		handle, err := asObject(hv, "request.raw_handle")
+		if err != nil {
+			return nil, err
+		}
+		b64, err := stringField(handle, "b64", "request.raw_handle", true)
+		if err != nil {
+			return nil, err
+		}
+		if req.RawHandle, err = base64.StdEncoding.DecodeString(b64); err != nil {
+			return nil, badRequest("request.raw_handle.b64: not base64: %v", err)
+		}
+		device, err := uintField(top, "device_id", "request", true)
+		if err != nil {
+			return nil, err
+		}
+		req.DeviceId = int64(min(device, 1<<63-1))
+		if req.ByteSize, err = uintField(top, "byte_size", "request", true); err != nil {
+			return nil, err
+		}
+		return req, nil
 	}
 	req := &inferencepb.SystemSharedMemoryRegisterRequest{Name: name}
 	if req.Key, err = stringField(top, "key", "request", true); err != nil {
@@ -63,27 +102,26 @@ func decodeShmRegister(name string, body []byte) (*inferencepb.SystemSharedMemor
 	return req, nil
 }
 
-// shmStatusJSON is Triton's REST status answer: one object per region, ordered by name.
-func shmStatusJSON(resp *inferencepb.SystemSharedMemoryStatusResponse) []byte {
-	names := make([]string, 0, len(resp.GetRegions()))
-	for n := range resp.GetRegions() {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	list := make([]any, 0, len(names))
-	for _, n := range names {
-		list = append(list, protoJSON(resp.GetRegions()[n].ProtoReflect()))
+// shmStatusJSON is Triton's REST status answer: the status message's regions as a list of
+// objects, ordered by name.
+func shmStatusJSON(resp proto.Message) []byte {
+	list := []any{}
+	if regions, ok := protoJSON(resp.ProtoReflect()).get("regions"); ok {
+		o := regions.(*jsonObject)
+		for _, k := range o.keys {
+			list = append(list, o.values[k])
+		}
 	}
 	return appendJSONValue(nil, list)
 }
 
-// parseShmRoute maps the path after /v2/systemsharedmemory to its RPC (region in route.model).
-func parseShmRoute(rest string) (route, error) {
+// parseShmRoute maps the path after a shmKinds prefix to its RPC (region in route.model).
+func parseShmRoute(kind, rest string) (route, error) {
 	switch rest {
 	case "/status":
-		return route{rpc: "SystemSharedMemoryStatus", method: http.MethodGet}, nil
+		return route{rpc: kind + "Status", method: http.MethodGet}, nil
 	case "/unregister":
-		return route{rpc: "SystemSharedMemoryUnregister", method: http.MethodPost}, nil
+		return route{rpc: kind + "Unregister", method: http.MethodPost}, nil
 	}
 	tail, ok := strings.CutPrefix(rest, "/region/")
 	if !ok {
@@ -96,11 +134,11 @@ func parseShmRoute(rest string) (route, error) {
 	}
 	switch action {
 	case "status":
-		return route{rpc: "SystemSharedMemoryStatus", method: http.MethodGet, model: region}, nil
+		return route{rpc: kind + "Status", method: http.MethodGet, model: region}, nil
 	case "register":
-		return route{rpc: "SystemSharedMemoryRegister", method: http.MethodPost, model: region}, nil
+		return route{rpc: kind + "Register", method: http.MethodPost, model: region}, nil
 	case "unregister":
-		return route{rpc: "SystemSharedMemoryUnregister", method: http.MethodPost, model: region}, nil
+		return route{rpc: kind + "Unregister", method: http.MethodPost, model: region}, nil
 	}
 	return route{}, errNoRoute
 }
@@ -114,24 +152,31 @@ func (r *restServer) sharedMemory(ctx context.Context, w http.ResponseWriter, re
 		in, out = &inferencepb.SystemSharedMemoryStatusRequest{Name: rt.model}, &inferencepb.SystemSharedMemoryStatusResponse{}
 	case "SystemSharedMemoryUnregister":
 		in, out = &inferencepb.SystemSharedMemoryUnregisterRequest{Name: rt.model}, &inferencepb.SystemSharedMemoryUnregisterResponse{}
-	default:
+	case "CudaSharedMemoryStatus":
+		in, out = &inferencepb.CudaSharedMemoryStatusRequest{Name: rt.model}, &inferencepb.CudaSharedMemoryStatusResponse{}
+	case "CudaSharedMemoryUnregister":
+		in, out = &inferencepb.CudaSharedMemoryUnregisterRequest{Name: rt.model}, &inferencepb.CudaSharedMemoryUnregisterResponse{}
+	default: // a register RPC
 		body, err := readBody(req, r.f.maxMessageBytes)
 		if err != nil {
 			writeFailure(w, err)
 			return
 		}
-		if in, err = decodeShmRegister(rt.model, body); err != nil {
+		if in, err = decodeShmRegister(rt.rpc, rt.model, body); err != nil {
 			writeFailure(w, err)
 			return
 		}
 		out = &inferencepb.SystemSharedMemoryRegisterResponse{}
+		if rt.rpc == "CudaSharedMemoryRegister" {
+			out = &inferencepb.CudaSharedMemoryRegisterResponse{}
+		}
 	}
 	if err := r.call(ctx, rt.rpc, in, out); err != nil {
 		writeFailure(w, err)
 		return
 	}
-	if st, ok := out.(*inferencepb.SystemSharedMemoryStatusResponse); ok {
-		writeJSON(w, http.StatusOK, shmStatusJSON(st))
+	if strings.HasSuffix(rt.rpc, "Status") {
+		writeJSON(w, http.StatusOK, shmStatusJSON(out))
 		return
 	}
 	w.Header().Set("Content-Length", "0")

@@ -1,8 +1,8 @@
 package main
 
-// Unit tests of rest_shm.go (the system shared-memory REST codec); the live tests, with
+// Unit tests of rest_shm.go (the shared-memory REST codec); the live tests, with
 // tritonclient.http's shared-memory calls against a real front, are
-// tests/front/test_rest_shared_memory.py.
+// tests/front/test_rest_shared_memory.py and tests/front/test_triton_http_clients.py.
 
 import (
 	"net/http"
@@ -13,12 +13,13 @@ import (
 )
 
 func TestDecodeShmRegister(t *testing.T) {
-	got, err := decodeShmRegister("in", []byte(`{"key": "/k", "offset": 64, "byte_size": 18446744073709551615}`))
+	got, err := decodeShmRegister("SystemSharedMemoryRegister", "in", []byte(`{"key": "/k", "offset": 64, "byte_size": 18446744073709551615}`))
 	want := &inferencepb.SystemSharedMemoryRegisterRequest{Name: "in", Key: "/k", Offset: 64, ByteSize: 1<<64 - 1}
 	if err != nil || !proto.Equal(got, want) {
 		t.Fatalf("got %v, %v", got, err)
 	}
-	if got, err := decodeShmRegister("in", []byte(`{"key": "/k", "byte_size": 8}`)); err != nil || got.Offset != 0 {
+	if got, err := decodeShmRegister("SystemSharedMemoryRegister", "in", []byte(`{"key": "/k", "byte_size": 8}`)); err != nil ||
+		got.(*inferencepb.SystemSharedMemoryRegisterRequest).Offset != 0 {
 		t.Fatalf("offset is optional: %v, %v", got, err)
 	}
 	for body, words := range map[string][]string{
@@ -31,7 +32,26 @@ func TestDecodeShmRegister(t *testing.T) {
 		`[1]`:                                          {"request body", "expected a JSON object"},
 		`{"key": `:                                     {"request body"},
 	} {
-		_, err := decodeShmRegister("in", []byte(body))
+		_, err := decodeShmRegister("SystemSharedMemoryRegister", "in", []byte(body))
+		wantRestError(t, err, http.StatusBadRequest, words...)
+	}
+}
+
+func TestDecodeCudaShmRegister(t *testing.T) {
+	got, err := decodeShmRegister("CudaSharedMemoryRegister", "g", []byte(`{"raw_handle": {"b64": "AAEC"}, "device_id": 1, "byte_size": 64}`))
+	want := &inferencepb.CudaSharedMemoryRegisterRequest{Name: "g", RawHandle: []byte{0, 1, 2}, DeviceId: 1, ByteSize: 64}
+	if err != nil || !proto.Equal(got, want) {
+		t.Fatalf("got %v, %v", got, err)
+	}
+	for body, words := range map[string][]string{
+		`{"device_id": 0, "byte_size": 8}`:                              {`"raw_handle" is required`},
+		`{"raw_handle": "AAEC", "device_id": 0, "byte_size": 8}`:        {"request.raw_handle", "expected a JSON object"},
+		`{"raw_handle": {}, "device_id": 0, "byte_size": 8}`:            {"request.raw_handle", `"b64" is required`},
+		`{"raw_handle": {"b64": "%%"}, "device_id": 0, "byte_size": 8}`: {"request.raw_handle.b64", "not base64"},
+		`{"raw_handle": {"b64": ""}, "byte_size": 8}`:                   {`"device_id" is required`},
+		`{"raw_handle": {"b64": ""}, "device_id": 0}`:                   {`"byte_size" is required`},
+	} {
+		_, err := decodeShmRegister("CudaSharedMemoryRegister", "g", []byte(body))
 		wantRestError(t, err, http.StatusBadRequest, words...)
 	}
 }
@@ -47,5 +67,11 @@ func TestShmStatusJSON(t *testing.T) {
 	}
 	if got := string(shmStatusJSON(&inferencepb.SystemSharedMemoryStatusResponse{})); got != "[]" {
 		t.Fatalf("no regions: %s", got)
+	}
+	cuda := &inferencepb.CudaSharedMemoryStatusResponse{Regions: map[string]*inferencepb.CudaSharedMemoryStatusResponse_RegionStatus{
+		"g": {Name: "g", DeviceId: 2, ByteSize: 8},
+	}}
+	if got, want := string(shmStatusJSON(cuda)), `[{"name":"g","device_id":2,"byte_size":8}]`; got != want {
+		t.Fatalf("cuda: got %s, want %s", got, want)
 	}
 }

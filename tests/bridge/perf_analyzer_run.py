@@ -7,11 +7,13 @@ Each run must exit 0 without a warning, and afterwards the bridge's metrics must
 INTERNAL, UNKNOWN or UNIMPLEMENTED: a BOOL-input model with perf_analyzer's default random data
 (any byte), a model exported with batch sizes 1,4 at `-b 2` and `-b 3` without `--batching`,
 `--streaming`, and `--shared-memory system` (whose clean-up's CudaSharedMemoryUnregister is
-answered OK, as by a Triton without GPUs).
+answered OK, as by a Triton without GPUs); over REST (`-i http`) with `--shared-memory system`,
+and over gRPC with `--grpc-compression-algorithm gzip` and `deflate` (issue 27).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -59,7 +61,13 @@ def _env() -> dict[str, str]:
 
 
 def _perf(bridge: BridgeProcess, model: str, *args: str) -> str:
-    cmd = [str(PERF), "-m", model, "-u", bridge.address, "-i", "grpc",
+    """One perf_analyzer run over gRPC, or over REST when args say `-i http`."""
+    url = bridge.address
+    if "http" in args:
+        url = f"127.0.0.1:{json.loads(bridge.port_file.read_text())['http_port']}"
+    else:
+        args = ("-i", "grpc", *args)
+    cmd = [str(PERF), "-m", model, "-u", url,
            "--concurrency-range", "2", "--measurement-mode", "count_windows",
            "--measurement-request-count", "50", "--stability-percentage", "1000",
            "--max-trials", "3", *args]
@@ -87,7 +95,12 @@ def _no_internal(bridge: BridgeProcess) -> dict:
     ("rows", ("-b", "3", "--streaming")),
     ("flags", ("--streaming",)),
     ("rows", ("-b", "2", "--shared-memory", "system")),
-], ids=["bool-random", "b2", "b3", "b3-streaming", "bool-streaming", "b2-system-shm"])
+    ("rows", ("-b", "2", "-i", "http", "--shared-memory", "system")),
+    ("flags", ("-i", "http")),
+    ("rows", ("-b", "2", "--grpc-compression-algorithm", "gzip")),
+    ("flags", ("--streaming", "--grpc-compression-algorithm", "deflate")),
+], ids=["bool-random", "b2", "b3", "b3-streaming", "bool-streaming", "b2-system-shm",
+        "http-b2-system-shm", "http-bool-random", "b2-grpc-gzip", "bool-streaming-grpc-deflate"])
 def test_perf_analyzer_runs_cleanly(perf_repo: Path, args) -> None:
     assert PERF.exists(), f"{PERF} missing: run `make test-perf-analyzer`"
     model, extra = args
@@ -95,7 +108,8 @@ def test_perf_analyzer_runs_cleanly(perf_repo: Path, args) -> None:
         _perf(bridge, model, *extra)
         metrics = _no_internal(bridge)
         assert bridge.alive()
-    if "--shared-memory" in extra:  # its clean-up also unregisters CUDA regions: answered OK
+    if "--shared-memory" in extra and "http" not in extra:
+        # its clean-up also unregisters CUDA regions: answered OK
         method = "/inference.GRPCInferenceService/CudaSharedMemoryUnregister"
         key = ("jaxport_grpc_requests_total", (("code", "OK"), ("method", method)))
         assert metrics.get(key, 0) >= 1, sorted(k for k in metrics if k[0].endswith("_total"))
