@@ -15,10 +15,12 @@ import (
 //   - a model whose only program is shape-polymorphic (only its .jaxexport runs, under jax),
 //   - custom calls (no compatibility promise; the plugin may not provide the kernel),
 //   - token arguments (ordered effects),
-//   - a model not lowered for the plugin's platform.
+//   - a model not lowered for the plugin's platform,
+//   - a check table whose messages the Go formatter cannot reproduce exactly (NewChecks).
 //
 // Checked models (checkify results) run: Execute returns the raw check results in @main
-// order, and reading them is the caller's business (docs/native-engine.md).
+// order; NewChecks(m.Checks, program.Results).Failure turns them into the status and JAX's
+// message as the Python path gives them (checks.go, docs/native-engine.md).
 func Eligible(m *jaxportv1.Manifest, platform string) string {
 	if n := m.GetNrDevices(); n > 1 {
 		return fmt.Sprintf("sharded program for %d devices (mesh %s): the native engine runs one device",
@@ -41,6 +43,9 @@ func Eligible(m *jaxportv1.Manifest, platform string) string {
 			if a.GetRole() == jaxportv1.ArgumentRole_ARGUMENT_ROLE_TOKEN {
 				return fmt.Sprintf("%s takes token argument %s (ordered effects)", p.GetMlirbcFile(), a.GetName())
 			}
+		}
+		if _, err := NewChecks(m.GetChecks(), p.GetResults()); err != nil {
+			return fmt.Sprintf("%s: check table: %v", p.GetMlirbcFile(), err)
 		}
 	}
 	if fixed == 0 {

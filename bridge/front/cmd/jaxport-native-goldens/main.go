@@ -2,17 +2,31 @@
 // engine (bridge/front/engine: the PJRT C API, no Python) and prints, for each case, each
 // result's max error against the golden and whether it is within verify's tolerance:
 //
-//	jaxport-native-goldens [--pjrt-plugin cpu|cuda|PATH] [--parallel N] [--time N] DIR...
+//	jaxport-native-goldens [--pjrt-plugin cpu|cuda|PATH] [--parallel N] [--time N] [--results OUT] DIR...
 //
 // Output: one JSON object per line, {"model", "case", "program", "result", "kind", "max_error",
 // "mismatches", "tolerance", "ok"} per compared result ({"model", "case", "dims", "not_native"}
-// for a case of a polymorphic program at a size no bucket program has), then with --parallel N
+// for a case of a polymorphic program at a size no bucket program has); for a checked model
+// also {"model", "case", "program", "check_fired", "check_kind", "check_code", "check_message"}
+// per case (engine.Checks: the gRPC code number and message the front answers a tripped check
+// with; kind, code and message only when fired); then with --parallel N
 // {"model", "parallel", "executes", "mismatches", "failures"} (every case run from N goroutines
 // at once, results compared byte for byte with a sequential run), then with --time N {"model",
 // "program", "calls", "execute_us", "cpu_us"} (wall and process CPU time per call over N
 // executes of the first program on its first case). A model the engine refuses prints its
-// one-line reason on stderr. Exit status: 0 every result passed, 1 a result failed or differed
-// in parallel, 2 a model was refused or an artifact is unreadable.
+// one-line reason on stderr.
+//
+// --results OUT is `jaxport verify`'s pjrt-c-api check (exporter/verify/native.py): every
+// result of every case run is also written, raw little-endian C-order bytes, to
+// OUT/<model>/<case>/<i>.bin (i: the result's position in the program's results), for verify to
+// compare with its own tolerance rule; and a model the engine does not run (engine.Eligible's
+// reason: served by the Python workers) is a {"model", "not_native"} line on stdout instead of a
+// refusal, leaving the exit status alone. Other refusals (checksums, the StableHLO window, a
+// compile error) still exit 2.
+//
+// Exit status: 0 every result passed, 1 a result failed or differed in parallel, 2 a model was
+// refused or an artifact is unreadable, 3 no plugin to load (none found, or a CGO_ENABLED=0
+// build): nothing ran.
 package main
 
 import (
@@ -34,10 +48,18 @@ func main() {
 	plugin := flag.String("pjrt-plugin", "", "PJRT plugin: cpu, cuda or a path (default $"+engine.PluginEnv+", else cpu)")
 	timed := flag.Int("time", 0, "also time N executes of each model's first program")
 	par := flag.Int("parallel", 0, "also run every case from N goroutines at once")
+	results := flag.String("results", "", "also write every result under OUT/<model>/<case>/<i>.bin (jaxport verify)")
 	flag.Parse()
 	if flag.NArg() == 0 {
-		fmt.Fprintln(os.Stderr, "usage: jaxport-native-goldens [--pjrt-plugin P] [--parallel N] [--time N] DIR...")
+		fmt.Fprintln(os.Stderr, "usage: jaxport-native-goldens [--pjrt-plugin P] [--parallel N] [--time N] [--results OUT] DIR...")
 		os.Exit(2)
+	}
+	if _, err := engine.ResolvePlugin(*plugin); err != nil || !engine.Available {
+		if err == nil {
+			_, err = engine.LoadPlugin(*plugin) // the CGO_ENABLED=0 build's one line
+		}
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(3)
 	}
 	p, err := engine.LoadPlugin(*plugin)
 	if err != nil {
@@ -47,7 +69,7 @@ func main() {
 	status := 0
 	out := json.NewEncoder(os.Stdout)
 	for _, dir := range flag.Args() {
-		st, err := runDir(p, dir, *timed, *par, out)
+		st, err := runDir(p, dir, *timed, *par, *results, out)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 		}
@@ -69,8 +91,17 @@ type row struct {
 	OK         bool    `json:"ok"`
 }
 
-func runDir(p *engine.Plugin, dir string, timed, par int, out *json.Encoder) (int, error) {
-	model, err := engine.Open(p, dir, filepath.Base(filepath.Clean(dir)))
+func runDir(p *engine.Plugin, dir string, timed, par int, results string, out *json.Encoder) (int, error) {
+	name := filepath.Base(filepath.Clean(dir))
+	if results != "" {
+		if m, err := engine.ReadManifest(dir); err == nil {
+			if why := engine.Eligible(m, p.Platform); why != "" {
+				_ = out.Encode(map[string]any{"model": name, "not_native": why})
+				return 0, nil
+			}
+		}
+	}
+	model, err := engine.Open(p, dir, name)
 	if err != nil {
 		return 2, err
 	}
@@ -88,9 +119,14 @@ func runDir(p *engine.Plugin, dir string, timed, par int, out *json.Encoder) (in
 			return 2, fmt.Errorf("%s: golden case %s has no fixed-shape program (batch size %d, dims %v)",
 				model.Name, c.GetName(), c.GetBatchSize(), c.GetDims())
 		}
-		rows, err := runCase(dir, model.Name, prog, c)
+		rows, values, err := runCase(dir, model.Name, prog, c, results)
 		if err != nil {
 			return 2, fmt.Errorf("%s: case %s: %v", model.Name, c.GetName(), err)
+		}
+		if line, err := checkLine(model, prog, c, values); err != nil {
+			return 2, fmt.Errorf("%s: case %s: %v", model.Name, c.GetName(), err)
+		} else if line != nil {
+			_ = out.Encode(line)
 		}
 		for _, r := range rows {
 			if !r.OK {
@@ -195,14 +231,40 @@ func caseInputs(dir string, prog *engine.Program, c *jaxportv1.GoldenCase) ([][]
 	return inputs, nil
 }
 
-func runCase(dir, model string, prog *engine.Program, c *jaxportv1.GoldenCase) ([]row, error) {
-	inputs, err := caseInputs(dir, prog, c)
+// checkLine is the check line of a case of a checked model: what the engine's check reader
+// (engine.NewChecks, Failure) makes of the case's check results, as the front answers it.
+func checkLine(model *engine.Model, prog *engine.Program, c *jaxportv1.GoldenCase, results [][]byte) (map[string]any, error) {
+	checks, err := engine.NewChecks(model.Manifest.GetChecks(), prog.Results)
+	if err != nil || checks == nil {
+		return nil, err
+	}
+	f, err := checks.Failure(results)
 	if err != nil {
 		return nil, err
 	}
+	line := map[string]any{"model": model.Name, "case": c.GetName(), "program": prog.Spec.GetMlirbcFile(),
+		"check_fired": f != nil}
+	if f != nil {
+		line["check_kind"], line["check_code"], line["check_message"] = f.Kind, int(f.Code), f.Message
+	}
+	return line, nil
+}
+
+// runCase executes one case and compares its results with the goldens; it also returns the
+// raw results.
+func runCase(dir, model string, prog *engine.Program, c *jaxportv1.GoldenCase, resultsDir string) ([]row, [][]byte, error) {
+	inputs, err := caseInputs(dir, prog, c)
+	if err != nil {
+		return nil, nil, err
+	}
 	results, err := prog.Execute(inputs)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	if resultsDir != "" {
+		if err := writeResults(filepath.Join(resultsDir, model, c.GetName()), results); err != nil {
+			return nil, nil, err
+		}
 	}
 	var rows []row
 	for i, r := range prog.Results {
@@ -215,7 +277,7 @@ func runCase(dir, model string, prog *engine.Program, c *jaxportv1.GoldenCase) (
 		}
 		want, err := readNpy(dir, rel, r.GetShape(), r.GetByteSize())
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		tol := toleranceOf(r.GetDtype().GetNumpy())
 		if kind == "check" {
@@ -223,13 +285,26 @@ func runCase(dir, model string, prog *engine.Program, c *jaxportv1.GoldenCase) (
 		}
 		maxErr, bad, err := compare(results[i], want, r.GetDtype().GetNumpy(), tol)
 		if err != nil {
-			return nil, fmt.Errorf("result %s: %v", r.GetName(), err)
+			return nil, nil, fmt.Errorf("result %s: %v", r.GetName(), err)
 		}
 		ok = bad == 0
 		rows = append(rows, row{Model: model, Case: c.GetName(), Program: prog.Spec.GetMlirbcFile(),
 			Result: r.GetName(), Kind: kind, MaxError: maxErr, Mismatches: bad, Tolerance: tol.name, OK: ok})
 	}
-	return rows, nil
+	return rows, results, nil
+}
+
+// writeResults writes results[i] to dir/<i>.bin (--results).
+func writeResults(dir string, results [][]byte) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for i, r := range results {
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("%d.bin", i)), r, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // readNpy reads a golden .npy and checks it holds the shape the manifest gives.
