@@ -13,8 +13,8 @@ package main
 //     size against MaxRecvMsgSize).
 //   - REST: a request body with Content-Encoding gzip or deflate (zlib, as HTTP defines it
 //     and tritonclient.http writes it) is decoded, with --max-message-bytes bounding the
-//     decoded size (a zip bomb is one 413, not memory); a response is compressed with the
-//     best encoding the request's Accept-Encoding allows.
+//     decoded size (a zip bomb is one 413, not memory); a successful response is compressed
+//     with the best encoding the request's Accept-Encoding allows.
 
 import (
 	"compress/gzip"
@@ -180,9 +180,10 @@ func responseEncoding(acceptEncoding string) string {
 	return best
 }
 
-// compressingWriter compresses a response body with the chosen encoding: at WriteHeader it
-// drops the uncompressed Content-Length and sets Content-Encoding (a body of length 0, a HEAD
-// answer and 304s pass through as they are); close ends the stream.
+// compressingWriter compresses a successful response body with the chosen encoding: at
+// WriteHeader it drops the uncompressed Content-Length and sets Content-Encoding. Errors pass
+// through as they are, as Triton sends them: tritonclient.http reads an error body without
+// decoding it. So do empty bodies and HEAD answers. close ends the stream.
 type compressingWriter struct {
 	http.ResponseWriter
 	encoding string
@@ -203,7 +204,7 @@ func (c *compressingWriter) WriteHeader(code int) {
 	}
 	c.wrote = true
 	h := c.Header()
-	if c.encoding != "" && !c.head && code != http.StatusNotModified && h.Get("Content-Length") != "0" {
+	if c.encoding != "" && !c.head && code == http.StatusOK && h.Get("Content-Length") != "0" {
 		h.Del("Content-Length")
 		h.Set("Content-Encoding", c.encoding)
 		if c.encoding == encodingGzip {

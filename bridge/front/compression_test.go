@@ -218,11 +218,21 @@ func TestCompressingWriter(t *testing.T) {
 			t.Fatalf("%q: no Vary: Accept-Encoding", enc)
 		}
 	}
-	// An empty answer (repository load, shared-memory register) stays empty.
-	req := httptest.NewRequest(http.MethodPost, "/v2/repository/models/m/load", nil)
+	// An error stays uncompressed (tritonclient.http reads it undecoded, as Triton sends it).
+	req := httptest.NewRequest(http.MethodPost, "/v2/models/m/infer", nil)
 	req.Header.Set("Accept-Encoding", "gzip")
 	rec := httptest.NewRecorder()
 	cw := newCompressingWriter(rec, req)
+	writeError(cw, http.StatusNotFound, "unknown model 'm'")
+	cw.close()
+	if rec.Header().Get("Content-Encoding") != "" || !strings.Contains(rec.Body.String(), "unknown model 'm'") {
+		t.Fatalf("error answer: Content-Encoding %q, body %q", rec.Header().Get("Content-Encoding"), rec.Body.String())
+	}
+	// An empty answer (repository load, shared-memory register) stays empty.
+	req = httptest.NewRequest(http.MethodPost, "/v2/repository/models/m/load", nil)
+	req.Header.Set("Accept-Encoding", "gzip")
+	rec = httptest.NewRecorder()
+	cw = newCompressingWriter(rec, req)
 	cw.Header().Set("Content-Length", "0")
 	cw.WriteHeader(http.StatusOK)
 	cw.close()
