@@ -410,6 +410,78 @@ def test_curl(rest_front: BridgeProcess, tmp_path: Path) -> None:
 # --- errors: the status of the one table, the message naming the offender ----------------------
 
 
+def test_system_shared_memory_endpoints_share_the_grpc_registry(rest_front: BridgeProcess
+                                                                 ) -> None:
+    """Triton's REST shared-memory endpoints (bridge/front/rest_shm.go): a region registered
+    over REST is the gRPC registry's (status over gRPC, used by REST and gRPC infer, on both
+    workers), the status list is Triton's shape, refusals are the gRPC ones with their HTTP
+    status, unregister one and all. tritonclient.http's calls: test_triton_http_clients.py."""
+    import os
+
+    from jaxport.client import InferenceClient, SharedMemoryRegion
+
+    c, s = client(rest_front), stub(rest_front)
+    model, x = dt_model("FP32"), sample("FP32")
+    want = grpc_infer(rest_front, model, {"x": x})["y"]
+    base = "/v2/systemsharedmemory"
+    tag = f"jaxport_rest_shm_{os.getpid()}"
+    with InferenceClient(rest_front.address, timeout=120) as grpc_client, \
+            SharedMemoryRegion("rin", f"/{tag}_in", 256) as r_in:
+        r_in.write(x)
+        register = json.dumps({"key": r_in.key, "offset": 0, "byte_size": 256}).encode()
+        assert c.request("POST", f"{base}/region/rin/register", register)[::2] == (200, b"")
+        try:
+            assert sorted(grpc_client.system_shared_memory_status()) == ["rin"]
+            status = [{"name": "rin", "key": r_in.key, "offset": 0, "byte_size": 256}]
+            assert rest_json(c, "GET", f"{base}/status") == (200, status)
+            assert rest_json(c, "GET", f"{base}/region/rin/status") == (200, status)
+            body = json.dumps({"inputs": [{
+                "name": "x", "shape": [2, 3], "datatype": "FP32", "parameters": {
+                    "shared_memory_region": "rin", "shared_memory_byte_size": x.nbytes}}]})
+            for _ in range(2):  # both workers registered it
+                got = rest_json(c, "POST", f"/v2/models/{model}/infer", body.encode())
+                assert got[0] == 200, got
+                assert_same(np.array(got[1]["outputs"][0]["data"], np.float32).reshape(2, 3),
+                            want)
+            # Refusals: the gRPC call's status and message.
+            for path, req, call, grpc_req in (
+                (f"{base}/region/rin/register", register, s.SystemSharedMemoryRegister,
+                 pb.SystemSharedMemoryRegisterRequest(name="rin", key=r_in.key, byte_size=256)),
+                (f"{base}/region/r2/register",
+                 json.dumps({"key": r_in.key, "offset": 200, "byte_size": 100}).encode(),
+                 s.SystemSharedMemoryRegister, pb.SystemSharedMemoryRegisterRequest(
+                     name="r2", key=r_in.key, offset=200, byte_size=100)),
+                (f"{base}/region/nope/status", None, s.SystemSharedMemoryStatus,
+                 pb.SystemSharedMemoryStatusRequest(name="nope")),
+            ):
+                err = grpc_error(call, grpc_req)
+                method = "GET" if path.endswith("/status") else "POST"
+                got = rest_json(c, method, path, req)
+                assert got == (rest_runner_status(err.code()), {"error": err.details()}), path
+            # What the codec cannot translate: 400 naming the field.
+            assert rest_json(c, "POST", f"{base}/region/r3/register", b'{"key": "/k"}') == (
+                400, {"error": 'request: "byte_size" is required'})
+            assert c.request("GET", f"{base}/region/rin/register")[0] == 405
+            # Unregister one (REST), then all.
+            assert c.request("POST", f"{base}/region/rin/unregister")[::2] == (200, b"")
+            assert rest_json(c, "GET", f"{base}/status") == (200, [])
+            grpc_client.register_system_shared_memory(r_in)
+            assert rest_json(c, "GET", f"{base}/status")[1][0]["name"] == "rin"
+            assert c.request("POST", f"{base}/unregister")[::2] == (200, b"")
+            assert grpc_client.system_shared_memory_status() == {}
+            # CUDA: a CPU-only server's answers, as over gRPC.
+            assert rest_json(c, "GET", "/v2/cudasharedmemory/status") == (200, [])
+            assert c.request("POST", "/v2/cudasharedmemory/unregister")[0] == 200
+        finally:
+            grpc_client.unregister_system_shared_memory()
+
+
+def rest_runner_status(code: grpc.StatusCode) -> int:
+    """The HTTP status the front gives a gRPC code (bridge/front/rest_status.go)."""
+    return {grpc.StatusCode.INVALID_ARGUMENT: 400, grpc.StatusCode.NOT_FOUND: 404,
+            grpc.StatusCode.ALREADY_EXISTS: 409}[code]
+
+
 def test_errors_are_the_bridges_with_their_http_status(rest_front: BridgeProcess) -> None:
     c, s = client(rest_front), stub(rest_front)
     x = np.arange(6, dtype=np.float32).reshape(2, 3)
