@@ -31,17 +31,16 @@ import (
 
 // formatSpec is a parsed Python format spec.
 type formatSpec struct {
-	raw     string // as written ("" is not the same as "<": bool formats as str only for "")
-	fill    rune   // 0: not given
-	align   byte   // '<', '>', '=', '^' or 0
-	sign    byte   // '+', '-', ' ' or 0
-	z, alt  bool   // negative-zero coercion, alternate form '#'
-	zero    bool   // the '0' flag
-	width   int
-	group   byte // ',', '_' or 0
-	prec    int  // -1: not given
-	typ     byte // 0: none
-	hasPrec bool
+	raw    string // as written ("" is not the same as "<": bool formats as str only for "")
+	fill   rune   // 0: not given
+	align  byte   // '<', '>', '=', '^' or 0
+	sign   byte   // '+', '-', ' ' or 0
+	z, alt bool   // negative-zero coercion, alternate form '#'
+	zero   bool   // the '0' flag
+	width  int
+	group  byte // ',', '_' or 0
+	prec   int  // -1: not given
+	typ    byte // 0: none
 }
 
 // maxWidth bounds width and precision: a template asking for more is refused, not rendered.
@@ -104,7 +103,7 @@ func parseSpec(s string) (formatSpec, error) {
 		if !found {
 			return sp, fmt.Errorf("format spec %q: missing precision", s)
 		}
-		sp.prec, sp.hasPrec = n, true
+		sp.prec = n
 	}
 	switch len(r) - i {
 	case 0:
@@ -200,7 +199,7 @@ func (sp formatSpec) validInt() error {
 	if sp.typ != 0 && !strings.ContainsRune("dboxX", rune(sp.typ)) {
 		return fmt.Errorf("format spec %q: type %q is not supported for an integer", sp.raw, sp.typ)
 	}
-	if sp.hasPrec {
+	if sp.prec >= 0 {
 		return fmt.Errorf("format spec %q: precision is not allowed for an integer (Python raises ValueError)", sp.raw)
 	}
 	if sp.z {
@@ -302,7 +301,7 @@ func (s scalar) format(sp formatSpec) string {
 	case s.kind == 'f':
 		return formatFloat(s.f, sp)
 	case s.kind == 'b' && sp.raw == "":
-		return map[uint64]string{0: "False", 1: "True"}[s.mag]
+		return s.boolStr()
 	case sp.typ != 0 && strings.ContainsRune("eEfFgG%", rune(sp.typ)):
 		f := float64(s.mag)
 		if s.neg {
@@ -313,13 +312,23 @@ func (s scalar) format(sp formatSpec) string {
 	return formatInt(s.neg, s.mag, sp)
 }
 
+func (s scalar) boolStr() string {
+	if s.mag != 0 {
+		return "True"
+	}
+	return "False"
+}
+
 // numpyStr is str() of the numpy scalar.
 func (s scalar) numpyStr() string {
 	switch s.kind {
 	case 'b':
-		return map[uint64]string{0: "False", 1: "True"}[s.mag]
+		return s.boolStr()
 	case 'i':
-		return map[bool]string{false: "", true: "-"}[s.neg] + strconv.FormatUint(s.mag, 10)
+		if s.neg {
+			return "-" + strconv.FormatUint(s.mag, 10)
+		}
+		return strconv.FormatUint(s.mag, 10)
 	}
 	if math.IsNaN(s.f) {
 		return "nan"
@@ -488,7 +497,10 @@ func formatFloat(v float64, sp formatSpec) string {
 	var body string
 	switch {
 	case math.IsNaN(a) || math.IsInf(a, 0):
-		body = map[bool]string{true: "nan", false: "inf"}[math.IsNaN(a)]
+		body = "inf"
+		if math.IsNaN(a) {
+			body = "nan"
+		}
 		if upper {
 			body = strings.ToUpper(body)
 		}
@@ -516,8 +528,8 @@ func formatFloat(v float64, sp formatSpec) string {
 	default: // f F
 		body = strconv.FormatFloat(a, 'f', prec, 64)
 	}
-	if sp.z && neg && strings.Trim(strings.FieldsFunc(body, func(r rune) bool { return r == 'e' || r == 'E' })[0], "0.%") == "" {
-		neg = false
+	if mantissa, _, _ := strings.Cut(strings.ToLower(body), "e"); sp.z && neg && strings.Trim(mantissa, "0.%") == "" {
+		neg = false // 'z': a negative zero after rounding prints unsigned
 	}
 	return padNumber(neg, group(body, sp.group, 3), sp)
 }
