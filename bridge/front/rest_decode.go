@@ -173,6 +173,28 @@ func parseFloat(n jsonNumber, bits int) (float64, error) {
 	return f, nil
 }
 
+// shapeElements is the element count of a shape; false when a dimension is negative or the
+// count overflows (the worker judges such a shape).
+func shapeElements(shape []int64) (int64, bool) {
+	n := int64(1)
+	for _, d := range shape {
+		if d < 0 || d != 0 && n > math.MaxInt64/d {
+			return 0, false
+		}
+		n *= d
+	}
+	return n, true
+}
+
+// shapeText writes a shape as the workers do: [2, 3].
+func shapeText(shape []int64) string {
+	parts := make([]string, len(shape))
+	for i, d := range shape {
+		parts[i] = strconv.FormatInt(d, 10)
+	}
+	return "[" + strings.Join(parts, ", ") + "]"
+}
+
 // flatten appends the leaves of nested arrays in row-major order.
 func flatten(v any, out []any) []any {
 	if a, ok := v.([]any); ok {
@@ -392,6 +414,12 @@ func decodeInferRequest(body []byte, jsonLength int64, model, version string) (*
 				if err := t.add(e, i); err != nil {
 					return nil, nil, err
 				}
+			}
+			if want, ok := shapeElements(in.tensor.Shape); ok && want != int64(len(elements)) {
+				// The worker would count the translated contents and name the gRPC field
+				// (contents.fp32_contents); a REST caller sent "data".
+				return nil, nil, badRequest("input '%s': \"data\" holds %d elements; expected %d (shape %s)",
+					in.tensor.Name, len(elements), want, shapeText(in.tensor.Shape))
 			}
 			if anyBinary {
 				req.RawInputContents = append(req.RawInputContents, t.raw)

@@ -138,6 +138,9 @@ func TestDecodeErrorsNameTheField(t *testing.T) {
 		{one(`{"name": "x", "shape": [1], "datatype": "FP32", "parameters": {"binary_data_size": -4}}`), "input 'x' parameters.binary_data_size: expected an integer >= 0, got -4"},
 		{one(`{"name": "x", "shape": [1], "datatype": "FP32", "parameters": {"p": [1]}}`), "input 'x' parameters.p: a parameter must be a boolean, number or string, got an array"},
 		{one(`{"name": "x", "shape": [1], "datatype": "FP32", "parameters": {"binary_data_size": 4}}`), "input 'x': binary_data_size 4 goes past the end of the binary data (0 bytes after the JSON, 0 of them left for this input)"},
+		{one(`{"name": "x", "shape": [2, 3], "datatype": "FP32", "data": [1, 2, 3, 4, 5]}`), `input 'x': "data" holds 5 elements; expected 6 (shape [2, 3])`},
+		{one(`{"name": "x", "shape": [5], "datatype": "INT64", "data": [[1, 2], [3, 4]]}`), `input 'x': "data" holds 4 elements; expected 5 (shape [5])`},
+		{one(`{"name": "x", "shape": [0], "datatype": "BOOL", "data": [true]}`), `input 'x': "data" holds 1 elements; expected 0 (shape [0])`},
 		{`{"parameters": {"binary_data_output": 1}, "inputs": []}`, "parameters.binary_data_output: expected true or false, got 1"},
 		{`{"inputs": [], "outputs": [{"parameters": {}}]}`, `outputs[0]: "name" is required`},
 		{`{"inputs": [], "outputs": [{"name": "y", "parameters": {"binary_data": "yes"}}]}`, `output 'y' parameters.binary_data: expected true or false, got "yes"`},
@@ -149,6 +152,20 @@ func TestDecodeErrorsNameTheField(t *testing.T) {
 		if !ok || re.status != http.StatusBadRequest || !strings.HasPrefix(re.msg, c.msg) {
 			t.Errorf("%s:\n got  %v\n want %q (400)", c.body, err, c.msg)
 		}
+	}
+}
+
+func TestDecodeDataCountWithBinaryInputs(t *testing.T) {
+	// Beside a binary input, JSON data is encoded raw: its count is still the REST field's.
+	header := `{"inputs": [{"name": "b", "shape": [1], "datatype": "FP32", "parameters": {"binary_data_size": 4}},` +
+		`{"name": "x", "shape": [3], "datatype": "INT32", "data": [1, 2]}]}`
+	_, _, err := decodeInferRequest(append([]byte(header), 0, 0, 0, 0), int64(len(header)), "m", "")
+	if err == nil || err.Error() != `input 'x': "data" holds 2 elements; expected 3 (shape [3])` {
+		t.Fatalf("got %v", err)
+	}
+	// A shape the codec cannot count is the worker's to judge.
+	if _, _, err := decodeInferRequest([]byte(`{"inputs": [{"name": "x", "shape": [-1], "datatype": "INT32", "data": [1, 2]}]}`), -1, "m", ""); err != nil {
+		t.Fatalf("negative dimension refused by the codec: %v", err)
 	}
 }
 
