@@ -9,12 +9,18 @@ module is importable and fails if it was imported. Checks, one module each:
    order, kept leaves, shapes, dtypes) and `.call(params, *golden inputs)` equals the goldens;
 3. `pjrt`       - the raw `model.mlirbc` compiled by the PJRT client (no jax.export) and run
    with arguments bound purely from the manifest order equals the goldens;
-4. `iree`       - `iree-compile` + `iree-run-module` (C runtime CLI) with every argument in
+4. `pjrt-c-api` - no Python on the execution path: `jaxport-native-goldens` (the front's
+   native engine through the PJRT C API, built by `make setup`) reads the weights, compiles
+   every fixed-shape program and runs every golden case; its raw results equal the goldens
+   (skipped, naming `make front` / `make pjrt-plugin`, when the program or the plugin is absent,
+   and with the engine's reason for a model it does not run);
+5. `iree`       - `iree-compile` + `iree-run-module` (C runtime CLI) with every argument in
    manifest order equals the goldens (skipped when IREE is not installed).
 
 The other modules: `tolerances` (the rule: per-dtype atol/rtol, `--atol/--rtol`, the f32
 reference rule for bf16/f16), `reference` (the float32 evaluation of a low-precision program),
-`cases` (a program's golden cases, results compared; arguments are bound from the manifest by
+`cases` (a program's golden cases, results compared, `find_tool` for the programs the
+`iree` and `pjrt-c-api` checks run; arguments are bound from the manifest by
 `jaxport.artifact.binding`), `results` (`CHECKS`, `CheckResult`, the table), `orchestration`
 (the parent: platforms, one `python -I` process per check) and `worker` (one check inside that
 process; `__main__` is its entry point, `python -I -m jaxport.exporter.verify --worker CHECK
@@ -33,7 +39,8 @@ Checksums establish integrity, not authenticity.
 
 from __future__ import annotations
 
-from jaxport.exporter.verify.iree import find_iree_tool, iree_compile_command, not_run_on_iree
+from jaxport.exporter.verify.cases import find_tool
+from jaxport.exporter.verify.iree import iree_compile_command, not_run_on_iree
 from jaxport.exporter.verify.orchestration import (
     manifest_warnings,
     present_platforms,
@@ -71,7 +78,7 @@ __all__ = [
     "compare",
     "f32_module_text",
     "f32_reference",
-    "find_iree_tool",
+    "find_tool",
     "format_table",
     "iree_compile_command",
     "manifest_warnings",

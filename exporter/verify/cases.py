@@ -5,7 +5,11 @@ manifest by `jaxport.artifact.binding`."""
 from __future__ import annotations
 
 import math
+import os
+import shutil
+import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 import jaxport.artifact
 import numpy as np
@@ -16,6 +20,15 @@ from jaxport.exporter.verify.results import CheckResult
 from jaxport.exporter.verify.tolerances import Comparison, compare
 
 _RES = manifest_pb2.ResultRole
+
+
+def find_tool(name: str) -> str | None:
+    """A program an execution check runs (IREE's, jaxport-native-goldens): next to this
+    interpreter (the venv) first, then on PATH."""
+    local = Path(sys.executable).parent / name
+    if local.is_file() and os.access(local, os.X_OK):
+        return str(local)
+    return shutil.which(name)
 
 
 def program_cases(

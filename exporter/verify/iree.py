@@ -4,10 +4,7 @@ IREE is not installed, the artifact is not exported for cpu, or its program is s
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
-import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -23,17 +20,9 @@ from jaxport.exporter.verify.reference import f32_reference
 from jaxport.exporter.verify.results import CheckResult, result
 from jaxport.exporter.verify.tolerances import Comparison
 
-__all__ = ["check", "find_iree_tool", "iree_compile_command", "not_run_on_iree"]
+__all__ = ["check", "iree_compile_command", "not_run_on_iree"]
 
 _RES = manifest_pb2.ResultRole
-
-
-def find_iree_tool(name: str) -> str | None:
-    """An IREE binary next to this interpreter (the venv) first, then on PATH."""
-    local = Path(sys.executable).parent / name
-    if local.is_file() and os.access(local, os.X_OK):
-        return str(local)
-    return shutil.which(name)
 
 
 def _iree_type(shape: Sequence[int], dtype: manifest_pb2.DType) -> str:
@@ -63,7 +52,7 @@ def not_run_on_iree(m: manifest_pb2.Manifest) -> str:
 def check(art: jaxport.artifact.Artifact) -> CheckResult:
     """Compile and run every fixed-shape program with IREE on its cases."""
     m = art.manifest
-    compiler, runner = find_iree_tool("iree-compile"), find_iree_tool("iree-run-module")
+    compiler, runner = cases.find_tool("iree-compile"), cases.find_tool("iree-run-module")
     if not compiler or not runner:
         return CheckResult("iree", "skip", "IREE not installed "
                            "(pip install iree-base-compiler iree-base-runtime)")

@@ -12,7 +12,7 @@ from jaxport.exporter.verify.tolerances import Comparison
 __all__ = ["CHECKS", "KNOWN_PLATFORMS", "PLATFORM_CHECKS", "CheckResult", "format_table",
            "result"]
 
-CHECKS = ("checksums", "jaxexport", "pjrt", "iree")
+CHECKS = ("checksums", "jaxexport", "pjrt", "pjrt-c-api", "iree")
 # The checks that execute the program with jax's runtime on a platform (IREE is llvm-cpu).
 PLATFORM_CHECKS = ("jaxexport", "pjrt")
 KNOWN_PLATFORMS = ("cpu", "cuda", "rocm", "tpu")

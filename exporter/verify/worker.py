@@ -14,7 +14,7 @@ from dataclasses import asdict
 import jaxport.artifact
 from jaxport.artifact.gen import manifest_pb2
 from jaxport.exporter.errors import ExportError
-from jaxport.exporter.verify import checksums, iree, jaxexport, pjrt
+from jaxport.exporter.verify import checksums, iree, jaxexport, pjrt, pjrt_c_api
 from jaxport.exporter.verify.results import CHECKS, KNOWN_PLATFORMS, PLATFORM_CHECKS, CheckResult
 from jaxport.exporter.verify.tolerances import set_override
 
@@ -42,7 +42,8 @@ def run(check: str, artifact_dir: str, platform: str = "cpu") -> CheckResult:
     if check in PLATFORM_CHECKS:
         result = {"jaxexport": jaxexport.check, "pjrt": pjrt.check}[check](art, platform)
     else:
-        result = {"checksums": checksums.check, "iree": iree.check}[check](art)
+        result = {"checksums": checksums.check, "iree": iree.check,
+                  pjrt_c_api.NAME: pjrt_c_api.check}[check](art)
     if source_module and source_module in sys.modules:
         return CheckResult(check, "fail", f"the model's module {source_module!r} was imported")
     if source_module and importlib.util.find_spec(source_module.split(".")[0]) is None:

@@ -14,6 +14,7 @@ import json
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import jax
@@ -23,10 +24,19 @@ import pytest
 from jaxport.artifact import goldens as goldens_io
 from jaxport.artifact import manifest as manifest_mod
 from jaxport.artifact import weights
-from jaxport.exporter import api, demo
-from jaxport.exporter.cli import export_main
+from jaxport.exporter import api
 
 REPO = Path(__file__).resolve().parents[2]
+if str(REPO / "tests") not in sys.path:
+    sys.path.insert(0, str(REPO / "tests"))
+from support.pjrt_artifacts import (  # noqa: E402
+    BATCHED_GOLDEN,
+    change_golden,
+    copy_artifact,
+    export_demo_and_batched,
+    flip_weight_bit,
+)
+
 PLUGIN = REPO / "build" / "pjrt" / "pjrt_c_api_cpu_plugin.so"
 BINARY = REPO / "build" / "cpp" / "jaxport-pjrt-run"
 # One result line: case, output, dtype+shape, max abs err, tolerance, verdict.
@@ -59,14 +69,7 @@ SPECIAL_X = np.array([[1.0, np.nan, -2.0, 3.0],
 def artifacts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """The demo artifact, a batched one (1, 4) and the special-values one, exported once."""
     root = tmp_path_factory.mktemp("cpp-artifacts")
-    model = [f"{demo.SOURCE}:predict", "--params", f"{demo.SOURCE}:init", "--name", "example",
-             "--quiet"]
-    out = {"demo": root / "example" / "1", "batched": root / "batched" / "1",
-           "special": root / "special" / "1"}
-    # The demo's own export (jaxport.exporter.demo.main, without its verify and listing).
-    assert export_main([*model, "--input", "x:float32[4,16]", "--out", str(out["demo"])]) == 0
-    assert export_main([*model, "--input", "x:float32[1,16]", "--batch-sizes", "1,4",
-                        "--out", str(out["batched"])]) == 0
+    out = {**export_demo_and_batched(root), "special": root / "special" / "1"}
     api.export(_special, {"floor": np.float32(-1.0), "ceil": np.float32(2.5)},
                {"x": jax.ShapeDtypeStruct(SPECIAL_X.shape, np.float32)}, out["special"],
                goldens=1, golden_inputs={"special": [SPECIAL_X]}, quiet=True)
@@ -82,12 +85,6 @@ def _expected_lines(artifact: Path) -> set[tuple[str, str]]:
     """(case, output) of every golden output of every program."""
     m = manifest_mod.load(artifact)
     return {(case.name, name) for case in m.goldens for name in case.outputs}
-
-
-def _copy(artifact: Path, tmp_path: Path) -> Path:
-    dest = tmp_path / artifact.parent.name / artifact.name
-    shutil.copytree(artifact, dest)
-    return dest
 
 
 @pytest.mark.parametrize("which", ["demo", "batched", "special"])
@@ -130,16 +127,8 @@ def test_wrong_golden_output_fails_naming_it(pjrt_run: Path, artifacts: dict[str
                                              tmp_path: Path) -> None:
     """A golden that disagrees with the program (its checksum updated, so it is read): exit 1,
     the case and output named with their error."""
-    artifact = _copy(artifacts["batched"], tmp_path)
-    rel = "goldens/b4_case1/outputs/probs.npy"
-    value = np.load(artifact / rel)
-    value[2, 1] += 0.01
-    goldens_io.save_npy(artifact / rel, value)
-    doc = json.loads((artifact / "manifest.json").read_text())
-    entry = next(f for f in doc["files"] if f["path"] == rel)
-    entry["sha256"] = manifest_mod.sha256_file(artifact / rel)
-    entry["sizeBytes"] = str((artifact / rel).stat().st_size)
-    (artifact / "manifest.json").write_text(json.dumps(doc))
+    artifact = copy_artifact(artifacts["batched"], tmp_path)
+    change_golden(artifact, BATCHED_GOLDEN, 0.01)
     done = _run(pjrt_run, artifact)
     assert done.returncode == 1, done.stdout + done.stderr
     bad = [(c, o, float(e)) for c, o, e, _, verdict in LINE.findall(done.stdout)
@@ -154,7 +143,7 @@ def test_parameter_of_many_chunks(pjrt_run: Path, artifacts: dict[str, Path],
     """A parameter stored as a 4 x 5 grid of [5, 7] chunks whose edge chunks are partly padding
     (the layout of a parameter above 16 MiB, or of a shard) is assembled into the same array:
     its sha256 and every golden still match."""
-    artifact = _copy(artifacts["demo"], tmp_path)
+    artifact = copy_artifact(artifacts["demo"], tmp_path)
     rel = "weights/params.hidden.w"
     arg = next(a for a in manifest_mod.load(artifact).programs[0].arguments
                if a.name == "params.hidden.w")
@@ -178,7 +167,7 @@ def test_parameter_of_many_chunks(pjrt_run: Path, artifacts: dict[str, Path],
 def test_tampered_golden_file_is_refused(pjrt_run: Path, artifacts: dict[str, Path],
                                          tmp_path: Path) -> None:
     """The same change without the manifest's consent: refused before anything runs."""
-    artifact = _copy(artifacts["demo"], tmp_path)
+    artifact = copy_artifact(artifacts["demo"], tmp_path)
     rel = "goldens/case0/outputs/logits.npy"
     data = bytearray((artifact / rel).read_bytes())
     data[-1] ^= 0x01
@@ -191,11 +180,8 @@ def test_tampered_golden_file_is_refused(pjrt_run: Path, artifacts: dict[str, Pa
 
 def test_tampered_weight_chunk_is_refused(pjrt_run: Path, artifacts: dict[str, Path],
                                           tmp_path: Path) -> None:
-    artifact = _copy(artifacts["demo"], tmp_path)
-    chunk = artifact / "weights" / "params.hidden.w" / "c" / "0" / "0"
-    data = bytearray(chunk.read_bytes())
-    data[100] ^= 0x40
-    chunk.write_bytes(bytes(data))
+    artifact = copy_artifact(artifacts["demo"], tmp_path)
+    flip_weight_bit(artifact)
     done = _run(pjrt_run, artifact)
     assert done.returncode == 2, done.stdout + done.stderr
     assert re.search(r"parameter 'params\.hidden\.w' \(weights/params\.hidden\.w/\) sha256 "
@@ -207,7 +193,7 @@ def test_tampered_weight_chunk_is_refused(pjrt_run: Path, artifacts: dict[str, P
 def test_stablehlo_target_outside_the_plugin_window(pjrt_run: Path, artifacts: dict[str, Path],
                                                     tmp_path: Path) -> None:
     """One line naming the artifact's target and the plugin's window."""
-    artifact = _copy(artifacts["demo"], tmp_path)
+    artifact = copy_artifact(artifacts["demo"], tmp_path)
     doc = json.loads((artifact / "manifest.json").read_text())
     doc["versions"]["stablehloTarget"] = "1.21.0"
     (artifact / "manifest.json").write_text(json.dumps(doc))

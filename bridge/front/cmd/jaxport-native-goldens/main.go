@@ -16,7 +16,7 @@
 // executes of the first program on its first case). A model the engine refuses prints its
 // one-line reason on stderr.
 //
-// --results OUT is `jaxport verify`'s pjrt-c-api check (exporter/verify/native.py): every
+// --results OUT is `jaxport verify`'s pjrt-c-api check (exporter/verify/pjrt_c_api.py): every
 // result of every case run is also written, raw little-endian C-order bytes, to
 // OUT/<model>/<case>/<i>.bin (i: the result's position in the program's results), for verify to
 // compare with its own tolerance rule; and a model the engine does not run (engine.Eligible's
