@@ -45,9 +45,10 @@ type restServer struct {
 	lis   net.Listener
 }
 
-// startREST listens on --http-port (TLS when configured) and serves in the background; the
-// bound port is returned.
-func (f *front) startREST(token []byte) (*restServer, int, error) {
+// listenREST listens on --http-port (TLS when configured); the bound port is returned. It
+// serves once serve is called: main listens before it starts any worker (a port in use exits
+// 1 with no worker started) and serves once the workers exist.
+func (f *front) listenREST(token []byte) (*restServer, int, error) {
 	address := net.JoinHostPort(f.host, strconv.Itoa(f.httpPort))
 	lis, err := net.Listen("tcp", address)
 	if err != nil {
@@ -67,14 +68,18 @@ func (f *front) startREST(token []byte) (*restServer, int, error) {
 			return nil, 0, err
 		}
 		r.srv.TLSConfig = cfg
-		lis = tls.NewListener(lis, cfg)
+		r.lis = tls.NewListener(lis, cfg)
 	}
+	return r, lis.Addr().(*net.TCPAddr).Port, nil
+}
+
+// serve answers REST requests in the background.
+func (r *restServer) serve() {
 	go func() {
-		if err := r.srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := r.srv.Serve(r.lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			slog.Error("http server stopped", "error", err.Error())
 		}
 	}()
-	return r, r.lis.Addr().(*net.TCPAddr).Port, nil
 }
 
 // shutdown: no new connections, in-flight requests finish (until ctx ends); close: cut them.
@@ -260,7 +265,7 @@ func (r *restServer) ServeHTTP(rw http.ResponseWriter, req *http.Request) {
 	case "ModelStatistics":
 		in, out = &inferencepb.ModelStatisticsRequest{Name: rt.model, Version: rt.version}, &inferencepb.ModelStatisticsResponse{}
 	}
-	if err := r.call(ctx, rt.rpc, in, out); err != nil {
+	if err := r.f.call(ctx, rt.rpc, in, out); err != nil {
 		writeFailure(w, err)
 		return
 	}
@@ -298,19 +303,19 @@ func answerJSON(rt route, out proto.Message) (int, []byte) {
 	return http.StatusOK, appendJSONValue(nil, protoJSON(out.ProtoReflect()))
 }
 
-// call forwards one RPC through the front's unary path (the same as a gRPC call) and parses
-// the worker's answer into out.
-func (r *restServer) call(ctx context.Context, rpc string, in, out proto.Message) error {
+// call sends one RPC of inference.GRPCInferenceService from inside the front (REST, per-model
+// health) through the unary path a gRPC call takes, and parses the answer into out.
+func (f *front) call(ctx context.Context, rpc string, in, out proto.Message) error {
 	payload, err := proto.Marshal(in)
 	if err != nil {
 		return status.Error(codes.Internal, err.Error())
 	}
-	if len(payload) > r.f.maxMessageBytes {
+	if len(payload) > f.maxMessageBytes {
 		return &restError{http.StatusRequestEntityTooLarge, fmt.Sprintf(
-			"the request translates to a %d-byte message; --max-message-bytes is %d", len(payload), r.f.maxMessageBytes)}
+			"the request translates to a %d-byte message; --max-message-bytes is %d", len(payload), f.maxMessageBytes)}
 	}
 	mode, merge := forwarding(rpc)
-	res, err := r.f.unary(ctx, methodIndex(rpc), mem.BufferSlice{mem.SliceBuffer(payload)}, mode, merge)
+	res, err := f.unary(ctx, methodIndex(rpc), mem.BufferSlice{mem.SliceBuffer(payload)}, mode, merge)
 	if err != nil {
 		return err
 	}
@@ -380,7 +385,7 @@ func (r *restServer) infer(ctx context.Context, w http.ResponseWriter, req *http
 		return
 	}
 	response := &inferencepb.ModelInferResponse{}
-	if err := r.call(ctx, "ModelInfer", request, response); err != nil {
+	if err := r.f.call(ctx, "ModelInfer", request, response); err != nil {
 		writeFailure(w, err)
 		return
 	}
@@ -436,7 +441,7 @@ func (r *restServer) repository(ctx context.Context, w http.ResponseWriter, req 
 	default:
 		out = &inferencepb.RepositoryModelUnloadResponse{}
 	}
-	if err := r.call(ctx, rt.rpc, in, out); err != nil {
+	if err := r.f.call(ctx, rt.rpc, in, out); err != nil {
 		writeFailure(w, err)
 		return
 	}

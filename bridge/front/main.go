@@ -180,9 +180,17 @@ func run(argv []string) int {
 	for _, svc := range []string{"", serviceName} {
 		f.health.SetServingStatus(svc, healthpb.HealthCheckResponse_NOT_SERVING)
 	}
-	healthpb.RegisterHealthServer(srv, f.health)
+	healthpb.RegisterHealthServer(srv, &modelHealth{Server: f.health, f: f}) // + per-model (health_model.go)
 	reflection.Register(srv) // v1 and v1alpha
 
+	httpPort := -1 // listened on before any worker starts: a port in use exits 1 with none started
+	var rest *restServer
+	if f.httpPort >= 0 {
+		if rest, httpPort, err = f.listenREST(token); err != nil {
+			fmt.Fprintf(os.Stderr, "jaxport front: error: cannot serve REST on --http-port: %v\n", err)
+			return 1
+		}
+	}
 	stop := make(chan struct{})
 	var supervisors sync.WaitGroup
 	for i := 0; i < f.nWorkers; i++ {
@@ -203,15 +211,8 @@ func run(argv []string) int {
 			return 1
 		}
 	}
-	httpPort := -1
-	var rest *restServer
-	if f.httpPort >= 0 {
-		if rest, httpPort, err = f.startREST(token); err != nil {
-			fmt.Fprintf(os.Stderr, "jaxport front: error: cannot serve REST on --http-port: %v\n", err)
-			close(stop)
-			f.stopWorkers(&supervisors)
-			return 1
-		}
+	if rest != nil {
+		rest.serve()
 	}
 	if f.portFile != "" {
 		if err := writePortFile(f.portFile, map[string]int{"grpc_port": port, "metrics_port": metricsPort,

@@ -171,7 +171,7 @@ func (r *restServer) sharedMemory(ctx context.Context, w http.ResponseWriter, re
 			out = &inferencepb.CudaSharedMemoryRegisterResponse{}
 		}
 	}
-	if err := r.call(ctx, rt.rpc, in, out); err != nil {
+	if err := r.f.call(ctx, rt.rpc, in, out); err != nil {
 		writeFailure(w, err)
 		return
 	}

@@ -104,6 +104,20 @@ def test_health_serving(front: BridgeProcess) -> None:
                 health_pb2.HealthCheckResponse.SERVING)
 
 
+def test_health_per_model(front: BridgeProcess) -> None:
+    """A model's name as the health service (grpc-health-probe -service=MODEL): SERVING when it
+    is ready, NOT_FOUND naming it when there is no such model (health_model.go)."""
+    with front.channel() as channel:
+        health = health_pb2_grpc.HealthStub(channel)
+        for model in ("mlp", "big"):
+            assert health.Check(health_pb2.HealthCheckRequest(service=model),
+                                timeout=30).status == health_pb2.HealthCheckResponse.SERVING
+        with pytest.raises(grpc.RpcError) as info:
+            health.Check(health_pb2.HealthCheckRequest(service="no_such_model"), timeout=30)
+        assert info.value.code() == grpc.StatusCode.NOT_FOUND
+        assert "no model 'no_such_model'" in info.value.details()
+
+
 def _reflect(channel: grpc.Channel, version: str,
              request: reflection_pb2.ServerReflectionRequest
              ) -> reflection_pb2.ServerReflectionResponse:

@@ -6,6 +6,7 @@ at start is `jaxport serve`'s own one line, checked before the exec (`cli.prefli
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 from pathlib import Path
@@ -104,6 +105,17 @@ def test_start_errors_are_one_line_before_the_exec(
     assert busy.returncode == 1
     assert one_error_line(busy).startswith(
         f"jaxport serve: error: cannot listen on 127.0.0.1:{port}")
+    # The REST port in use: the front's own line, exit 1, and no worker was started (it listens
+    # on --http-port before starting any).
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        busy = serve(*base, "--port", "0", "--http-port", str(port))
+    assert busy.returncode == 1
+    assert one_error_line(busy).startswith("jaxport front: error: cannot serve REST on "
+                                           f"--http-port: cannot listen on 127.0.0.1:{port}")
+    assert "address already in use" in one_error_line(busy)
+    started = [json.loads(ln) for ln in busy.stderr.splitlines() if ln.startswith("{")]
+    assert not [r for r in started if r.get("msg") == "worker started"], busy.stderr
     blocker = tmp_path / "a-file"
     blocker.write_text("")
     unwritable = serve(*base, "--port", "0", "--port-file", str(blocker / "ports.json"))
