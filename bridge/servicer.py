@@ -144,6 +144,10 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
         def data_type(sig: TensorSig) -> int:
             return mc.DataType.Value("TYPE_" + sig.datatype)
 
+        # Triton's label_filename: the output's labels file (artifact-relative) when its labels
+        # were read, i.e. when classification answers `value:index:label`.
+        label_files = {o.name: o.labels_file for o in model.manifest.outputs
+                       if o.labels_file and o.name in model.labels}
         config = mc.ModelConfig(
             name=model.name,
             platform=PLATFORM,
@@ -151,7 +155,8 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
             max_batch_size=max(model.batch_sizes) if batched else 0,
             input=[mc.ModelInput(name=s.name, data_type=data_type(s), dims=dims(s))
                    for s in model.inputs],
-            output=[mc.ModelOutput(name=s.name, data_type=data_type(s), dims=dims(s))
+            output=[mc.ModelOutput(name=s.name, data_type=data_type(s), dims=dims(s),
+                                   label_filename=label_files.get(s.name, ""))
                     for s in model.outputs],
         )
         config.parameters["engine"].string_value = model.engine_name
@@ -221,8 +226,11 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
         if request.parameters:
             names = clip(", ".join(sorted(request.parameters)))
             raise InvalidArgumentError(
-                f"load parameters are not supported (got: {names}): the artifact's manifest is "
-                "the model configuration; put a new version directory in the repository instead"
+                f"load parameters are not supported (got: {names}): Triton's 'config' override "
+                "and 'file:' uploads are refused here, because the artifact's manifest is the "
+                "model configuration and its files are checksummed by the exporter; put a new "
+                "version directory in the repository and load the model without parameters "
+                "(docs/bridge.md, Model repository)"
             )
         self._repo.load(request.model_name)
         return pb.RepositoryModelLoadResponse()

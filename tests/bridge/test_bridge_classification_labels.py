@@ -15,6 +15,9 @@ import pytest
 from jaxport.bridge import messages
 from jaxport.bridge.loading import load_model
 from jaxport.bridge.model import Model
+from jaxport.protocol.gen.inference import grpc_service_pb2 as pb
+from jaxport.protocol.gen.inference import grpc_service_pb2_grpc as pb_grpc
+from support.bridge import BridgeProcess
 
 ROWS = np.array([[0.5, 2.25, -1.0, 3.0, 0.125], [7.0, 6.0, 5.0, 4.0, 3.0]], np.float32)
 LABELS = ["cat", "dog", "", "fish", "owl"]  # an empty line: class 2 has no label (Triton too)
@@ -76,3 +79,13 @@ def test_label_beyond_the_file_is_left_out() -> None:
     got = messages.topk_classification(np.array([[1, 9, 3], [8, 2, 7]], np.int32), 4, False,
                                      ["a", "b", "c"])
     assert got.tolist() == [b"9:1:b", b"8:3", b"7:5", b"3:2:c"]
+
+
+def test_model_config_names_each_outputs_label_file(labelled: Path) -> None:
+    """ModelConfig's label_filename (Triton's) is the labels file of each output that has one;
+    '' for an output without labels."""
+    with BridgeProcess(labelled.parent.parent, "--workers", "1") as bridge:
+        config = pb_grpc.GRPCInferenceServiceStub(bridge.channel()).ModelConfig(
+            pb.ModelConfigRequest(name="cls"), timeout=60).config
+    assert {o.name: o.label_filename for o in config.output} == {
+        "logits": "labels/logits.txt", "counts": "labels/counts.txt", "plain": ""}

@@ -164,10 +164,16 @@ def test_repository_rpc_errors(rstub):
         assert repr(name) in err.details() or f"'{name}'" in err.details()
     err = rpc_error(rstub.RepositoryModelUnload, pb.RepositoryModelUnloadRequest(model_name="x"))
     assert err.code() == grpc.StatusCode.NOT_FOUND
+    # Triton's config override and file: uploads: refused, the message saying why and what to do.
     req = pb.RepositoryModelLoadRequest(model_name="mlp")
     req.parameters["config"].string_param = "{}"
+    req.parameters["file:1/model.jaxexport"].bytes_param = b"x"
     err = rpc_error(rstub.RepositoryModelLoad, req)
-    assert err.code() == grpc.StatusCode.INVALID_ARGUMENT and "config" in err.details()
+    assert err.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert err.details().startswith(
+        "load parameters are not supported (got: config, file:1/model.jaxexport): Triton's "
+        "'config' override and 'file:' uploads are refused here")
+    assert "put a new version directory in the repository" in err.details()
 
 
 def test_version_policy_all(tmp_path, artifacts):
