@@ -54,6 +54,7 @@ type front struct {
 	maxInflight     int     // per model version, for natively executed requests
 	maxQueue        int
 	batchQueueSize  int
+	native          *natives // models the front executes itself (native.go)
 
 	workers []*worker
 	health  *health.Server
@@ -61,14 +62,15 @@ type front struct {
 	stopped bool
 }
 
-// updateHealth: SERVING when every worker is up and has loaded its repository.
+// updateHealth: SERVING when every worker is up and has loaded its repository, and the native
+// engine has opened the models it serves.
 func (f *front) updateHealth() {
 	f.hmu.Lock()
 	defer f.hmu.Unlock()
 	if f.stopped {
 		return
 	}
-	all := true
+	all := f.native.ready() // the native engine has opened its models (native.go)
 	for _, w := range f.workers {
 		if _, ready := w.current(); !ready {
 			all = false
@@ -183,6 +185,7 @@ func run(argv []string) int {
 	healthpb.RegisterHealthServer(srv, &modelHealth{Server: f.health, f: f}) // + per-model (health_model.go)
 	reflection.Register(srv) // v1 and v1alpha
 
+	f.native = newNatives(f, f.pjrtPlugin)
 	httpPort := -1 // listened on before any worker starts: a port in use exits 1 with none started
 	var rest *restServer
 	if f.httpPort >= 0 {

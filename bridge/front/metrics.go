@@ -19,6 +19,10 @@ import (
 
 const frameMetrics = 10
 
+// frontMetricsIndex keys the front's own samples of the workers' families (native models)
+// among the workers' exports; they are labelled worker="front".
+const frontMetricsIndex = -1
+
 // family is one metric family of the text format: its comment lines and its samples.
 type family struct {
 	comments []string
@@ -53,6 +57,9 @@ func mergeMetrics(texts map[int]string, order []int) string {
 	}
 	for _, w := range order {
 		label := fmt.Sprintf("worker=\"%d\"", w)
+		if w == frontMetricsIndex {
+			label = `worker="front"`
+		}
 		current := ""
 		seen := map[string]bool{}
 		sc := bufio.NewScanner(strings.NewReader(texts[w]))
@@ -141,6 +148,10 @@ func (f *front) serveMetrics() (int, error) {
 		ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
 		defer cancel()
 		texts, order := f.scrape(ctx)
+		if text := f.native.metricsText(); text != "" { // natively executed requests
+			texts[frontMetricsIndex] = text
+			order = append(order, frontMetricsIndex)
+		}
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 		fmt.Fprint(w, f.frontMetrics())
 		fmt.Fprint(w, mergeMetrics(texts, order))

@@ -14,6 +14,7 @@ import (
 	protocodec "google.golang.org/grpc/encoding/proto"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
@@ -228,15 +229,27 @@ func (f *front) unary(ctx context.Context, method uint8, payload mem.BufferSlice
 	switch mode {
 	case forwardAll:
 		defer f.routes.forget() // a load/unload may change which models batch
-		return f.everyWorker(ctx, method, payload, nil)
+		out, err := f.everyWorker(ctx, method, payload, nil)
+		f.native.sync(ctx) // ... and which run natively
+		return out, err
 	case forwardGather:
+		if method == modelStatisticsMethod { // natively executed requests are counted here
+			return f.everyWorker(ctx, method, payload, merge, f.native.statisticsBody(payload.Materialize()))
+		}
 		return f.everyWorker(ctx, method, payload, merge)
 	}
 	var k *conn
 	switch mode {
 	case forwardReadiness:
+		if !f.native.ready() { // not before the native engine has opened its models
+			body, _ := proto.Marshal(&inferencepb.ServerReadyResponse{Ready: false})
+			return &rawMsg{out: mem.BufferSlice{mem.SliceBuffer(body)}}, nil
+		}
 		k = f.pickNotReady()
 	case forwardRouted:
+		if out, handled, err := f.nativeUnary(ctx, payload); handled {
+			return out, err
+		}
 		k = f.route(ctx, payload)
 	}
 	if k == nil {
@@ -253,14 +266,19 @@ func (f *front) unary(ctx context.Context, method uint8, payload mem.BufferSlice
 		r.free()
 		return nil, err
 	}
+	if method == modelConfigMethod { // the artifact directory stays here; native engines show
+		defer r.free()
+		return &rawMsg{out: mem.BufferSlice{mem.SliceBuffer(
+			f.native.rewriteConfig(payload.Materialize(), r.bodySlice().Materialize()))}}, nil
+	}
 	return &rawMsg{out: r.bodySlice()}, nil
 }
 
 // everyWorker sends the call to every connected worker, one after the other. The first
 // failure is the answer; else, without `merge`, the first worker's answer, with it, the
-// answers merged.
+// answers merged (with `own`, the front's answers, appended).
 func (f *front) everyWorker(ctx context.Context, method uint8, payload mem.BufferSlice,
-	merge func([][]byte) ([]byte, error)) (any, error) {
+	merge func([][]byte) ([]byte, error), own ...[]byte) (any, error) {
 	var replies []*reply
 	defer func() {
 		for _, r := range replies {
@@ -293,6 +311,7 @@ func (f *front) everyWorker(ctx context.Context, method uint8, payload mem.Buffe
 	for i, r := range replies {
 		bodies[i] = r.bodySlice().Materialize()
 	}
+	bodies = append(bodies, own...) // the front's own answer (ModelStatistics of native models)
 	out, err := merge(bodies)
 	if err != nil {
 		return nil, status.Error(codes.Internal, err.Error())
@@ -312,6 +331,9 @@ func (f *front) stream(ss grpc.ServerStream, method uint8) error {
 	firstErr := ss.RecvMsg(first)
 	if firstErr != nil && firstErr != io.EOF {
 		return firstErr
+	}
+	if first.in != nil && f.native.servesStream(first.in) { // no worker on this stream
+		return f.nativeStream(ctx, ss, first)
 	}
 	k := f.route(ctx, first.in)
 	if k == nil {

@@ -477,6 +477,10 @@ func (w *worker) runOnce() error {
 			w.mu.Unlock()
 			slog.Info("worker ready", "worker", w.index, "pid", cmd.Process.Pid)
 			w.front.updateHealth()
+			go func() { // which models the front runs natively (native.go), then health again
+				w.front.native.sync(context.Background())
+				w.front.updateHealth()
+			}()
 		})
 	}()
 	waitErr := cmd.Wait()

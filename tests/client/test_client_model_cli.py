@@ -60,16 +60,19 @@ def test_list(bridge: BridgeProcess) -> None:
     done = jaxport("model", "list", "--url", bridge.address)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    assert lines[0].split() == ["MODEL", "VERSION", "STATE", "REASON"]
-    rows = {line.split()[0]: line.split(maxsplit=3) for line in lines[1:]}
-    assert rows["alpha"][1:3] == ["1", "READY"] and rows["beta"][1:3] == ["1", "READY"]
-    assert rows["broken"][1:3] == ["1", "UNAVAILABLE"] and "manifest.json" in rows["broken"][3]
+    assert lines[0].split() == ["MODEL", "VERSION", "STATE", "ENGINE", "REASON"]
+    rows = {line.split()[0]: line.split(maxsplit=4) for line in lines[1:]}
+    # A ready version shows the engine serving it (the front's native engine here).
+    assert rows["alpha"][1:4] == ["1", "READY", "native"]
+    assert rows["beta"][1:4] == ["1", "READY", "native"]
+    assert rows["broken"][1:4] == ["1", "UNAVAILABLE", "-"]
+    assert "manifest.json" in rows["broken"][4]
 
     done = jaxport("model", "list", "--url", bridge.address, "--ready", "--json")
     assert done.returncode == 0, done.stderr
     entries = [json.loads(line) for line in done.stdout.splitlines()]
-    assert {(e["name"], e["version"], e["state"]) for e in entries} >= \
-        {("alpha", "1", "READY"), ("beta", "1", "READY")}
+    assert {(e["name"], e["version"], e["state"], e["engine"]) for e in entries} >= \
+        {("alpha", "1", "READY", "native"), ("beta", "1", "READY", "native")}
     assert "broken" not in {e["name"] for e in entries}
 
 
@@ -80,7 +83,7 @@ def test_unload_then_load(bridge: BridgeProcess) -> None:
         assert client.model_ready("beta") is False
         assert client.model_ready("alpha") is True
         listed = jaxport("model", "list", "--url", bridge.address).stdout
-        assert any(line.split()[:4] == ["beta", "1", "UNAVAILABLE", "unloaded"]
+        assert any(line.split()[:5] == ["beta", "1", "UNAVAILABLE", "-", "unloaded"]
                    for line in listed.splitlines()), listed
 
         done = jaxport("model", "load", "beta", "--url", bridge.address)

@@ -48,3 +48,6 @@ func (*Program) Execute([][]byte) ([][]byte, error) { return nil, errNoCgo }
 
 // Close does nothing.
 func (*Model) Close() {}
+
+// String names the plugin (never loaded in this build).
+func (p *Plugin) String() string { return p.Path }

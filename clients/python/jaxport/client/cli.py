@@ -355,28 +355,44 @@ def build_model_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def index_text(entries: Sequence[Any]) -> str:
-    """`jaxport model list`'s table: model, version, state, reason."""
+def index_text(entries: Sequence[Any], engines: dict[tuple[str, str], str] | None = None) -> str:
+    """`jaxport model list`'s table: model, version, state, engine, reason. `engines`: the
+    engine serving each READY (name, version), from its ModelConfig (`-` when unknown)."""
     if not entries:
         return "no models"
-    rows = [("MODEL", "VERSION", "STATE", "REASON")] + [
-        (e.name, e.version or "-", e.state or "-", e.reason) for e in entries]
-    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+    engines = engines or {}
+    rows = [("MODEL", "VERSION", "STATE", "ENGINE", "REASON")] + [
+        (e.name, e.version or "-", e.state or "-", engines.get((e.name, e.version), "-"),
+         e.reason) for e in entries]
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
     return "\n".join(
-        "  ".join([*(c.ljust(w) for c, w in zip(r[:3], widths, strict=True)), r[3]]).rstrip()
+        "  ".join([*(c.ljust(w) for c, w in zip(r[:4], widths, strict=True)), r[4]]).rstrip()
         for r in rows)
+
+
+def _engines(client: Any, entries: Sequence[Any]) -> dict[tuple[str, str], str]:
+    """The engine of every READY version (ModelConfig's `engine` parameter: `native` when the
+    server's front executes it through PJRT, else the workers' engine)."""
+    out = {}
+    for e in entries:
+        if e.state == "READY":
+            config = client.model_config(e.name, e.version)
+            out[(e.name, e.version)] = config.parameters["engine"].string_value or "-"
+    return out
 
 
 def run_model(args: argparse.Namespace) -> int:
     with connect(args) as client:
         if args.action == "list":
             entries = client.repository_index(ready=args.ready)
+            engines = _engines(client, entries)
             if args.json:
                 for e in entries:
                     print(json.dumps({"name": e.name, "version": e.version, "state": e.state,
+                                      "engine": engines.get((e.name, e.version)),
                                       "reason": e.reason}))
             else:
-                print(index_text(entries))
+                print(index_text(entries, engines))
             return 0
         if args.action == "load":
             client.load_model(args.model)
