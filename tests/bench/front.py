@@ -1,14 +1,18 @@
-"""The native front under ghz (issue 12's model and cases), against its transport floor.
+"""The native front under ghz (issue 12's model and cases): its native engine, its Python
+workers and their floors.
 
-In one run: `jaxport serve` as users run it (the front, built from this tree, and its Python
-execution workers) and its transport floor, the same front and workers answering ModelInfer
-from a cache (`tests/bench/floor_worker.py`): what the model core's Python costs on top of
-the stack.
+In one run: `jaxport serve` as users run it (the front, built from this tree) executing the
+model in its native engine (`native engine`: `--pjrt-plugin cpu`, the default, no Python on
+the request path; docs/native-engine.md), the same with every model on its Python execution
+workers (`front Nw`: `--pjrt-plugin none`), the transport floor (the same front and workers
+answering ModelInfer from a cache, `tests/bench/floor_worker.py`: what the model core's Python
+costs on top of the stack) and the grpc-go echo floor (`wire echo`: a grpc-go server answering
+ModelInfer with its input, no model, no validation: what any Go server costs here).
 
 Issue 12 compared the front with `--frontend python` (grpcio's Python server); that server is
 retired (issue 25), so those ratios cannot be re-run: docs/performance.md keeps them as they
-were measured. Every server is one entry of `server_configs` (issue 26's native engine adds
-its rows there and is compared with the Python workers the same way).
+were measured. Every `jaxport serve` is one entry of `server_configs`. Issue 26's targets are
+ratios of the native engine's rows to the Python workers' rows of the same run (`targets`).
 
 Model: the issue's batch-8 MLP 64 -> 256 -> 16 f32 (`mlp8`; `mlp8_batched` exported with
 batch sizes 8,64,256,512 for dynamic batching, fed the same 8-row requests). Cases:
@@ -21,7 +25,11 @@ batch sizes 8,64,256,512 for dynamic batching, fed the same 8-row requests). Cas
   jaxport Go client (`tests/bench/wire`, every answer checked), plus the floor under both: a
   grpc-go server answering with its input and no model (`wire echo`, with grpc-go's defaults
   as the front has them and with 64 MiB flow-control windows), called by the same Go client;
-- dynamic batching at c=64 vs the unbatched model.
+- dynamic batching at c=64 vs the unbatched model (the workers' batcher; the native engine's
+  Go batcher at c=1, 16 and 64).
+
+`--native-plugin` picks the native rows' plugin (`cpu`; a `.so` path, e.g. the CUDA plugin on
+a GPU machine; `none` runs those rows on the workers too: a check of the harness alone).
 
 Every server's answer to the load's request is checked against JAX before the load (ghz does
 not look at answers). No assertions on timings: ratios go into the bench results.
@@ -44,7 +52,7 @@ from typing import Any
 import numpy as np
 from jaxport.bridge.settings import DEFAULT_WORKERS
 
-from tests.bench.front_launch import FLOOR_WORKER, command, serve_flags
+from tests.bench.front_launch import FLOOR_WORKER, WORKERS_ONLY, command, serve_flags
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = ROOT / "build" / "bench" / "bin"
@@ -60,6 +68,16 @@ TOL = {"rtol": 1e-4, "atol": 1e-4}
 WORKER_COUNTS = (1, 2)  # measured side by side (the --workers default's evidence)
 #: Every row's ratios are to this one (the same front and workers, no model core).
 FLOOR = f"front {DEFAULT_WORKERS}w transport floor"
+#: The Python workers' row issue 26's targets are ratios to (`jaxport serve --workers` default).
+WORKERS = f"front {DEFAULT_WORKERS}w"
+#: The native engine's rows (issue 26), unbatched and with the front's Go batcher.
+NATIVE = "native engine"
+NATIVE_BATCHING = "native engine batching"
+#: ghz against `wire echo` (grpc-go, no model): the Go server floor.
+ECHO = "grpc-go echo, no model"
+LEVELS = (1, 16, 64)
+NATIVE_PLUGIN_HELP = ("the native engine rows' --pjrt-plugin (cpu, cuda, a .so path; none: "
+                      "those rows on the workers too, a check of the harness alone)")
 
 
 class BenchSetupError(RuntimeError):
@@ -126,9 +144,9 @@ def wire_call(wire: Path, target: str, expect: str, *extra: str) -> list[float]:
 
 
 @contextmanager
-def wire_echo(wire: Path, tuned: bool = False) -> Iterator[str]:
+def echo_server(wire: Path, tuned: bool = False) -> Iterator[tuple[str, int]]:
     """`wire echo` (a grpc-go server answering ModelInfer with its input, no model) running
-    for the block; yields its address."""
+    for the block; yields its address and PID (its CPU is the echo floor's server CPU)."""
     proc = subprocess.Popen([str(wire), "echo", *(["--tuned"] if tuned else [])],
                             stdout=subprocess.PIPE, text=True)
     try:
@@ -136,10 +154,17 @@ def wire_echo(wire: Path, tuned: bool = False) -> Iterator[str]:
         target = proc.stdout.readline().strip()
         if not target:
             raise AssertionError(f"wire echo exited with {proc.wait()} before listening")
-        yield target
+        yield target, proc.pid
     finally:
         proc.terminate()  # by PID, this process's own child
         proc.wait(timeout=30)
+
+
+@contextmanager
+def wire_echo(wire: Path, tuned: bool = False) -> Iterator[str]:
+    """`echo_server`, yielding its address alone."""
+    with echo_server(wire, tuned) as (target, _):
+        yield target
 
 
 def wire_floor(wire: Path, tuned: bool) -> list[float]:
@@ -273,34 +298,41 @@ class ServerConfig:
     name: str
     flags: tuple[str, ...]
     model: str = "mlp8"
-    levels: tuple[int, ...] = (1, 16, 64)
+    levels: tuple[int, ...] = LEVELS
     worker_cmd: tuple[str, ...] | None = None
     large: bool = False
 
 
-def server_configs(workers: Sequence[int]) -> list[ServerConfig]:
-    """Every server of the section, in the order measured. Issue 26's native engine is to add
-    its rows here (unbatched at every level, batching at 64); `markdown` then shows them against
-    the transport floor like every row, and `targets` is where they are compared with the
-    Python workers' rows."""
+def server_configs(workers: Sequence[int], native_plugin: str = "cpu") -> list[ServerConfig]:
+    """Every `jaxport serve` of the section, in the order measured: the Python workers
+    (`--pjrt-plugin none`) with N workers, unbatched at every level and batching at 64; the
+    native engine (`--pjrt-plugin native_plugin`, `jaxport serve`'s default engine), unbatched
+    and batching at every level; the transport floor. `markdown` shows each against the
+    transport floor, `targets` the native rows against the workers' (issue 26)."""
+    batching = ("--batching-models", "mlp8_batched:2000")
     out: list[ServerConfig] = []
     for n in workers:
-        out += [ServerConfig(f"front {n}w", ("--workers", str(n)), large=True),
-                ServerConfig(f"front {n}w batching",
-                             ("--workers", str(n), "--batching-models", "mlp8_batched:2000"),
+        flags = ("--workers", str(n), *WORKERS_ONLY)
+        out += [ServerConfig(f"front {n}w", flags, large=True),
+                ServerConfig(f"front {n}w batching", (*flags, *batching),
                              model="mlp8_batched", levels=(64,))]
+    native = ("--workers", str(DEFAULT_WORKERS), "--pjrt-plugin", native_plugin)
+    out += [ServerConfig(NATIVE, native, large=True),
+            ServerConfig(NATIVE_BATCHING, (*native, *batching), model="mlp8_batched")]
     # The baseline: the same front and workers with ModelInfer answered from a cache
     # (tests/bench/floor_worker.py): the transport without the model core's Python.
-    out.append(ServerConfig(FLOOR, ("--workers", str(DEFAULT_WORKERS)),
+    out.append(ServerConfig(FLOOR, ("--workers", str(DEFAULT_WORKERS), *WORKERS_ONLY),
                             worker_cmd=FLOOR_WORKER))
     return out
 
 
 def front_section(server: ServerCtx, pool: Any, work: Path, repo: Path, rounds: int,
                   duration_s: float, warmup_s: float, workers: Sequence[int], memcpy_16: float,
-                  log: Callable[[str], None], front_bin: Path, wire: Path) -> dict[str, Any]:
-    """Every case of this module against the front `front_bin` (`build_front`) and the Go
-    tool `wire` (`build_wire`); returns the `front` section of the bench results."""
+                  log: Callable[[str], None], front_bin: Path, wire: Path,
+                  native_plugin: str = "cpu") -> dict[str, Any]:
+    """Every case of this module against the front `front_bin` (`build_front`), its native
+    rows on `native_plugin`, and the Go tool `wire` (`build_wire`); returns the `front`
+    section of the bench results."""
     from tests.bench import load as load_mod
 
     ghz = ensure_ghz()
@@ -310,7 +342,7 @@ def front_section(server: ServerCtx, pool: Any, work: Path, repo: Path, rounds: 
         raw, expected = request(params, model)
         (work / f"{model}.bin").write_bytes(raw)
         requests[model] = (work / f"{model}.bin", raw, expected)
-    configs = server_configs(workers)
+    configs = server_configs(workers, native_plugin)
     cells: dict[str, dict[int, list[dict[str, Any]]]] = {}
     large: dict[tuple[str, str], list[float]] = {}
     x16 = np.random.default_rng(7).standard_normal(16 * (1 << 20) // 4).astype(np.float32)
@@ -327,11 +359,7 @@ def front_section(server: ServerCtx, pool: Any, work: Path, repo: Path, rounds: 
                 for c in cfg.levels:
                     row = measure(ghz, srv.pid, srv.target, path, c, duration_s, warmup_s)
                     cells.setdefault(cfg.name, {}).setdefault(c, []).append(row)
-                    log(f"  c={c}: {row['rps']:.0f} req/s p50 {row['p50_ms'] or 0:.2f} ms "
-                        f"p99 {row['p99_ms'] or 0:.2f} ms cpu/req "
-                        f"{row['server_cpu_ms_per_req'] or 0:.3f} ms (front "
-                        f"{row['front_cpu_ms_per_req'] or 0:.3f}) errors {row['errors']} "
-                        f"{row['first_error']}")
+                    _log_row(log, c, row)
                 if cfg.large:
                     res = pool.submit(load_mod.run_repeats, srv.target, req16, exp16, 5,
                                       1e-6, 1e-6).result()
@@ -342,8 +370,16 @@ def front_section(server: ServerCtx, pool: Any, work: Path, repo: Path, rounds: 
                     large.setdefault((cfg.name, "Go"), []).extend(go)
                     log(f"  16 MiB: median {np.median(res['latencies']) * 1e3:.1f} ms (Python "
                         f"client), {np.median(go) * 1e3:.1f} ms (Go client)")
+        # The Go server floor under the same load: ghz against `wire echo` (its answer is
+        # the request's input, so it is not checked against JAX).
+        log(f"front bench round {rnd + 1}/{rounds}: {ECHO}")
+        with echo_server(wire) as (target, pid):
+            for c in LEVELS:
+                row = measure(ghz, pid, target, requests["mlp8"][0], c, duration_s, warmup_s)
+                cells.setdefault(ECHO, {}).setdefault(c, []).append(row)
+                _log_row(log, c, row)
         for tuned in (False, True):
-            name = "grpc-go echo, no model" + (" (64 MiB windows)" if tuned else "")
+            name = ECHO + (" (64 MiB windows)" if tuned else "")
             lat = wire_floor(wire, tuned)
             large.setdefault((name, "Go"), []).extend(lat)
             log(f"front bench round {rnd + 1}/{rounds}: {name}: 16 MiB median "
@@ -356,9 +392,17 @@ def front_section(server: ServerCtx, pool: Any, work: Path, repo: Path, rounds: 
                    "mb_s": nbytes / float(np.median(lat)) / 1e6,
                    "pct_memcpy": 100 * nbytes / float(np.median(lat)) / memcpy_16}
                   for (name, client), lat in large.items()]
-    return {"workers": list(workers), "levels": best, "large_16mib": large_rows,
+    return {"workers": list(workers), "native_plugin": native_plugin, "levels": best,
+            "large_16mib": large_rows,
             "memcpy_16mib_mb_s": memcpy_16 / 1e6, "ghz": GHZ_VERSION,
             "rounds": rounds, "duration_s": duration_s}
+
+
+def _log_row(log: Callable[[str], None], c: int, row: dict[str, Any]) -> None:
+    log(f"  c={c}: {row['rps']:.0f} req/s p50 {row['p50_ms'] or 0:.2f} ms "
+        f"p99 {row['p99_ms'] or 0:.2f} ms cpu/req {row['server_cpu_ms_per_req'] or 0:.3f} ms "
+        f"(front {row['front_cpu_ms_per_req'] or 0:.3f}) errors {row['errors']} "
+        f"{row['first_error']}")
 
 
 def markdown(front: dict[str, Any], targets_: list[dict[str, Any]],
@@ -369,16 +413,20 @@ def markdown(front: dict[str, Any], targets_: list[dict[str, Any]],
 
     floor = front["levels"].get(FLOOR, {})
     lines = [
-        "", f"## Native front: Python workers against the transport floor (ghz {front['ghz']}, "
-        f"batch-8 MLP {IN}-{HIDDEN}-{OUT} f32)", "",
-        "`jaxport serve` (the native front and N Python workers, `front Nw`) and its transport "
+        "", f"## Native front: the native engine, the Python workers and the floors (ghz "
+        f"{front['ghz']}, batch-8 MLP {IN}-{HIDDEN}-{OUT} f32)", "",
+        f"`jaxport serve` executing the model in the front's native engine (`{NATIVE}`: "
+        "`--pjrt-plugin cpu`, the default: PJRT C API, no Python on the request path), the same "
+        "with every model on N Python workers (`front Nw`: `--pjrt-plugin none`), its transport "
         f"floor (`{FLOOR}`: the same front and workers answering ModelInfer from a cache, no "
-        "model core). Closed loop, one connection, the same pre-serialized request; every "
-        "server's answer checked against JAX first. Server CPU = utime + stime from /proc of "
-        "the front's process and its worker children, per completed request; ratios are to the "
-        "transport floor at the same concurrency. `batching`: `mlp8_batched` (batch sizes "
-        f"{','.join(map(str, BATCH_SIZES))}) with `--batching-models mlp8_batched:2000`. "
-        "(Issue 12's ratios to `--frontend python` cannot be re-run: that server is retired.)",
+        f"model core) and the grpc-go echo floor (`{ECHO}`: a grpc-go server answering with "
+        "its input). Closed loop, one connection, the same pre-serialized request; every "
+        "`jaxport serve`'s answer checked against JAX first. Server CPU = utime + stime from "
+        "/proc of the server's process and its worker children, per completed request; ratios "
+        "are to the transport floor at the same concurrency. `batching`: `mlp8_batched` (batch "
+        f"sizes {','.join(map(str, BATCH_SIZES))}) with `--batching-models mlp8_batched:2000` "
+        "(the workers' batcher, or the front's Go batcher for the native engine). (Issue 12's "
+        "ratios to `--frontend python` cannot be re-run: that server is retired.)",
         "",
         "| server | conc. | req/s | vs floor | p50 ms | vs floor | p99 ms | server CPU ms/req "
         "| vs floor | of which front / workers | errors | rounds req/s |",
@@ -405,10 +453,14 @@ def markdown(front: dict[str, Any], targets_: list[dict[str, Any]],
         lines.append(f"| {r['server']} | {r['client']} | {r['median_ms']:.1f} | {r['mb_s']:.0f} "
                      f"| {r['pct_memcpy']:.2f}% |")
     if targets_:
-        lines += ["", "### Targets (issue 12's that stand without the retired server)", ""]
+        lines += ["", "### Targets (issue 12's that stand without the retired server; issue "
+                  "26's: the native engine against the Python workers of the same run)", ""]
         if quick:
             lines += ["**Quick smoke run** (`--quick`: 1 s levels, one round): the ratios show "
                       "the section works; they are not measurements of the targets.", ""]
+        if front.get("native_plugin") == "none":
+            lines += [f"**Harness check** (`--native-plugin none`): the `{NATIVE}` rows ran on "
+                      "the Python workers, so issue 26's ratios measure nothing.", ""]
         lines += ["| target | measured | required | met |", "|---|---:|---:|---|"]
         for t in targets_:
             met = "-" if t["met"] is None else "yes" if t["met"] else "**no**"
@@ -427,13 +479,18 @@ def _ew_request(x: np.ndarray) -> bytes:
 
 def targets(front: dict[str, Any]) -> list[dict[str, Any]]:
     """Issue 12's targets that are not ratios to the retired `--frontend python` (16 MiB
-    against memcpy, batching against no batching), and as diagnostics the front with its
-    default workers against the transport floor and the wire floor."""
+    against memcpy, batching against no batching), issue 26's (the native engine against the
+    Python workers' row of the same run: req/s at c=16 >= 1.6x, p50 at c=1 <= 0.6x, server CPU
+    per request at c=16 <= 0.5x; the native engine with batching at c=64 >= 3x its unbatched
+    rate), and as diagnostics the front against the transport floor, the native engine against
+    the grpc-go echo floor, and the wire floor."""
     out: list[dict[str, Any]] = []
     lv = front.get("levels", {})
-    nat = lv.get(f"front {DEFAULT_WORKERS}w", {})
-    batching = lv.get(f"front {DEFAULT_WORKERS}w batching", {})
+    nat = lv.get(WORKERS, {})
+    batching = lv.get(f"{WORKERS} batching", {})
     floor = lv.get(FLOOR, {})
+    native, native_batching, echo_lv = lv.get(NATIVE, {}), lv.get(NATIVE_BATCHING, {}), \
+        lv.get(ECHO, {})
 
     def add(name: str, value: float | None, required: str, ok: Callable[[float], bool]) -> None:
         out.append({"name": name, "measured": "-" if value is None else f"{value:.3g}",
@@ -451,23 +508,37 @@ def targets(front: dict[str, Any]) -> list[dict[str, Any]]:
     w = f"front ({DEFAULT_WORKERS} worker{'s' if DEFAULT_WORKERS > 1 else ''})"
     large = {(r["server"], r["client"]): r["pct_memcpy"] / 100
              for r in front.get("large_16mib", [])}
-    go16 = large.get((f"front {DEFAULT_WORKERS}w", "Go"))
+    go16 = large.get((WORKERS, "Go"))
     add(f"16 MiB over the wire, {w}, Go client: MB/s / memcpy MB/s", go16, ">= 0.10",
         lambda r: r >= 0.1)
     add(f"c=64 batching req/s / no batching req/s, {w}",
         ratio(batching.get(64), nat.get(64), "rps"), ">= 3.00", lambda r: r >= 3)
+    n = f"{NATIVE} / {w}"
+    add(f"c=16 req/s, {n}", ratio(native.get(16), nat.get(16), "rps"), ">= 1.60",
+        lambda r: r >= 1.6)
+    add(f"c=1 p50, {n}", ratio(native.get(1), nat.get(1), "p50_ms"), "<= 0.60",
+        lambda r: r <= 0.6)
+    add(f"c=16 server CPU per request, {n}",
+        ratio(native.get(16), nat.get(16), "server_cpu_ms_per_req"), "<= 0.50",
+        lambda r: r <= 0.5)
+    add(f"c=64 req/s, {NATIVE_BATCHING} / {NATIVE} (unbatched)",
+        ratio(native_batching.get(64), native.get(64), "rps"), ">= 3.00", lambda r: r >= 3)
+    diag(f"c=16 req/s, {NATIVE} / {ECHO}", ratio(native.get(16), echo_lv.get(16), "rps"))
+    diag(f"c=1 p50, {NATIVE} / {ECHO}", ratio(native.get(1), echo_lv.get(1), "p50_ms"))
+    diag(f"c=16 server CPU per request, {NATIVE} / {ECHO}",
+         ratio(native.get(16), echo_lv.get(16), "server_cpu_ms_per_req"))
     diag(f"c=16 req/s, {w} / transport floor (ModelInfer from a cache)",
          ratio(nat.get(16), floor.get(16), "rps"))
     diag(f"c=1 p50, {w} / transport floor", ratio(nat.get(1), floor.get(1), "p50_ms"))
     diag(f"c=16 server CPU per request, {w} / transport floor",
          ratio(nat.get(16), floor.get(16), "server_cpu_ms_per_req"))
     diag(f"16 MiB, {w}, Python client: MB/s / memcpy MB/s",
-         large.get((f"front {DEFAULT_WORKERS}w", "Python")))
-    echo = large.get(("grpc-go echo, no model", "Go"))
+         large.get((WORKERS, "Python")))
+    echo = large.get((ECHO, "Go"))
     diag("16 MiB, grpc-go echo with no model (the wire floor), Go client: MB/s / memcpy MB/s",
          echo)
     diag("16 MiB, the same echo with 64 MiB flow-control windows: MB/s / memcpy MB/s",
-         large.get(("grpc-go echo, no model (64 MiB windows)", "Go")))
+         large.get((f"{ECHO} (64 MiB windows)", "Go")))
     diag(f"16 MiB, {w}, Go client: MB/s / the wire floor's MB/s",
          go16 / echo if go16 and echo else None)
     return out
@@ -491,6 +562,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     help="worker counts measured side by side")
     ap.add_argument("--quick", action="store_true",
                     help="short smoke run: 1 s levels, 0.3 s warm-up, one round")
+    ap.add_argument("--native-plugin", default="cpu", help=NATIVE_PLUGIN_HELP)
     args = ap.parse_args(argv)
     if args.quick:
         args.duration, args.warmup, args.rounds = 1.0, 0.3, 1
@@ -501,7 +573,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             res = front_section(run.server, pool, work, work / "repo", args.rounds,
                                 args.duration, args.warmup,
                                 [int(w) for w in args.workers.split(",")],
-                                sysinfo.memcpy_bandwidth(16 << 20), run.log, front_bin, wire)
+                                sysinfo.memcpy_bandwidth(16 << 20), run.log, front_bin, wire,
+                                args.native_plugin)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print("\n".join(markdown(res, targets(res), quick=args.quick)))

@@ -22,6 +22,10 @@ from jaxport.bridge.settings import Settings
 
 #: The transport floor's worker: `jaxport.bridge.worker` answering ModelInfer from a cache.
 FLOOR_WORKER = (sys.executable, "-m", "tests.bench.floor_worker")
+#: Every model on the Python workers (`jaxport serve`'s default executes eligible models in the
+#: front's native engine, docs/native-engine.md): the rows that measure the workers, and the
+#: transport floor, whose cached answers come from its workers, say it explicitly.
+WORKERS_ONLY = ("--pjrt-plugin", "none")
 
 
 def serve_flags(repo: Path, log_level: str, extra: Sequence[str] = ()) -> list[str]:

@@ -43,7 +43,7 @@ import numpy as np
 from tests.bench import front as front_mod
 from tests.bench import load as load_mod
 from tests.bench import models, report, shm_client, sysinfo
-from tests.bench.front_launch import FLOOR_WORKER, command, serve_flags
+from tests.bench.front_launch import FLOOR_WORKER, WORKERS_ONLY, command, serve_flags
 
 ROOT = Path(__file__).resolve().parents[2]
 MIB = 1 << 20
@@ -182,15 +182,17 @@ def server(cmd: list[str], work: Path, name: str, models_: Sequence[str],
 
 
 def bridge_cmd(repo: Path, *extra: str, front: Path | None = None) -> list[str]:
-    """`jaxport serve` with the front `front` (None: the one it picks), flags `serve_flags`;
-    INFO logs the load phases (`cold_start_phases`)."""
-    return command(front, serve_flags(repo, "INFO", extra))
+    """`jaxport serve` with the front `front` (None: the one it picks), flags `serve_flags`,
+    every model on the Python workers (`WORKERS_ONLY`: these sections compare the workers'
+    engines; the native engine's rows are in `tests/bench/front.py`); INFO logs the load
+    phases (`cold_start_phases`)."""
+    return command(front, serve_flags(repo, "INFO", [*WORKERS_ONLY, *extra]))
 
 
 def floor_cmd(repo: Path, *extra: str, front: Path | None = None) -> list[str]:
     """The transport floor: `bridge_cmd`'s front and flags, workers answering ModelInfer from
     a cache (`tests/bench/floor_worker.py`)."""
-    return command(front, serve_flags(repo, "WARNING", extra), FLOOR_WORKER)
+    return command(front, serve_flags(repo, "WARNING", [*WORKERS_ONLY, *extra]), FLOOR_WORKER)
 
 
 # ------------------------------------------------------------------------------------------
@@ -605,6 +607,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                          "other processes only ever slows a round down)")
     ap.add_argument("--only", default="", help="comma list of sections to run (default all): "
                     "compute,transport,exported,pjrt,batching,large,front,exporter")
+    ap.add_argument("--native-plugin", default="cpu", help=front_mod.NATIVE_PLUGIN_HELP)
     args = ap.parse_args(argv)
     if args.quick:
         args.duration, args.warmup, args.rounds = 1.0, 0.3, 1
@@ -622,7 +625,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "settings": {"duration_s": args.duration, "warmup_s": args.warmup, "levels": levels,
                      "client": "1 separate process, grpc.aio, raw-bytes ModelInfer",
                      "batch_sizes": list(BATCH_SIZES), "rounds": args.rounds,
-                     "quick": args.quick},
+                     "quick": args.quick, "native_plugin": args.native_plugin},
         "configs": [],
         "large": [],
         "cold_start": {},
@@ -727,7 +730,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 try:
                     results["front"] = front_mod.front_section(
                         server, pool, work, work / "front-repo", args.rounds, args.duration,
-                        args.warmup, front_mod.WORKER_COUNTS, memcpy[16], log, front, wire)
+                        args.warmup, front_mod.WORKER_COUNTS, memcpy[16], log, front, wire,
+                        args.native_plugin)
                 except front_mod.BenchSetupError as exc:  # no ghz: the other sections stand
                     log(f"front section skipped: {exc}")
                     results["front_error"] = str(exc)
