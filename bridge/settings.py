@@ -167,7 +167,8 @@ class Settings:
     port_file: Path | None = field(
         default=None,
         metadata=_opt("write the bound ports as JSON {\"grpc_port\":..,\"metrics_port\":..,"
-                      "\"pid\":..} to this file once listening", parse=_optional_path),
+                      "\"http_port\":..,\"pid\":..} to this file once listening (-1: a port "
+                      "that is off)", parse=_optional_path),
     )
     engine: str = field(
         default="exported",

@@ -48,6 +48,12 @@ def test_serve_execs_the_native_front(front_binary: Path, repository: Path,
         assert "jaxport front: listening on 127.0.0.1:" in server.stdout_text()
         assert [r["worker"] for r in worker_ready_records(server)] == [0]
         assert stub(server).ServerReady(pb.ServerReadyRequest(), timeout=60).ready
+        # `jaxport serve --help` names every key of the port file the front wrote.
+        written = json.loads(server.port_file.read_text())
+        help_text = subprocess.run([*serve_command(), "--help"], capture_output=True, text=True,
+                                   timeout=60).stdout.replace("\n", "").replace(" ", "")
+        assert sorted(written) == ["grpc_port", "http_port", "metrics_port", "pid"]
+        assert all(f'"{key}":' in help_text for key in written), help_text
     assert server.proc is not None and server.proc.returncode == 0
 
 
