@@ -52,10 +52,10 @@ setup: $(STAMP) $(FRONT) $(NATIVE_GOLDENS)
 # compiler (`go env CC` not found) they are built CGO_ENABLED=0 with one note: engine/nocgo.go
 # then refuses every model, and the front serves them all on the Python workers, as it does on
 # a machine without the plugin. The platform wheel stays CGO_ENABLED=0 (bridge/front/build_wheel.py).
-# $(call GO_BUILD,OUTPUT,PACKAGE)
+# GO_CGO sets the shell's $cgo to 1, or 0 when `go env CC` is not found; $(call GO_BUILD,OUTPUT,PACKAGE)
+GO_CGO = cc=$$(go env CC); cgo=1; command -v "$${cc%% *}" >/dev/null || cgo=0
 define GO_BUILD
-cgo=1; cc=$$(go env CC); command -v "$${cc%% *}" >/dev/null || { cgo=0; \
-  echo "note: no C compiler ($$cc): $(notdir $(1)) built with CGO_ENABLED=0, without the native engine (every model is served by the Python workers)" >&2; }; \
+$(GO_CGO); test $$cgo = 1 || echo "note: no C compiler ($$cc): $(notdir $(1)) built with CGO_ENABLED=0, without the native engine (every model is served by the Python workers)" >&2; \
 cd bridge/front && CGO_ENABLED=$$cgo go build -o ../../$(1) $(2)
 endef
 
@@ -167,7 +167,7 @@ clean:
 front:
 	@command -v go >/dev/null || { echo "error: make front needs Go >= 1.26 (go on PATH)" >&2; exit 1; }
 	mkdir -p $(VENV)/bin
-	cd bridge/front && go vet ./...
+	@$(GO_CGO); cd bridge/front && CGO_ENABLED=$$cgo go vet ./...
 	@$(call GO_BUILD,$(FRONT),.)
 	@$(call GO_BUILD,$(NATIVE_GOLDENS),./cmd/jaxport-native-goldens)
 
