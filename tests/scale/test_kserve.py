@@ -50,8 +50,8 @@ MODEL_NAME_ARG = "--model-name={{.Name}}"
 @pytest.mark.parametrize("path", RUNTIMES, ids=lambda p: p.name)
 def test_runtime_agrees_with_containerfile(path: Path) -> None:
     """Same command line (the Containerfile's CMD plus the model name), gRPC on the h2c port
-    the probes use, metrics where Prometheus annotations point, model format jaxport over
-    grpc-v2."""
+    the probes use, REST on the http1 port, metrics where Prometheus annotations point, model
+    format jaxport over grpc-v2 and v2 (REST)."""
     spec = _load(path)["spec"]
     container = spec["containers"][0]
     assert container["args"][0] == MODEL_NAME_ARG
@@ -59,13 +59,14 @@ def test_runtime_agrees_with_containerfile(path: Path) -> None:
     args = dict(a.removeprefix("--").split("=", 1) for a in container["args"])
     assert args["repository"] == "/mnt/models"
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
-    assert ports == {"h2c": int(args["port"]), "metrics": int(args["metrics-port"])}
+    assert ports == {"h2c": int(args["port"]), "metrics": int(args["metrics-port"]),
+                     "http1": int(args["http-port"])}
     for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
         assert container[probe]["grpc"]["port"] == int(args["port"])
     assert spec["annotations"]["prometheus.kserve.io/port"] == args["metrics-port"]
     assert spec["annotations"]["prometheus.kserve.io/path"] == "/metrics"
     assert spec["supportedModelFormats"][0]["name"] == "jaxport"
-    assert spec["protocolVersions"] == ["grpc-v2"]
+    assert spec["protocolVersions"] == ["grpc-v2", "v2"]
     isvc = _load(KSERVE / "inferenceservice.yaml")["spec"]["predictor"]["model"]
     assert isvc["modelFormat"]["name"] == "jaxport" and isvc["runtime"] == "jaxport"
 
@@ -73,13 +74,13 @@ def test_runtime_agrees_with_containerfile(path: Path) -> None:
 #: What the test changes in the container's command, and why: the machine is shared (bind
 #: 127.0.0.1, ports picked free) and /mnt/models is a temporary directory here.
 SUBSTITUTED = {"--host=0.0.0.0": "--host=127.0.0.1", "--port=8001": "--port=0",
-               "--metrics-port=8002": "--metrics-port=0"}
+               "--metrics-port=8002": "--metrics-port=0", "--http-port=8080": "--http-port=0"}
 
 
 def _run_and_call(command: list[str], mnt_models: Path, name: str, artifact: Path) -> None:
     """`command` (ENTRYPOINT + args) run as is but for SUBSTITUTED and the /mnt/models path:
     grpc.health.v1 SERVING (the probes), model `name` answers the artifact's goldens through a
-    real client, /metrics answers on the annotated path."""
+    real client, /metrics answers on the annotated path, REST says the model is ready."""
     import urllib.request
 
     from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -107,6 +108,11 @@ def _run_and_call(command: list[str], mnt_models: Path, name: str, artifact: Pat
         with urllib.request.urlopen(bridge.metrics_url, timeout=30) as page:
             assert page.status == 200
             assert name.encode() in page.read()
+        # REST (protocolVersion v2) on the port the command asked for.
+        http_port = json.loads(bridge.port_file.read_text())["http_port"]
+        with urllib.request.urlopen(f"http://127.0.0.1:{http_port}/v2/models/{name}/ready",
+                                    timeout=30) as page:
+            assert (page.status, json.loads(page.read())) == (200, {"name": name, "ready": True})
 
 
 def _suite_model(name: str) -> object:
