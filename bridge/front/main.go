@@ -182,7 +182,8 @@ func run(argv []string) int {
 	for _, svc := range []string{"", serviceName} {
 		f.health.SetServingStatus(svc, healthpb.HealthCheckResponse_NOT_SERVING)
 	}
-	healthpb.RegisterHealthServer(srv, &modelHealth{Server: f.health, f: f}) // + per-model (health_model.go)
+	// "", the service, and each model by name (health_model.go)
+	healthpb.RegisterHealthServer(srv, &modelHealth{Server: f.health, f: f})
 	reflection.Register(srv) // v1 and v1alpha
 
 	f.native = newNatives(f, f.pjrtPlugin)
