@@ -36,6 +36,7 @@ from jaxport.exporter import params as params_mod
 from jaxport.exporter import program as program_mod
 from jaxport.exporter import sharding as sharding_mod
 from jaxport.exporter import symbolic as symbolic_mod
+from jaxport.exporter import train_mode as train_mode_mod
 from jaxport.exporter.errors import ExportError
 from jaxport.exporter.progress import Progress
 
@@ -71,6 +72,7 @@ def export(
     padding: Mapping[str, str] | None = None,
     mesh: Mapping[str, int] | Sequence[tuple[str, int]] | None = None,
     shardings: Mapping[str, Any] | None = None,
+    allow_train_mode: bool = False,
 ) -> manifest_pb2.Manifest:
     """Export `fn(params, *inputs)` as a jaxport artifact in `out_dir`; returns its manifest.
 
@@ -146,6 +148,11 @@ def export(
     replicated. The manifest records the mesh and every argument's and result's sharding, and
     split parameters are stored in chunks of one shard (jaxport.exporter.sharding). Goldens are
     computed by the unsharded function on one device.
+
+    A model in training mode (dropout drawing random numbers, BatchNorm normalising with the
+    batch's statistics) is refused naming the layer (jaxport.exporter.train_mode);
+    `allow_train_mode=True` exports it anyway, with a warning and the manifest's
+    `dropped_state` saying what was left out and why.
     """
     out_dir = Path(out_dir)
     if out_dir.exists() and not force:
@@ -212,6 +219,16 @@ def export(
             plan=shape_plan,
         )
         manifest.vjp_order = vjp_order
+        findings = train_mode_mod.random_layers(
+            normalized.fn_with_rng or (lambda _rng, p, *xs: fn(p, *xs)), normalized.rng_paths,
+            normalized.rng_values, host_params, input_specs)
+        findings += train_mode_mod.stats_layers(
+            [d.name for d in manifest.dropped_leaves], normalized.running_stats,
+            [o.name for o in manifest.outputs],
+            [i.name for i in infos if i.kind == "parameter"])
+        for warning in train_mode_mod.check(findings, fn_name, allow_train_mode):
+            progress.warn(warning)
+        train_mode_mod.record(manifest, findings)
         if mesh_plan is not None:
             manifest.mesh.CopyFrom(mesh_plan.message)
         manifest.exported_at = _exported_at()

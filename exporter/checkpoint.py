@@ -7,6 +7,10 @@
 - a `CheckpointManager` root, whose numeric sub-directories are the steps (the latest is used
   unless `--step N`).
 
+A Hugging Face `save_pretrained` directory (`config.json` and `flax_model.msgpack`) is not an
+Orbax checkpoint: `hf_weights` finds the msgpack inside (read by `params.load_msgpack`), and
+says what to do with a directory holding only PyTorch/safetensors weights or sharded ones.
+
 A step with several items needs the item named as the first part of `--params-path`
 (`--params-path state.params`, or every path of a list: `state.params,state.batch_stats`);
 every error lists the steps or items found.
@@ -20,10 +24,13 @@ from typing import Any
 
 from jaxport.exporter.errors import ExportError
 
-__all__ = ["Restored", "restore"]
+__all__ = ["Restored", "hf_weights", "restore"]
 
 _ITEM_MARKER = "_METADATA"
 _STEP_MARKER = "_CHECKPOINT_METADATA"
+_HF_FLAX = "flax_model.msgpack"
+_HF_OTHER = ("model.safetensors", "pytorch_model.bin", "tf_model.h5",
+             "model.safetensors.index.json", "pytorch_model.bin.index.json")
 
 
 @dataclass
@@ -70,6 +77,7 @@ def _item_dir(value: str, path: Path, step: str | None,
             raise ExportError(
                 f"--params {value}: not an Orbax checkpoint (no {_ITEM_MARKER}, no "
                 f"{_STEP_MARKER}, no numeric step directories; {_listing(subdirs, 'directories')})"
+                f" nor a Hugging Face save_pretrained directory (no {_HF_FLAX})"
             )
         if step in (None, "latest"):
             chosen = steps[-1]
@@ -110,6 +118,30 @@ def _strip(paths: list[str]) -> str | None:
         raise ExportError(f"--params-path {','.join(paths)}: each path of a list must name a "
                           "subtree inside the item, e.g. state.params,state.batch_stats")
     return ",".join(rests) or None
+
+
+def hf_weights(value: str) -> Path | None:
+    """The `flax_model.msgpack` of a Hugging Face `save_pretrained` directory; None for any
+    other directory (an Orbax checkpoint). Raises for a Hugging Face directory whose weights
+    jaxport cannot read, saying how to get a Flax one."""
+    path = Path(value)
+    if _is_item(path) or (path / _STEP_MARKER).is_file():
+        return None
+    if (path / _HF_FLAX).is_file():
+        return path / _HF_FLAX
+    if (path / (_HF_FLAX + ".index.json")).is_file():
+        raise ExportError(
+            f"--params {value}: a sharded Hugging Face Flax checkpoint "
+            f"({_HF_FLAX}.index.json); jaxport reads one {_HF_FLAX}: re-save it unsharded "
+            "(model.save_pretrained(dir, max_shard_size='1000GB')) and pass that directory")
+    other = [f for f in _HF_OTHER if (path / f).is_file()]
+    if other and (path / "config.json").is_file():
+        raise ExportError(
+            f"--params {value}: a Hugging Face directory without Flax weights ({other[0]}, no "
+            f"{_HF_FLAX}); convert it once with the Flax class: "
+            f"FlaxAutoModel.from_pretrained({value!r}, from_pt=True).save_pretrained(DIR), "
+            "then pass DIR")
+    return None
 
 
 def restore(value: str, *, step: str | None = None,

@@ -160,11 +160,13 @@ def _import_attr(spec: str, flag: str) -> Callable[..., Any]:
                 f"{flag}: cannot import module {module_name!r} (run from the directory that "
                 "contains it or add that directory to PYTHONPATH)"
             ) from None
-        raise ExportError(f"{flag}: importing {module_name!r} failed: {exc}") from None
+        raise ExportError(f"{flag}: importing {module_name!r} failed: {exc}"
+                          f"{_import_location(exc)}") from None
     except Exception as exc:
         first = (str(exc).strip().splitlines() or [""])[0]
         raise ExportError(
             f"{flag}: importing {module_name!r} failed: {type(exc).__name__}: {first}"
+            f"{_import_location(exc)}"
         ) from None
     value: Any = module
     done = module_name
@@ -179,6 +181,18 @@ def _import_attr(spec: str, flag: str) -> Callable[..., Any]:
     if not callable(value):
         raise ExportError(f"{flag}: {spec} is a {type(value).__name__}, not a function")
     return value
+
+
+def _import_location(exc: BaseException) -> str:
+    """` (raised at FILE:LINE)`: where in the user's code an import failed (a SyntaxError's
+    own position), as a failed trace says; empty when no user frame is known."""
+    from jaxport.exporter.trace import user_location
+
+    where = None
+    if isinstance(exc, SyntaxError) and exc.filename and exc.lineno:
+        where = f"{os.path.relpath(exc.filename)}:{exc.lineno}"
+    where = where or user_location(exc)
+    return f" (raised at {where})" if where else ""
 
 
 def _quiet_libraries() -> None:
@@ -196,13 +210,20 @@ def _quiet_libraries() -> None:
 
 def _load_params(value: str, step: str | None,
                  params_path: str | None) -> tuple[Any, str | None]:
-    """`--params`: an Orbax checkpoint (item, step or CheckpointManager directory), a flax
-    `.msgpack` file, or MODULE:INIT called with key(0). Returns the tree and what is left of
+    """`--params`: an Orbax checkpoint (item, step or CheckpointManager directory), a Hugging
+    Face `save_pretrained` directory (its flax_model.msgpack), a flax `.msgpack` file, or
+    MODULE:INIT called with key(0). Returns the tree and what is left of
     `--params-path` (its first part may name a checkpoint item)."""
     path = Path(value)
     if path.is_dir():
         from jaxport.exporter import checkpoint
+        from jaxport.exporter import params as params_mod
 
+        hf = checkpoint.hf_weights(value)
+        if hf is not None:
+            if step is not None:
+                raise UsageError(f"--step {step}: only for an Orbax CheckpointManager directory")
+            return params_mod.load_msgpack(hf), params_path
         restored = checkpoint.restore(value, step=step, params_path=params_path)
         return restored.tree, restored.params_path
     if step is not None:
@@ -232,6 +253,22 @@ def _load_params(value: str, step: str | None,
     )
 
 
+def _note_replaced_batch_dims(texts: Sequence[str], batch_sizes: Sequence[int]) -> None:
+    """Warn about `--input x:float32[8,16]` with `--batch-sizes`: its 8 is replaced by each
+    batch size (the documented spelling is `B`), which a user may not expect."""
+    from jaxport.exporter.progress import Progress
+
+    sizes = ",".join(map(str, sorted(batch_sizes)))
+    for text in texts:
+        m = re.match(r"\s*([^:]+):([^\[]+)\[\s*(\d+)\s*(,[^\]]*)?\]", text)
+        if m:
+            rest = m.group(4) or ""
+            Progress().warn(
+                f"--input {text}: with --batch-sizes dimension 0 is the batch dimension, so its "
+                f"{m.group(3)} is replaced by each batch size ({sizes}); write it B "
+                f"({m.group(1)}:{m.group(2)}[B{rest}]) to say so")
+
+
 def _export_parser() -> _Parser:
     p = _Parser(
         prog="jaxport export",
@@ -241,8 +278,9 @@ def _export_parser() -> _Parser:
     p.add_argument("function", metavar="MODULE:FUNCTION",
                    help="the function to export, called as FUNCTION(params, *inputs)")
     p.add_argument("--params", required=True, metavar="PATH|MODULE:INIT",
-                   help="Orbax checkpoint (CheckpointManager, step or item directory), flax "
-                        ".msgpack file (e.g. Hugging Face flax_model.msgpack), or "
+                   help="Orbax checkpoint (CheckpointManager, step or item directory), Hugging "
+                        "Face save_pretrained directory, flax .msgpack file (e.g. "
+                        "flax_model.msgpack), or "
                         "MODULE:INIT_FUNCTION(jax.random.key(0)); "
                         "FrozenDict, NNX modules/State and any pytree are accepted")
     p.add_argument("--params-path", metavar="A.B[,C.D]",
@@ -284,9 +322,10 @@ def _export_parser() -> _Parser:
                         "sizes (e.g. T=128,512; repeat per dimension; --batch-sizes gives B's), "
                         "for consumers without jax (PJRT, IREE)")
     p.add_argument("--pad", action="append", default=[], metavar="DIM=MASK",
-                   help="with --buckets: the bool input MASK marks valid positions along DIM "
-                        "(False = padding), so a request may be padded along DIM up to a "
-                        "bucket; checked at export on a sample (e.g. --pad T=mask)")
+                   help="with --buckets: the bool or integer input MASK marks valid positions "
+                        "along DIM (False / 0 = padding, e.g. an int32 attention_mask), so a "
+                        "request may be padded along DIM up to a bucket; checked at export on a "
+                        "sample (e.g. --pad T=mask)")
     p.add_argument("--max-constant-bytes", type=int, metavar="N",
                    help="largest dense constant the program may embed (default "
                         f"{DEFAULT_MAX_CONSTANT_BYTES}); larger ones are refused as baked-in "
@@ -301,6 +340,10 @@ def _export_parser() -> _Parser:
                    help="export a custom-call target outside jax's compatibility guarantee "
                         "(an FFI kernel); repeat per target. Consumers must register the same "
                         "kernel; recorded in the manifest and warned about")
+    p.add_argument("--allow-train-mode", action="store_true",
+                   help="export a model in training mode anyway (dropout with a key fixed at "
+                        "export, BatchNorm with batch statistics; refused by default, naming "
+                        "the layer); warned about and recorded in the manifest's droppedState")
     p.add_argument("--calling-convention", type=int, metavar="N",
                    help="lower @main with jax calling convention version N, for a consumer "
                         "with an older jax (default: this jax's; range: jax's supported one)")
@@ -403,6 +446,8 @@ def export_main(argv: Sequence[str]) -> int:
         texts = ns.input if batch_sizes is None or dims else [
             re.sub(r"\[\s*B\s*(?=[,\]])", "[1", s, count=1) for s in ns.input]
         specs = [parse_input_spec(s) for s in texts]
+        if batch_sizes is not None and not dims:
+            _note_replaced_batch_dims(ns.input, batch_sizes)
         if not dims:
             _undeclared(specs, texts)
         names = [n for n, _, _ in specs]
@@ -462,7 +507,7 @@ def export_main(argv: Sequence[str]) -> int:
             labels=labels, vjp_order=ns.vjp_order, allow_custom_calls=ns.allow_custom_call,
             calling_convention=ns.calling_convention, dims=dims or None,
             buckets=buckets or None, padding=_parse_padding(ns.pad) or None,
-            mesh=mesh, shardings=shards or None,
+            mesh=mesh, shardings=shards or None, allow_train_mode=ns.allow_train_mode,
             **({"batch_sizes": batch_sizes} if batch_sizes is not None else {}),
             **({"max_constant_bytes": ns.max_constant_bytes}
                if ns.max_constant_bytes is not None else {}),

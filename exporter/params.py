@@ -8,9 +8,10 @@ serialize a treedef holding `nnx.Param`), so `normalize` turns them into plain n
 keyed by each leaf's key path (`{"lin": {"kernel": ...}}`), and wraps the function so it is
 still called with the structure it expects, rebuilt from those dicts inside the trace.
 
-RNG state (an NNX module's `nnx.Rngs`, `nnx.Dropout(rngs=...)`, or any PRNG key array) is not
-a weight: it is dropped from the artifact with a note, and restored, as the values it had, for
-the call.
+RNG state (an NNX module's `nnx.Rngs`, `nnx.Dropout(rngs=...)`, or any PRNG key array, with
+the `count` beside a stream's `key` in NNX state restored from Orbax as plain dicts) is not a
+weight: it is dropped from the artifact with a note, and restored, as the values it had, for
+the call (a model that reads it is in training mode: jaxport.exporter.train_mode).
 
 Params that are already plain (dicts with string keys, lists, tuples, arrays) are used as
 they are, so their manifest names and key paths do not change.
@@ -41,6 +42,14 @@ class Normalized:
     params: Any
     fn: Callable[..., Any]
     notes: list[str] = field(default_factory=list)
+    # The RNG state leaves left out of `params` (dotted key paths) and their values.
+    rng_paths: list[str] = field(default_factory=list)
+    rng_values: list[Any] = field(default_factory=list)
+    # `fn_with_rng(rng_values, params, *inputs)`: `fn` with the RNG leaves as arguments, so a
+    # trace can tell whether they are read (jaxport.exporter.train_mode).
+    fn_with_rng: Callable[..., Any] | None = None
+    # Dotted key paths (in `params`) of NNX `BatchStat` variables: running statistics.
+    running_stats: list[str] = field(default_factory=list)
 
 
 def _is_plain(tree: Any) -> bool:
@@ -88,7 +97,8 @@ def normalize(params: Any, fn: Callable[..., Any]) -> Normalized:
     The wrapped function rebuilds the original pytree (same treedef, the RNG leaves put back
     as the values they had) and calls `fn(original_params, *inputs)`.
     """
-    if _is_plain(params):
+    if _is_plain(params) and not any(_is_rng(leaf, None, None)
+                                     for leaf in jax.tree_util.tree_leaves(params)):
         return Normalized(params, fn)
     nnx = _nnx()
     is_var = (lambda x: isinstance(x, nnx.Variable)) if nnx is not None else None
@@ -108,13 +118,20 @@ def normalize(params: Any, fn: Callable[..., Any]) -> Normalized:
     if len(named) != len(flat):
         raise ExportError(f"internal: cannot name the leaves of a {type(params).__name__} "
                           "params pytree")
+    # An RNG stream restored from a checkpoint of NNX state (`nnx.split` + Orbax) is plain
+    # dicts: its `key` is a PRNG key array, and the `count` beside it is RNG state too.
+    streams = {path[:path.index("key")] for path, leaf, variable in named
+               if "key" in path and _is_rng(leaf, variable, nnx)}
     plain: dict[str, Any] = {}
     kept: list[tuple[int, tuple[str, ...]]] = []
     fixed: dict[int, Any] = {}
     dropped: list[str] = []
+    stats: list[str] = []
+    batch_stat = getattr(nnx, "BatchStat", None) if nnx is not None else None
     seen: dict[tuple[str, ...], int] = {}
     for i, (path, leaf, variable) in enumerate(named):
-        if _is_rng(leaf, variable, nnx):
+        if _is_rng(leaf, variable, nnx) or ("count" in path
+                                            and path[:path.index("count")] in streams):
             fixed[i] = leaf
             dropped.append(".".join(path) or "(root)")
             continue
@@ -134,9 +151,12 @@ def normalize(params: Any, fn: Callable[..., Any]) -> Normalized:
             raise ExportError(f"params key path {'.'.join(path)} is both a leaf and a subtree")
         node[path[-1]] = leaf
         kept.append((i, path))
+        if batch_stat is not None and isinstance(variable, batch_stat):
+            stats.append(".".join(path))
 
-    def rebuild(p: Any) -> Any:
-        leaves = list(fixed.get(i) for i in range(len(flat)))
+    def rebuild(p: Any, rng: Sequence[Any] | None = None) -> Any:
+        values = dict(zip(fixed, rng, strict=True)) if rng is not None else fixed
+        leaves = list(values.get(i) for i in range(len(flat)))
         for i, path in kept:
             value = p
             for part in path:
@@ -147,7 +167,10 @@ def normalize(params: Any, fn: Callable[..., Any]) -> Normalized:
     def call(p: Any, *inputs: Any) -> Any:
         return fn(rebuild(p), *inputs)
 
-    call.__name__ = getattr(fn, "__name__", "model")
+    def call_with_rng(rng: Sequence[Any], p: Any, *inputs: Any) -> Any:
+        return fn(rebuild(p, rng), *inputs)
+
+    call.__name__ = call_with_rng.__name__ = getattr(fn, "__name__", "model")
     notes = []
     if dropped:
         shown = ", ".join(dropped[:4]) + (f" and {len(dropped) - 4} more" if len(dropped) > 4
@@ -156,7 +179,8 @@ def normalize(params: Any, fn: Callable[..., Any]) -> Normalized:
             f"params: {len(dropped)} RNG state leaf(s) ({shown}) are not weights: not stored in "
             "the artifact; the exported program uses their current values as constants"
         )
-    return Normalized(plain, call, notes)
+    return Normalized(plain, call, notes, rng_paths=dropped, rng_values=list(fixed.values()),
+                      fn_with_rng=call_with_rng, running_stats=stats)
 
 
 def select(tree: Any, path: str, what: str = "--params-path") -> Any:

@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 from jax import export as jax_export
 from jaxport.artifact.gen import manifest_pb2
@@ -145,8 +144,6 @@ def check_params(params: Any) -> Any:
                 f"{where} is a {type(leaf).__name__}, not an array; params must be a pytree "
                 "of arrays (numpy or jax)"
             )
-        if jnp.issubdtype(leaf.dtype, jax.dtypes.prng_key):
-            raise ExportError(f"{where} is a PRNG key array; pass jax.random.key_data(key)")
         row = _dtype_row(leaf.dtype, where)
         if isinstance(leaf, jax.Array) and np.dtype(leaf.dtype) == np.dtype(row.numpy):
             return leaf

@@ -13,7 +13,7 @@ from jaxport.artifact.gen import manifest_pb2
 DOC = REPO / "docs" / "artifact-format.md"
 # Message fields that a plain (unchecked, unbatched) export leaves out, as the doc says.
 OPTIONAL_MESSAGES = {"Checks", "CheckLeaf", "ErrorCode", "Batching", "Dimension", "Padding",
-                     "Mesh", "MeshAxis", "Sharding"}
+                     "Mesh", "MeshAxis", "Sharding", "DroppedState"}
 OPTIONAL_FIELDS = {
     ("Manifest", "checks"),
     ("Manifest", "batching"),

@@ -162,6 +162,20 @@ def test_cli_batch_sizes(tmp_path):
     assert sorted(c.batch_size for c in m.goldens) == [1, 4]
 
 
+def test_cli_numeric_batch_dimension_is_warned_about(tmp_path):
+    """`x:float32[8,6]` with --batch-sizes: the 8 is replaced by each size; said in one line."""
+    out = tmp_path / "art"
+    proc = _jaxport(tmp_path, "export", "bmod:predict", "--params", "bmod:init",
+                    "--input", "x:float32[8,6]", "--batch-sizes", "4,1", "--out", str(out),
+                    "--quiet", "--goldens", "0")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        "jaxport: warning: --input x:float32[8,6]: with --batch-sizes dimension 0 is the batch "
+        "dimension, so its 8 is replaced by each batch size (1,4); write it B (x:float32[B,6]) "
+        "to say so"]
+    assert [p.batch_size for p in manifest_io.load(out).programs] == [1, 4]
+
+
 def test_cli_bad_batch_sizes_is_one_line(tmp_path):
     proc = _jaxport(tmp_path, "export", "bmod:predict", "--params", "bmod:init",
                     "--input", "x:float32[B,6]", "--batch-sizes", "1,x", "--out",

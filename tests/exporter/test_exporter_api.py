@@ -175,7 +175,6 @@ def _mlp_args():
         (lambda f, p, i: (f, {**p, "c": np.ones(2, np.complex64)}, i),
          ["['c']", "complex64"]),
         (lambda f, p, i: (f, {**p, "lr": 0.1}, i), ["['lr']", "float", "not an array"]),
-        (lambda f, p, i: (f, {**p, "rng": jax.random.key(1)}, i), ["['rng']", "PRNG key"]),
         (lambda f, p, i: (f, p, {"x": jax.ShapeDtypeStruct((4, 16), np.complex64)}),
          ["'x'", "complex64"]),
         (lambda f, p, i: (lambda q, x: {"a": f(q, x), "b": x.astype(np.complex64)}, p, i),

@@ -11,13 +11,11 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import orbax.checkpoint as ocp
-import pytest
 from exporter_helpers import MODELS_DIR, model_cli_args, model_module, run_cli
 from flax import serialization
 from flax.training import train_state
 from jaxport.artifact import goldens, manifest
 from jaxport.exporter import api, verify
-from jaxport.exporter.errors import ExportError
 
 X = {"x": jax.ShapeDtypeStruct((2, 3), jnp.float32)}
 NNX_NAMES = ["params.hidden.bias", "params.hidden.kernel", "params.out.bias",
@@ -96,10 +94,18 @@ def test_registered_dataclass(tmp_path: Path) -> None:
     _golden_matches(tmp_path / "dc", lambda x: fn(params, x))
 
 
-def test_plain_key_arrays_still_refused(tmp_path: Path) -> None:
-    with pytest.raises(ExportError, match=r"PRNG key array; pass jax\.random\.key_data"):
-        api.export(lambda p, x: x, {"k": jax.random.key(0), "w": np.ones(2, np.float32)}, X,
-                   tmp_path / "k", quiet=True)
+def test_plain_key_arrays_are_rng_state_as_in_a_module(tmp_path: Path, capsys) -> None:
+    """A PRNG key in plain dicts (NNX state restored from Orbax) is dropped with the note a
+    module's RNG state gets, and the function still receives it."""
+    params = {"k": jax.random.key(0), "w": np.ones(3, np.float32)}
+
+    def fn(p, x):
+        assert jnp.issubdtype(p["k"].dtype, jax.dtypes.prng_key)
+        return x * p["w"]
+
+    m = api.export(fn, params, X, tmp_path / "k", goldens=1)
+    assert "1 RNG state leaf(s) (k) are not weights" in capsys.readouterr().err
+    assert _param_names(m) == ["params.w"]
 
 
 def test_cli_nnx_module_params(tmp_path: Path) -> None:

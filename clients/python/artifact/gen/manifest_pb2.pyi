@@ -32,7 +32,7 @@ RESULT_ROLE_CHECK: ResultRole
 RESULT_ROLE_TOKEN: ResultRole
 
 class Manifest(_message.Message):
-    __slots__ = ("schema_version", "name", "source_function", "versions", "platforms", "nr_devices", "programs", "dropped_leaves", "inputs", "outputs", "files", "goldens", "checks", "batching", "vjp_order", "allowed_custom_calls", "exported_at", "dimensions", "padding", "mesh")
+    __slots__ = ("schema_version", "name", "source_function", "versions", "platforms", "nr_devices", "programs", "dropped_leaves", "inputs", "outputs", "files", "goldens", "checks", "batching", "vjp_order", "allowed_custom_calls", "exported_at", "dimensions", "padding", "mesh", "dropped_state")
     SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     SOURCE_FUNCTION_FIELD_NUMBER: _ClassVar[int]
@@ -53,6 +53,7 @@ class Manifest(_message.Message):
     DIMENSIONS_FIELD_NUMBER: _ClassVar[int]
     PADDING_FIELD_NUMBER: _ClassVar[int]
     MESH_FIELD_NUMBER: _ClassVar[int]
+    DROPPED_STATE_FIELD_NUMBER: _ClassVar[int]
     schema_version: int
     name: str
     source_function: str
@@ -73,7 +74,8 @@ class Manifest(_message.Message):
     dimensions: _containers.RepeatedCompositeFieldContainer[Dimension]
     padding: _containers.RepeatedCompositeFieldContainer[Padding]
     mesh: Mesh
-    def __init__(self, schema_version: _Optional[int] = ..., name: _Optional[str] = ..., source_function: _Optional[str] = ..., versions: _Optional[_Union[Versions, _Mapping]] = ..., platforms: _Optional[_Iterable[str]] = ..., nr_devices: _Optional[int] = ..., programs: _Optional[_Iterable[_Union[Program, _Mapping]]] = ..., dropped_leaves: _Optional[_Iterable[_Union[DroppedLeaf, _Mapping]]] = ..., inputs: _Optional[_Iterable[_Union[TensorSpec, _Mapping]]] = ..., outputs: _Optional[_Iterable[_Union[TensorSpec, _Mapping]]] = ..., files: _Optional[_Iterable[_Union[FileEntry, _Mapping]]] = ..., goldens: _Optional[_Iterable[_Union[GoldenCase, _Mapping]]] = ..., checks: _Optional[_Union[Checks, _Mapping]] = ..., batching: _Optional[_Union[Batching, _Mapping]] = ..., vjp_order: _Optional[int] = ..., allowed_custom_calls: _Optional[_Iterable[str]] = ..., exported_at: _Optional[str] = ..., dimensions: _Optional[_Iterable[_Union[Dimension, _Mapping]]] = ..., padding: _Optional[_Iterable[_Union[Padding, _Mapping]]] = ..., mesh: _Optional[_Union[Mesh, _Mapping]] = ...) -> None: ...
+    dropped_state: _containers.RepeatedCompositeFieldContainer[DroppedState]
+    def __init__(self, schema_version: _Optional[int] = ..., name: _Optional[str] = ..., source_function: _Optional[str] = ..., versions: _Optional[_Union[Versions, _Mapping]] = ..., platforms: _Optional[_Iterable[str]] = ..., nr_devices: _Optional[int] = ..., programs: _Optional[_Iterable[_Union[Program, _Mapping]]] = ..., dropped_leaves: _Optional[_Iterable[_Union[DroppedLeaf, _Mapping]]] = ..., inputs: _Optional[_Iterable[_Union[TensorSpec, _Mapping]]] = ..., outputs: _Optional[_Iterable[_Union[TensorSpec, _Mapping]]] = ..., files: _Optional[_Iterable[_Union[FileEntry, _Mapping]]] = ..., goldens: _Optional[_Iterable[_Union[GoldenCase, _Mapping]]] = ..., checks: _Optional[_Union[Checks, _Mapping]] = ..., batching: _Optional[_Union[Batching, _Mapping]] = ..., vjp_order: _Optional[int] = ..., allowed_custom_calls: _Optional[_Iterable[str]] = ..., exported_at: _Optional[str] = ..., dimensions: _Optional[_Iterable[_Union[Dimension, _Mapping]]] = ..., padding: _Optional[_Iterable[_Union[Padding, _Mapping]]] = ..., mesh: _Optional[_Union[Mesh, _Mapping]] = ..., dropped_state: _Optional[_Iterable[_Union[DroppedState, _Mapping]]] = ...) -> None: ...
 
 class Dimension(_message.Message):
     __slots__ = ("name", "min", "max", "multiple_of", "expression")
@@ -251,6 +253,18 @@ class DroppedLeaf(_message.Message):
     name: str
     kind: str
     def __init__(self, leaf_index: _Optional[int] = ..., key_path: _Optional[str] = ..., name: _Optional[str] = ..., kind: _Optional[str] = ...) -> None: ...
+
+class DroppedState(_message.Message):
+    __slots__ = ("layer", "kind", "leaves", "reason")
+    LAYER_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    LEAVES_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    layer: str
+    kind: str
+    leaves: _containers.RepeatedScalarFieldContainer[str]
+    reason: str
+    def __init__(self, layer: _Optional[str] = ..., kind: _Optional[str] = ..., leaves: _Optional[_Iterable[str]] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class FileEntry(_message.Message):
     __slots__ = ("path", "size_bytes", "sha256")

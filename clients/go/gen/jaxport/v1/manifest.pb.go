@@ -219,7 +219,12 @@ type Manifest struct {
 	Padding []*Padding `protobuf:"bytes,19,rep,name=padding,proto3" json:"padding,omitempty"`
 	// Schema 2: the device mesh of a sharded program (`--mesh data=2`); absent when
 	// `nr_devices` is 1.
-	Mesh          *Mesh `protobuf:"bytes,20,opt,name=mesh,proto3" json:"mesh,omitempty"`
+	Mesh *Mesh `protobuf:"bytes,20,opt,name=mesh,proto3" json:"mesh,omitempty"`
+	// Added 2026-12-01 (schema 1, additive): state of layers exported in training mode with
+	// `--allow-train-mode` (dropout drawing with a key fixed at export, BatchNorm normalising
+	// with batch statistics), what was left out of the weights and why. Empty otherwise: an
+	// export in training mode is refused without that flag.
+	DroppedState  []*DroppedState `protobuf:"bytes,21,rep,name=dropped_state,json=droppedState,proto3" json:"dropped_state,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -390,6 +395,13 @@ func (x *Manifest) GetPadding() []*Padding {
 func (x *Manifest) GetMesh() *Mesh {
 	if x != nil {
 		return x.Mesh
+	}
+	return nil
+}
+
+func (x *Manifest) GetDroppedState() []*DroppedState {
+	if x != nil {
+		return x.DroppedState
 	}
 	return nil
 }
@@ -1381,6 +1393,83 @@ func (x *DroppedLeaf) GetKind() string {
 	return ""
 }
 
+// A layer exported in training mode (`--allow-train-mode`) and the state it does not use.
+type DroppedState struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The layer: its path in the params tree (`drop`, `BatchNorm_0`), its Linen module path
+	// (`Model/Dropout_0`), or where its random draw is (`at model.py:12 (forward)`).
+	Layer string `protobuf:"bytes,1,opt,name=layer,proto3" json:"layer,omitempty"`
+	// "rng": draws random numbers with a key fixed at export (the RNG state is a constant of the
+	// program, every request gets the same mask); "running_statistics": BatchNorm normalises
+	// with the batch's statistics, its running mean/var are not read (or are returned updated).
+	Kind string `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
+	// The leaves concerned: RNG state key paths, or manifest names of running statistics
+	// (also in `dropped_leaves` when the program does not read them) or outputs.
+	Leaves []string `protobuf:"bytes,3,rep,name=leaves,proto3" json:"leaves,omitempty"`
+	// One line: what serving does because of it.
+	Reason        string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DroppedState) Reset() {
+	*x = DroppedState{}
+	mi := &file_jaxport_v1_manifest_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DroppedState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DroppedState) ProtoMessage() {}
+
+func (x *DroppedState) ProtoReflect() protoreflect.Message {
+	mi := &file_jaxport_v1_manifest_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DroppedState.ProtoReflect.Descriptor instead.
+func (*DroppedState) Descriptor() ([]byte, []int) {
+	return file_jaxport_v1_manifest_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *DroppedState) GetLayer() string {
+	if x != nil {
+		return x.Layer
+	}
+	return ""
+}
+
+func (x *DroppedState) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *DroppedState) GetLeaves() []string {
+	if x != nil {
+		return x.Leaves
+	}
+	return nil
+}
+
+func (x *DroppedState) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 type FileEntry struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Path relative to the artifact directory, "/"-separated.
@@ -1393,7 +1482,7 @@ type FileEntry struct {
 
 func (x *FileEntry) Reset() {
 	*x = FileEntry{}
-	mi := &file_jaxport_v1_manifest_proto_msgTypes[13]
+	mi := &file_jaxport_v1_manifest_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1405,7 +1494,7 @@ func (x *FileEntry) String() string {
 func (*FileEntry) ProtoMessage() {}
 
 func (x *FileEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_jaxport_v1_manifest_proto_msgTypes[13]
+	mi := &file_jaxport_v1_manifest_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1418,7 +1507,7 @@ func (x *FileEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FileEntry.ProtoReflect.Descriptor instead.
 func (*FileEntry) Descriptor() ([]byte, []int) {
-	return file_jaxport_v1_manifest_proto_rawDescGZIP(), []int{13}
+	return file_jaxport_v1_manifest_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *FileEntry) GetPath() string {
@@ -1475,7 +1564,7 @@ type GoldenCase struct {
 
 func (x *GoldenCase) Reset() {
 	*x = GoldenCase{}
-	mi := &file_jaxport_v1_manifest_proto_msgTypes[14]
+	mi := &file_jaxport_v1_manifest_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1487,7 +1576,7 @@ func (x *GoldenCase) String() string {
 func (*GoldenCase) ProtoMessage() {}
 
 func (x *GoldenCase) ProtoReflect() protoreflect.Message {
-	mi := &file_jaxport_v1_manifest_proto_msgTypes[14]
+	mi := &file_jaxport_v1_manifest_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1500,7 +1589,7 @@ func (x *GoldenCase) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GoldenCase.ProtoReflect.Descriptor instead.
 func (*GoldenCase) Descriptor() ([]byte, []int) {
-	return file_jaxport_v1_manifest_proto_rawDescGZIP(), []int{14}
+	return file_jaxport_v1_manifest_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *GoldenCase) GetName() string {
@@ -1590,7 +1679,7 @@ type Checks struct {
 
 func (x *Checks) Reset() {
 	*x = Checks{}
-	mi := &file_jaxport_v1_manifest_proto_msgTypes[15]
+	mi := &file_jaxport_v1_manifest_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1602,7 +1691,7 @@ func (x *Checks) String() string {
 func (*Checks) ProtoMessage() {}
 
 func (x *Checks) ProtoReflect() protoreflect.Message {
-	mi := &file_jaxport_v1_manifest_proto_msgTypes[15]
+	mi := &file_jaxport_v1_manifest_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1615,7 +1704,7 @@ func (x *Checks) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Checks.ProtoReflect.Descriptor instead.
 func (*Checks) Descriptor() ([]byte, []int) {
-	return file_jaxport_v1_manifest_proto_rawDescGZIP(), []int{15}
+	return file_jaxport_v1_manifest_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Checks) GetEnabled() []string {
@@ -1654,7 +1743,7 @@ type CheckLeaf struct {
 
 func (x *CheckLeaf) Reset() {
 	*x = CheckLeaf{}
-	mi := &file_jaxport_v1_manifest_proto_msgTypes[16]
+	mi := &file_jaxport_v1_manifest_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1666,7 +1755,7 @@ func (x *CheckLeaf) String() string {
 func (*CheckLeaf) ProtoMessage() {}
 
 func (x *CheckLeaf) ProtoReflect() protoreflect.Message {
-	mi := &file_jaxport_v1_manifest_proto_msgTypes[16]
+	mi := &file_jaxport_v1_manifest_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1679,7 +1768,7 @@ func (x *CheckLeaf) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckLeaf.ProtoReflect.Descriptor instead.
 func (*CheckLeaf) Descriptor() ([]byte, []int) {
-	return file_jaxport_v1_manifest_proto_rawDescGZIP(), []int{16}
+	return file_jaxport_v1_manifest_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *CheckLeaf) GetPart() string {
@@ -1722,7 +1811,7 @@ type ErrorCode struct {
 
 func (x *ErrorCode) Reset() {
 	*x = ErrorCode{}
-	mi := &file_jaxport_v1_manifest_proto_msgTypes[17]
+	mi := &file_jaxport_v1_manifest_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1734,7 +1823,7 @@ func (x *ErrorCode) String() string {
 func (*ErrorCode) ProtoMessage() {}
 
 func (x *ErrorCode) ProtoReflect() protoreflect.Message {
-	mi := &file_jaxport_v1_manifest_proto_msgTypes[17]
+	mi := &file_jaxport_v1_manifest_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1747,7 +1836,7 @@ func (x *ErrorCode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorCode.ProtoReflect.Descriptor instead.
 func (*ErrorCode) Descriptor() ([]byte, []int) {
-	return file_jaxport_v1_manifest_proto_rawDescGZIP(), []int{17}
+	return file_jaxport_v1_manifest_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ErrorCode) GetCode() int32 {
@@ -1807,7 +1896,7 @@ type Batching struct {
 
 func (x *Batching) Reset() {
 	*x = Batching{}
-	mi := &file_jaxport_v1_manifest_proto_msgTypes[18]
+	mi := &file_jaxport_v1_manifest_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1819,7 +1908,7 @@ func (x *Batching) String() string {
 func (*Batching) ProtoMessage() {}
 
 func (x *Batching) ProtoReflect() protoreflect.Message {
-	mi := &file_jaxport_v1_manifest_proto_msgTypes[18]
+	mi := &file_jaxport_v1_manifest_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1832,7 +1921,7 @@ func (x *Batching) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Batching.ProtoReflect.Descriptor instead.
 func (*Batching) Descriptor() ([]byte, []int) {
-	return file_jaxport_v1_manifest_proto_rawDescGZIP(), []int{18}
+	return file_jaxport_v1_manifest_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Batching) GetBatchSizes() []uint32 {
@@ -1861,7 +1950,7 @@ var File_jaxport_v1_manifest_proto protoreflect.FileDescriptor
 const file_jaxport_v1_manifest_proto_rawDesc = "" +
 	"\n" +
 	"\x19jaxport/v1/manifest.proto\x12\n" +
-	"jaxport.v1\"\xe9\x06\n" +
+	"jaxport.v1\"\xa8\a\n" +
 	"\bManifest\x12%\n" +
 	"\x0eschema_version\x18\x01 \x01(\rR\rschemaVersion\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12'\n" +
@@ -1887,7 +1976,8 @@ const file_jaxport_v1_manifest_proto_rawDesc = "" +
 	"dimensions\x18\x12 \x03(\v2\x15.jaxport.v1.DimensionR\n" +
 	"dimensions\x12-\n" +
 	"\apadding\x18\x13 \x03(\v2\x13.jaxport.v1.PaddingR\apadding\x12$\n" +
-	"\x04mesh\x18\x14 \x01(\v2\x10.jaxport.v1.MeshR\x04mesh\"\x84\x01\n" +
+	"\x04mesh\x18\x14 \x01(\v2\x10.jaxport.v1.MeshR\x04mesh\x12=\n" +
+	"\rdropped_state\x18\x15 \x03(\v2\x18.jaxport.v1.DroppedStateR\fdroppedState\"\x84\x01\n" +
 	"\tDimension\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
 	"\x03min\x18\x02 \x01(\x03R\x03min\x12\x10\n" +
@@ -1974,7 +2064,12 @@ const file_jaxport_v1_manifest_proto_rawDesc = "" +
 	"leaf_index\x18\x01 \x01(\x05R\tleafIndex\x12\x19\n" +
 	"\bkey_path\x18\x02 \x01(\tR\akeyPath\x12\x12\n" +
 	"\x04name\x18\x03 \x01(\tR\x04name\x12\x12\n" +
-	"\x04kind\x18\x04 \x01(\tR\x04kind\"V\n" +
+	"\x04kind\x18\x04 \x01(\tR\x04kind\"h\n" +
+	"\fDroppedState\x12\x14\n" +
+	"\x05layer\x18\x01 \x01(\tR\x05layer\x12\x12\n" +
+	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x16\n" +
+	"\x06leaves\x18\x03 \x03(\tR\x06leaves\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\"V\n" +
 	"\tFileEntry\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x1d\n" +
 	"\n" +
@@ -2058,36 +2153,37 @@ func file_jaxport_v1_manifest_proto_rawDescGZIP() []byte {
 }
 
 var file_jaxport_v1_manifest_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_jaxport_v1_manifest_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
+var file_jaxport_v1_manifest_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_jaxport_v1_manifest_proto_goTypes = []any{
-	(ArgumentRole)(0),   // 0: jaxport.v1.ArgumentRole
-	(ResultRole)(0),     // 1: jaxport.v1.ResultRole
-	(*Manifest)(nil),    // 2: jaxport.v1.Manifest
-	(*Dimension)(nil),   // 3: jaxport.v1.Dimension
-	(*Padding)(nil),     // 4: jaxport.v1.Padding
-	(*Mesh)(nil),        // 5: jaxport.v1.Mesh
-	(*MeshAxis)(nil),    // 6: jaxport.v1.MeshAxis
-	(*Sharding)(nil),    // 7: jaxport.v1.Sharding
-	(*Versions)(nil),    // 8: jaxport.v1.Versions
-	(*Program)(nil),     // 9: jaxport.v1.Program
-	(*DType)(nil),       // 10: jaxport.v1.DType
-	(*TensorSpec)(nil),  // 11: jaxport.v1.TensorSpec
-	(*Argument)(nil),    // 12: jaxport.v1.Argument
-	(*Result)(nil),      // 13: jaxport.v1.Result
-	(*DroppedLeaf)(nil), // 14: jaxport.v1.DroppedLeaf
-	(*FileEntry)(nil),   // 15: jaxport.v1.FileEntry
-	(*GoldenCase)(nil),  // 16: jaxport.v1.GoldenCase
-	(*Checks)(nil),      // 17: jaxport.v1.Checks
-	(*CheckLeaf)(nil),   // 18: jaxport.v1.CheckLeaf
-	(*ErrorCode)(nil),   // 19: jaxport.v1.ErrorCode
-	(*Batching)(nil),    // 20: jaxport.v1.Batching
-	nil,                 // 21: jaxport.v1.Program.DimsEntry
-	nil,                 // 22: jaxport.v1.GoldenCase.InputsEntry
-	nil,                 // 23: jaxport.v1.GoldenCase.OutputsEntry
-	nil,                 // 24: jaxport.v1.GoldenCase.CheckOutputsEntry
-	nil,                 // 25: jaxport.v1.GoldenCase.OutputCotangentsEntry
-	nil,                 // 26: jaxport.v1.GoldenCase.GradientsEntry
-	nil,                 // 27: jaxport.v1.GoldenCase.DimsEntry
+	(ArgumentRole)(0),    // 0: jaxport.v1.ArgumentRole
+	(ResultRole)(0),      // 1: jaxport.v1.ResultRole
+	(*Manifest)(nil),     // 2: jaxport.v1.Manifest
+	(*Dimension)(nil),    // 3: jaxport.v1.Dimension
+	(*Padding)(nil),      // 4: jaxport.v1.Padding
+	(*Mesh)(nil),         // 5: jaxport.v1.Mesh
+	(*MeshAxis)(nil),     // 6: jaxport.v1.MeshAxis
+	(*Sharding)(nil),     // 7: jaxport.v1.Sharding
+	(*Versions)(nil),     // 8: jaxport.v1.Versions
+	(*Program)(nil),      // 9: jaxport.v1.Program
+	(*DType)(nil),        // 10: jaxport.v1.DType
+	(*TensorSpec)(nil),   // 11: jaxport.v1.TensorSpec
+	(*Argument)(nil),     // 12: jaxport.v1.Argument
+	(*Result)(nil),       // 13: jaxport.v1.Result
+	(*DroppedLeaf)(nil),  // 14: jaxport.v1.DroppedLeaf
+	(*DroppedState)(nil), // 15: jaxport.v1.DroppedState
+	(*FileEntry)(nil),    // 16: jaxport.v1.FileEntry
+	(*GoldenCase)(nil),   // 17: jaxport.v1.GoldenCase
+	(*Checks)(nil),       // 18: jaxport.v1.Checks
+	(*CheckLeaf)(nil),    // 19: jaxport.v1.CheckLeaf
+	(*ErrorCode)(nil),    // 20: jaxport.v1.ErrorCode
+	(*Batching)(nil),     // 21: jaxport.v1.Batching
+	nil,                  // 22: jaxport.v1.Program.DimsEntry
+	nil,                  // 23: jaxport.v1.GoldenCase.InputsEntry
+	nil,                  // 24: jaxport.v1.GoldenCase.OutputsEntry
+	nil,                  // 25: jaxport.v1.GoldenCase.CheckOutputsEntry
+	nil,                  // 26: jaxport.v1.GoldenCase.OutputCotangentsEntry
+	nil,                  // 27: jaxport.v1.GoldenCase.GradientsEntry
+	nil,                  // 28: jaxport.v1.GoldenCase.DimsEntry
 }
 var file_jaxport_v1_manifest_proto_depIdxs = []int32{
 	8,  // 0: jaxport.v1.Manifest.versions:type_name -> jaxport.v1.Versions
@@ -2095,37 +2191,38 @@ var file_jaxport_v1_manifest_proto_depIdxs = []int32{
 	14, // 2: jaxport.v1.Manifest.dropped_leaves:type_name -> jaxport.v1.DroppedLeaf
 	11, // 3: jaxport.v1.Manifest.inputs:type_name -> jaxport.v1.TensorSpec
 	11, // 4: jaxport.v1.Manifest.outputs:type_name -> jaxport.v1.TensorSpec
-	15, // 5: jaxport.v1.Manifest.files:type_name -> jaxport.v1.FileEntry
-	16, // 6: jaxport.v1.Manifest.goldens:type_name -> jaxport.v1.GoldenCase
-	17, // 7: jaxport.v1.Manifest.checks:type_name -> jaxport.v1.Checks
-	20, // 8: jaxport.v1.Manifest.batching:type_name -> jaxport.v1.Batching
+	16, // 5: jaxport.v1.Manifest.files:type_name -> jaxport.v1.FileEntry
+	17, // 6: jaxport.v1.Manifest.goldens:type_name -> jaxport.v1.GoldenCase
+	18, // 7: jaxport.v1.Manifest.checks:type_name -> jaxport.v1.Checks
+	21, // 8: jaxport.v1.Manifest.batching:type_name -> jaxport.v1.Batching
 	3,  // 9: jaxport.v1.Manifest.dimensions:type_name -> jaxport.v1.Dimension
 	4,  // 10: jaxport.v1.Manifest.padding:type_name -> jaxport.v1.Padding
 	5,  // 11: jaxport.v1.Manifest.mesh:type_name -> jaxport.v1.Mesh
-	6,  // 12: jaxport.v1.Mesh.axes:type_name -> jaxport.v1.MeshAxis
-	12, // 13: jaxport.v1.Program.arguments:type_name -> jaxport.v1.Argument
-	13, // 14: jaxport.v1.Program.results:type_name -> jaxport.v1.Result
-	21, // 15: jaxport.v1.Program.dims:type_name -> jaxport.v1.Program.DimsEntry
-	10, // 16: jaxport.v1.TensorSpec.dtype:type_name -> jaxport.v1.DType
-	0,  // 17: jaxport.v1.Argument.role:type_name -> jaxport.v1.ArgumentRole
-	10, // 18: jaxport.v1.Argument.dtype:type_name -> jaxport.v1.DType
-	7,  // 19: jaxport.v1.Argument.sharding:type_name -> jaxport.v1.Sharding
-	1,  // 20: jaxport.v1.Result.role:type_name -> jaxport.v1.ResultRole
-	10, // 21: jaxport.v1.Result.dtype:type_name -> jaxport.v1.DType
-	18, // 22: jaxport.v1.Result.check:type_name -> jaxport.v1.CheckLeaf
-	7,  // 23: jaxport.v1.Result.sharding:type_name -> jaxport.v1.Sharding
-	22, // 24: jaxport.v1.GoldenCase.inputs:type_name -> jaxport.v1.GoldenCase.InputsEntry
-	23, // 25: jaxport.v1.GoldenCase.outputs:type_name -> jaxport.v1.GoldenCase.OutputsEntry
-	24, // 26: jaxport.v1.GoldenCase.check_outputs:type_name -> jaxport.v1.GoldenCase.CheckOutputsEntry
-	25, // 27: jaxport.v1.GoldenCase.output_cotangents:type_name -> jaxport.v1.GoldenCase.OutputCotangentsEntry
-	26, // 28: jaxport.v1.GoldenCase.gradients:type_name -> jaxport.v1.GoldenCase.GradientsEntry
-	27, // 29: jaxport.v1.GoldenCase.dims:type_name -> jaxport.v1.GoldenCase.DimsEntry
-	19, // 30: jaxport.v1.Checks.codes:type_name -> jaxport.v1.ErrorCode
-	31, // [31:31] is the sub-list for method output_type
-	31, // [31:31] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	15, // 12: jaxport.v1.Manifest.dropped_state:type_name -> jaxport.v1.DroppedState
+	6,  // 13: jaxport.v1.Mesh.axes:type_name -> jaxport.v1.MeshAxis
+	12, // 14: jaxport.v1.Program.arguments:type_name -> jaxport.v1.Argument
+	13, // 15: jaxport.v1.Program.results:type_name -> jaxport.v1.Result
+	22, // 16: jaxport.v1.Program.dims:type_name -> jaxport.v1.Program.DimsEntry
+	10, // 17: jaxport.v1.TensorSpec.dtype:type_name -> jaxport.v1.DType
+	0,  // 18: jaxport.v1.Argument.role:type_name -> jaxport.v1.ArgumentRole
+	10, // 19: jaxport.v1.Argument.dtype:type_name -> jaxport.v1.DType
+	7,  // 20: jaxport.v1.Argument.sharding:type_name -> jaxport.v1.Sharding
+	1,  // 21: jaxport.v1.Result.role:type_name -> jaxport.v1.ResultRole
+	10, // 22: jaxport.v1.Result.dtype:type_name -> jaxport.v1.DType
+	19, // 23: jaxport.v1.Result.check:type_name -> jaxport.v1.CheckLeaf
+	7,  // 24: jaxport.v1.Result.sharding:type_name -> jaxport.v1.Sharding
+	23, // 25: jaxport.v1.GoldenCase.inputs:type_name -> jaxport.v1.GoldenCase.InputsEntry
+	24, // 26: jaxport.v1.GoldenCase.outputs:type_name -> jaxport.v1.GoldenCase.OutputsEntry
+	25, // 27: jaxport.v1.GoldenCase.check_outputs:type_name -> jaxport.v1.GoldenCase.CheckOutputsEntry
+	26, // 28: jaxport.v1.GoldenCase.output_cotangents:type_name -> jaxport.v1.GoldenCase.OutputCotangentsEntry
+	27, // 29: jaxport.v1.GoldenCase.gradients:type_name -> jaxport.v1.GoldenCase.GradientsEntry
+	28, // 30: jaxport.v1.GoldenCase.dims:type_name -> jaxport.v1.GoldenCase.DimsEntry
+	20, // 31: jaxport.v1.Checks.codes:type_name -> jaxport.v1.ErrorCode
+	32, // [32:32] is the sub-list for method output_type
+	32, // [32:32] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_jaxport_v1_manifest_proto_init() }
@@ -2139,7 +2236,7 @@ func file_jaxport_v1_manifest_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_jaxport_v1_manifest_proto_rawDesc), len(file_jaxport_v1_manifest_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   26,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
