@@ -9,7 +9,7 @@ Check outputs and the caller's own cases for a checked program are added by
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -34,12 +34,14 @@ __all__ = [
 
 
 def sample_inputs(
-    specs: Mapping[str, tuple[tuple[int, ...], np.dtype]], seed: int
+    specs: Mapping[str, tuple[tuple[int, ...], np.dtype]], seed: int,
+    masks: Collection[str] = (),
 ) -> dict[str, np.ndarray]:
     """Deterministic sample inputs: normal floats, integers in [0, 10), random booleans.
 
     Integers stay small and non-negative so that inputs used as indices or token ids are
-    valid for any reasonable table.
+    valid for any reasonable table. An integer padding mask (`masks`, `--pad T=mask`) gets 0
+    or 1, the values a Hugging Face attention mask takes.
     """
     rng = np.random.default_rng(seed)
     out: dict[str, np.ndarray] = {}
@@ -49,7 +51,7 @@ def sample_inputs(
         if row.numpy_name == "bool":
             value = rng.random(shape) < 0.5
         elif kind in "iu":
-            value = rng.integers(0, 10, size=shape)
+            value = rng.integers(0, 2 if name in masks else 10, size=shape)
         else:
             value = rng.standard_normal(shape)
         out[name] = np.asarray(value).astype(row.numpy)
@@ -93,8 +95,9 @@ def write_goldens(
     """
     add = _case_writer(root, manifest, lowered, params)
     specs = {k: (tuple(v.shape), np.dtype(v.dtype)) for k, v in lowered.inputs.items()}
+    masks = {p.mask_input for p in manifest.padding}
     for i in range(count):
-        add(f"{lowered.golden_prefix}case{i}", sample_inputs(specs, seed + i))
+        add(f"{lowered.golden_prefix}case{i}", sample_inputs(specs, seed + i, masks))
 
 
 def write_sized_goldens(root: Path, manifest: manifest_pb2.Manifest, lowered: Lowered,
@@ -107,7 +110,7 @@ def write_sized_goldens(root: Path, manifest: manifest_pb2.Manifest, lowered: Lo
     add = _case_writer(root, manifest, lowered, params)
     for i, (label, sizes) in enumerate(plan.golden_sizes()):
         specs = {n: (plan.concrete_shape(n, sizes), dt) for n, (_, dt) in plan.shapes.items()}
-        add(f"dims_{label}", sample_inputs(specs, seed + i), sizes)
+        add(f"dims_{label}", sample_inputs(specs, seed + i, plan.padding.values()), sizes)
 
 
 def check_padding(fn_name: str, lowered: Lowered, params: Any, plan: Plan,
@@ -128,13 +131,13 @@ def check_padding(fn_name: str, lowered: Lowered, params: Any, plan: Plan,
         if padded_sizes[dim] == sizes[dim]:
             continue  # a dimension with one size cannot be padded
         specs = {n: (plan.concrete_shape(n, sizes), dt) for n, (_, dt) in plan.shapes.items()}
-        inputs = sample_inputs(specs, seed)
+        inputs = sample_inputs(specs, seed, plan.padding.values())
         inputs[mask] = np.ones_like(inputs[mask])  # every real position valid
         padded = {}
         for n, value in inputs.items():
             axes = [(0, padded_sizes[a] - sizes[a]) if a == dim else (0, 0)
                     for a in plan.shapes[n][0]]
-            padded[n] = np.pad(value, axes)  # zeros; False for the mask
+            padded[n] = np.pad(value, axes)  # zeros; False (or 0) for the mask
         plain = jitted(params, *inputs.values())
         wide = jitted(params, *padded.values())
         comps: dict[str, verify.Comparison] = {}

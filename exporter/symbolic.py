@@ -114,7 +114,8 @@ class Plan:
     # input name -> (shape: an int or a dimension name per axis, numpy dtype)
     shapes: dict[str, tuple[tuple[int | str, ...], np.dtype]]
     buckets: list[dict[str, int]]
-    # dimension -> the bool input whose False entries mark padding along it (`--pad T=mask`)
+    # dimension -> the bool or integer input whose False / 0 entries mark padding along it
+    # (`--pad T=mask`; Hugging Face attention masks are int32)
     padding: dict[str, str] = field(default_factory=dict)
 
     def symbolic_specs(self) -> dict[str, jax.ShapeDtypeStruct]:
@@ -233,9 +234,16 @@ def plan(
         if mask not in shapes:
             raise ExportError(f"{flag}: no input named {mask!r} (inputs: {', '.join(shapes)})")
         mask_shape, mask_dtype = shapes[mask]
-        if mask_dtype != np.dtype(np.bool_) or name not in mask_shape:
-            raise ExportError(f"{flag}: the mask must be a bool input with a {name} axis; "
-                              f"{mask} is {mask_dtype}{list(mask_shape)}")
+        shape_text = f"{mask}:{{}}[{','.join(map(str, mask_shape))}]"
+        if np.dtype(mask_dtype).kind not in "biu":
+            raise ExportError(f"{flag}: the mask must be a bool or integer input (0 / False = "
+                              f"padding; a Hugging Face attention_mask is int32); "
+                              f"{shape_text.format(np.dtype(mask_dtype).name)} is neither: "
+                              f"declare it {shape_text.format('int32')} or "
+                              f"{shape_text.format('bool')}")
+        if name not in mask_shape:
+            raise ExportError(f"{flag}: the mask {shape_text.format(np.dtype(mask_dtype).name)} "
+                              f"has no {name} axis; name the dimension its padded axis has")
         if not combos:
             raise ExportError(f"{flag} without --buckets: padding goes up to a bucket size")
     return Plan(ordered, shapes, combos, pads)
