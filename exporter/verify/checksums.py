@@ -12,5 +12,6 @@ def check(art: jaxport.artifact.Artifact) -> CheckResult:
     """Hash every file and parameter (ChecksumError names the first that differs)."""
     m = art.manifest
     manifest_mod.verify_files(art.path, m)
-    n_params = sum(len(binding.parameter_arguments(p)) for p in m.programs)
+    # Each parameter once: the programs of a batched or bucketed export share the weights.
+    n_params = len({a.name for p in m.programs for a in binding.parameter_arguments(p)})
     return CheckResult("checksums", "pass", f"{len(m.files)} files, {n_params} parameters")
