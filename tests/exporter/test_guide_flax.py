@@ -24,8 +24,8 @@ def _blocks() -> list[tuple[str, str]]:
 
 def test_guide_has_every_section() -> None:
     text = GUIDE.read_text()
-    for heading in ("## Linen", "## NNX", "## TrainState checkpoints (Orbax)",
-                    "## Hugging Face Flax models"):
+    for heading in ("## Linen", "## NNX", "### Eval mode", "### NNX state saved with Orbax",
+                    "## TrainState checkpoints (Orbax)", "## Hugging Face Flax models"):
         assert heading in text
 
 
@@ -50,7 +50,7 @@ def test_guide_snippets_run(tmp_path: Path) -> None:
             proc = run_cli(shlex.split(line)[1:], tmp_path, pythonpath=(tmp_path,))
             assert proc.returncode == 0, f"{line}\n{proc.stdout}\n{proc.stderr}"
             ran += 1
-    assert ran == 12  # 3 scripts, 9 jaxport commands
+    assert ran == 14  # 4 scripts, 10 jaxport commands
     # What the guide says about the artifacts holds.
     linen = manifest.load(tmp_path / "repo/linen/1")
     assert [o.name for o in linen.outputs] == ["logits", "probs"]
@@ -60,6 +60,9 @@ def test_guide_snippets_run(tmp_path: Path) -> None:
     assert manifest.load(tmp_path / "repo/nnx_api/1").programs[0].arguments[0].name == \
         "params.head.bias"
     assert [o.name for o in manifest.load(tmp_path / "repo/bert/1").outputs] == ["pooled"]
+    orbax_nnx = manifest.load(tmp_path / "repo/nnx_orbax/1")
+    names = [a.name for a in orbax_nnx.programs[0].arguments if a.role == 1]
+    assert "params.hidden.kernel.value" in names and not any("rngs" in n for n in names)
     assert len(manifest.load(tmp_path / "repo/trained/2").goldens) == 1
     trained = [a.name for a in manifest.load(tmp_path / "repo/trained/1").programs[0].arguments]
     assert {"params.params.bn.scale", "params.batch_stats.bn.mean"} <= set(trained)

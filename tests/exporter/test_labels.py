@@ -108,3 +108,15 @@ def test_cli_label_errors_are_one_line(tmp_path: Path, flags: list[str], code: i
     assert needle in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_labels_take_the_name_after_output_renaming(tmp_path: Path) -> None:
+    """README / docs/exporter.md: `--labels` names the output as the artifact does, after
+    `--output` renaming; the name before it is refused, listing the names there are."""
+    (tmp_path / "classes.txt").write_text(FOUR)
+    m = _export(tmp_path, {"p": tmp_path / "classes.txt"}, output_names={"probs": "p"})
+    assert {o.name: o.labels_file for o in m.outputs}["p"] == "labels/p.txt"
+    with pytest.raises(ExportError, match=r"labels for output 'probs' .*: the model has no such "
+                                          r"output; its outputs are logits, p, score"):
+        _export(tmp_path, {"probs": tmp_path / "classes.txt"}, output_names={"probs": "p"},
+                force=True)
