@@ -7,19 +7,22 @@ runners over every case, stop each server by PID; exit 1 if any runner or case f
 
 Each server is `jaxport serve` (the native front: bridge/front, Go, built with `go build` for
 the run and handed to jaxport serve as `--front-binary`, before `--front-workers` Python
-execution workers). Three server configurations:
+execution workers). Four server configurations:
 
-1. the shipped one (`--engine exported`): every runner (Python sync and asyncio, Go, Java, the
-   Python REST runner) over every case, plus `go vet`/`go test`, the Java client's JUnit tests
-   and each language's example;
-2. `--engine pjrt` (the raw `model.mlirbc` bound from the manifest, like the C++ runtime);
-3. mutual TLS (a CA, server and client certificates made for the run) with a bearer token,
+1. the shipped one (no engine flag): the front's native engine executes every model it can
+   through the PJRT C API (docs/native-engine.md), the workers the rest; every runner (Python
+   sync and asyncio, Go, Java, the Python REST runner) over every case, plus `go vet`/`go
+   test`, the Java client's JUnit tests and each language's example;
+2. `--pjrt-plugin none`: every model on the Python workers (`--engine exported`), the engine
+   the native one must agree with;
+3. `--engine pjrt` on the workers (the raw `model.mlirbc` bound from the manifest by jaxlib);
+4. mutual TLS (a CA, server and client certificates made for the run) with a bearer token,
    against a server that requires both; then each runner runs once more WITHOUT a client
    certificate and must be refused (its one case fails with UNAVAILABLE).
 
-`--tier all` (`make test-all`) runs every runner over every case against 2 and 3 as well.
-`--tier fast` (`make test`, the default) runs the Python runner over every case against 2 and
-3 and each other runner over a few cases there (SAMPLE: the fp32 inference and error cases),
+`--tier all` (`make test-all`) runs every runner over every case against 2 to 4 as well.
+`--tier fast` (`make test`, the default) runs the Python runner over every case against 2 to
+4 and each other runner over a few cases there (SAMPLE: the fp32 inference and error cases),
 so each transport path of each language still meets each configuration once.
 
 Go and Java toolchains are required: when one is missing this says which and fails (it never
@@ -305,11 +308,14 @@ def run_sequence(tier: str, front: list[str], repository: Path, work: Path,
                  languages: list[str], results: dict[str, tuple[int, int]],
                  failed_steps: list[str]) -> None:
     """The shipped configuration (every language over every case, unit checks and examples
-    too), then engine pjrt, then mTLS + token with the refusal without a client certificate;
-    the last two over every case (tier all) or SAMPLE (tier fast, see the module doc)."""
+    too), then the workers alone, engine pjrt, and mTLS + token with the refusal without a
+    client certificate; those three over every case (tier all) or SAMPLE (tier fast, see the
+    module doc)."""
     only = "" if tier == "all" else SAMPLE
-    run_against_bridge("engine exported", ["--engine", "exported", *front], repository, work,
+    run_against_bridge("shipped (native engine)", front, repository, work,
                        languages, True, "", results, failed_steps)
+    run_against_bridge("workers only", ["--pjrt-plugin", "none", *front], repository, work,
+                       languages, False, only, results, failed_steps)
     run_against_bridge("engine pjrt", ["--engine", "pjrt", *front], repository, work,
                        languages, False, only, results, failed_steps)
     from tests.support.certs import make_pki
