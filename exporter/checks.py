@@ -498,6 +498,7 @@ def apply_checks(
         + [result.RESULT_ROLE_CHECK] * len(inst.check_results),
         result_checks=[None] * n_out + [r.leaf() for r in inst.check_results],
         checks=inst.table,
+        tree_fn=None,  # the check results are extra: model.jaxexport returns the flat tuple
     )
 
 

@@ -75,6 +75,11 @@ class ExportFunction:
     result_checks: list[manifest_pb2.CheckLeaf | None] = field(default_factory=list)
     # Filled by wrappers that add checks (checkify); exported as manifest.checks.
     checks: manifest_pb2.Checks | None = None
+    # `fn` returning the function's own output pytree (a dict, a single array...), which
+    # `lower` exports so the deserialized `model.jaxexport` returns what the function returned;
+    # its leaves are `fn`'s results in the same order. None when jax cannot serialize that tree
+    # (a custom node such as a ModelOutput) or results were added (checks): then the flat tuple.
+    tree_fn: Callable[..., Any] | None = None
 
 
 # --------------------------------------------------------------------------------------------
@@ -376,13 +381,31 @@ def prepare_function(
         return tuple(jax.tree.leaves(fn(p, *xs)))
 
     flat_fn.__name__ = getattr(fn, "__name__", "model")
+    out_tree = jax.tree_util.tree_structure(out_shape)
     return ExportFunction(
+        tree_fn=fn if _serializable(out_tree) else None,
         fn=flat_fn,
         output_names=names,
         result_names=list(names),
         result_roles=[_RES.RESULT_ROLE_OUTPUT] * len(names),
         result_checks=[None] * len(names),
     )
+
+
+def _serializable(treedef: Any) -> bool:
+    """Whether `Exported.serialize` can store this output tree: None, tuples, lists, dicts
+    with string keys and nodes registered with `jax.export.register_pytree_node_serialization`."""
+    from jax._src.export import _export
+
+    node = treedef.node_data()
+    if node is not None:
+        kind = node[0]
+        if kind is dict:
+            if not all(isinstance(k, str) for k in node[1]):
+                return False
+        elif kind not in (type(None), tuple, list) and kind not in _export.serialization_registry:
+            return False
+    return all(_serializable(c) for c in treedef.children())
 
 
 # --------------------------------------------------------------------------------------------
@@ -407,8 +430,12 @@ def lower(
     disabled = [jax_export.DisabledSafetyCheck.custom_call(t) for t in allow_custom_calls]
     jit_kwargs = {} if shardings is None else {"in_shardings": shardings[0],
                                                  "out_shardings": shardings[1]}
+    # The function's own output tree when it has one jax can serialize (same results, same
+    # order); sharded programs keep the flat tuple their out_shardings describe.
+    fn = export_fn.tree_fn if export_fn.tree_fn is not None and shardings is None \
+        else export_fn.fn
     try:
-        return jax_export.export(jax.jit(export_fn.fn, **jit_kwargs), platforms=tuple(platforms),
+        return jax_export.export(jax.jit(fn, **jit_kwargs), platforms=tuple(platforms),
                                  disabled_checks=disabled)(params_spec, *inputs.values())
     except NotImplementedError as exc:
         if "host_callbacks" in str(exc):

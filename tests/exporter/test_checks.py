@@ -482,11 +482,9 @@ def test_export_without_checks_is_unchanged(tmp_path):
             tmp_path / "b" / "m" / f.path
         ).read_bytes()
 
-    # and the program is jax's own export of the plain function (up to source locations)
-    def plain_forward(p, x):
-        return (checked.plain_forward(p, x),)
-
-    direct = export.export(jax.jit(plain_forward))(PARAMS, INPUT_SPECS["x"])
+    # and the program is jax's own export of the plain function (up to source locations), its
+    # output tree included (model.jaxexport keeps it: a single array, not a 1-tuple)
+    direct = export.export(jax.jit(checked.plain_forward))(PARAMS, INPUT_SPECS["x"])
     assert _strip_locations((tmp_path / "a" / "m" / "model.mlir").read_text()) == (
         _strip_locations(direct.mlir_module())
     )
