@@ -185,7 +185,11 @@ def test_model_config_minimal_triton(engine, stub, stub_pjrt):
     client = stub if engine == "exported" else stub_pjrt
     config = client.ModelConfig(pb.ModelConfigRequest(name="mixed")).config
     assert config.name == "mixed" and config.max_batch_size == 0
-    assert config.backend == f"jaxport-{engine}"
+    # The default engine's models are executed by the front's native engine (docs/native-
+    # engine.md, Serving); an explicit `--engine pjrt` keeps the model on the workers.
+    serving = {"exported": "native", "pjrt": "pjrt"}[engine]
+    assert config.backend == f"jaxport-{serving}"
+    assert config.parameters["engine"].string_value == serving
     assert [(i.name, i.data_type, list(i.dims)) for i in config.input] == [
         ("a", mc.TYPE_BF16, [3, 4]), ("idx", mc.TYPE_INT64, [3]), ("flag", mc.TYPE_BOOL, [3])]
     assert [(o.name, o.data_type, list(o.dims)) for o in config.output] == [

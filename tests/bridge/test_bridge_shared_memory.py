@@ -16,6 +16,7 @@ import jax
 import ml_dtypes
 import numpy as np
 import pytest
+from jaxport.exporter.verify.tolerances import tolerance
 from support.bridge import BridgeProcess
 
 SCRIPT = Path(__file__).with_name("triton_shm.py")
@@ -72,10 +73,15 @@ def test_mlp_through_shared_memory_matches_jax(enabled) -> None:
     x = _inputs()["mlp_x"]
     expected = np.asarray(jax.jit(m.mlp)(m.mlp_params(), x))
     np.testing.assert_allclose(outputs["mlp_shm"], expected, rtol=F32_TOL, atol=F32_TOL)
-    # Same bytes as the same request over the wire, and through ModelStreamInfer.
-    np.testing.assert_array_equal(outputs["mlp_shm"], outputs["mlp_wire"])
+    # Shared-memory requests are served by the workers (JAX), the same request over the wire
+    # by the native engine (the XLA CPU plugin, another compilation): they agree within the
+    # tolerance `jaxport verify` holds every consumer to (float32: 1e-5 + 1e-4*|x|), not bytes.
+    atol, rtol = tolerance("float32")
+    np.testing.assert_allclose(outputs["mlp_shm"], outputs["mlp_wire"], rtol=rtol, atol=atol)
+    np.testing.assert_allclose(outputs["mlp_wire"], expected, rtol=rtol, atol=atol)
+    # Through ModelStreamInfer the shared-memory message goes to a worker too: the same bytes.
     assert result["stream_error"] is None
-    np.testing.assert_array_equal(outputs["mlp_stream_shm"], outputs["mlp_wire"])
+    np.testing.assert_array_equal(outputs["mlp_stream_shm"], outputs["mlp_shm"])
     # Triton's layout: metadata + shm parameters, an empty raw entry, no contents.
     meta = result["mlp_response_output"]
     assert meta["datatype"] == "FP32" and meta["shape"] == [2, 4]
