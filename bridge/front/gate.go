@@ -14,6 +14,10 @@ package main
 //     the test removes M.hold (looking every 5 ms), then creates <dir>/M.left.<pid>.<n> and
 //     runs. As a safety net against a test that dies holding the gate, it proceeds after
 //     120 s and logs an error.
+//   - the call's context ends while held (its deadline passed, a drain cut it): the call
+//     fails at once with the context's status (DEADLINE_EXCEEDED, CANCELLED), as a call whose
+//     worker is held does, and the execution never runs; it stays counted as held, as the
+//     worker's would, until the test removes M.hold (then M.left.<pid>.<n> as above).
 //
 // Unset (every real deployment): gateWait is one nil check.
 //
@@ -22,12 +26,15 @@ package main
 // each; it reveals nothing and runs nothing. Never set it outside tests.
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"sync/atomic"
 	"time"
+
+	"google.golang.org/grpc/status"
 )
 
 const (
@@ -57,17 +64,20 @@ func testGateFromEnv() *testGate {
 }
 
 // gateWait is called before every native execution of model; a no-op unless the gate is on.
-func gateWait(model string) {
+// An error (ctx ended while held) is the call's status: the execution must not run.
+func gateWait(ctx context.Context, model string) error {
 	if theTestGate != nil {
-		theTestGate.wait(model)
+		return theTestGate.wait(ctx, model)
 	}
+	return nil
 }
 
-// wait returns at once unless M.hold exists; else announces, waits for its removal, returns.
-func (g *testGate) wait(model string) {
+// wait returns at once unless M.hold exists; else announces, waits for its removal, returns
+// nil; or returns ctx's status when ctx ends first (the held marker stays until the removal).
+func (g *testGate) wait(ctx context.Context, model string) error {
 	hold := filepath.Join(g.dir, model+".hold")
 	if !fileExists(hold) {
-		return
+		return nil
 	}
 	logger := g.log
 	if logger == nil {
@@ -76,6 +86,23 @@ func (g *testGate) wait(model string) {
 	tag := fmt.Sprintf("%d.%d", g.pid, g.ids.Add(1)-1)
 	g.mark(logger, model, "entered", tag)
 	logger.Info("test gate: execution held", "model", model, "tag", tag)
+	left := make(chan struct{})
+	go func() {
+		g.stayHeld(logger, hold, model, tag)
+		close(left)
+	}()
+	select {
+	case <-left:
+		return nil
+	case <-ctx.Done():
+		logger.Info("test gate: the held execution's call ended; it will not run", "model", model,
+			"tag", tag, "error", ctx.Err().Error())
+		return status.FromContextError(ctx.Err()).Err()
+	}
+}
+
+// stayHeld waits until hold is removed (or the safety bound), then marks the execution left.
+func (g *testGate) stayHeld(logger *slog.Logger, hold, model, tag string) {
 	giveUp := time.Now().Add(g.safety)
 	for fileExists(hold) {
 		if time.Now().After(giveUp) {

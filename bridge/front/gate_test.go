@@ -6,6 +6,7 @@ package main
 // markers and a done channel, polled with a generous bound.
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"os"
@@ -13,6 +14,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // gateInDir is an enabled gate on a fresh directory whose log the test reads.
@@ -49,7 +53,7 @@ func touch(t *testing.T, path string) {
 func waitAsync(g *testGate, model string) <-chan struct{} {
 	done := make(chan struct{})
 	go func() {
-		g.wait(model)
+		g.wait(context.Background(), model)
 		close(done)
 	}()
 	return done
@@ -58,7 +62,7 @@ func waitAsync(g *testGate, model string) <-chan struct{} {
 func TestGateWithoutHoldFileRunsAtOnceAndLeavesNoMarker(t *testing.T) {
 	g, buf := gateInDir(t)
 	touch(t, filepath.Join(g.dir, "other.hold")) // holds another model only
-	g.wait("m")
+	g.wait(context.Background(), "m")
 	if got := markers(t, g.dir); len(got) != 1 || got[0] != "other.hold" {
 		t.Fatalf("directory holds %v, want only other.hold", got)
 	}
@@ -119,11 +123,38 @@ func TestGateHoldsUntilTheHoldFileIsRemoved(t *testing.T) {
 	}
 }
 
+func TestGateCallWhoseDeadlinePassesWhileHeldFailsAtOnceAndStaysHeldUntilRelease(t *testing.T) {
+	g, buf := gateInDir(t)
+	hold := filepath.Join(g.dir, "m.hold")
+	touch(t, hold)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	err := g.wait(ctx, "m") // returns at the deadline although m.hold is still there
+	if status.Code(err) != codes.DeadlineExceeded || !strings.Contains(err.Error(), "deadline") {
+		t.Fatalf("held past its deadline: %v, want DEADLINE_EXCEEDED naming the deadline", err)
+	}
+	pid := os.Getpid()
+	// Still counted held (entered, not left), as a held worker's execution, until the release.
+	want := []string{fmt.Sprintf("m.entered.%d.0", pid), "m.hold"}
+	if got := markers(t, g.dir); strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("markers %v, want %v", got, want)
+	}
+	assertLogged(t, buf, fmt.Sprintf(`msg="test gate: the held execution's call ended; it will not run" model=m tag=%d.0 error="context deadline exceeded"`, pid))
+	if err := os.Remove(hold); err != nil {
+		t.Fatal(err)
+	}
+	left := filepath.Join(g.dir, fmt.Sprintf("m.left.%d.0", pid))
+	waitFor(t, "the abandoned execution marked left after the release", func() bool {
+		_, err := os.Stat(left)
+		return err == nil
+	})
+}
+
 func TestGateProceedsAfterTheSafetyBoundAndLogsAnError(t *testing.T) {
 	g, buf := gateInDir(t)
 	g.safety = time.Nanosecond // a test that died holding the gate, 120 s later
 	touch(t, filepath.Join(g.dir, "m.hold"))
-	g.wait("m") // returns although m.hold is still there
+	g.wait(context.Background(), "m") // returns although m.hold is still there
 	pid := os.Getpid()
 	want := []string{fmt.Sprintf("m.entered.%d.0", pid), "m.hold", fmt.Sprintf("m.left.%d.0", pid)}
 	if got := markers(t, g.dir); strings.Join(got, " ") != strings.Join(want, " ") {
@@ -142,7 +173,7 @@ func TestGateMarkerThatCannotBeCreatedIsLoggedAndTheExecutionGoesOn(t *testing.T
 	if err := os.Mkdir(entered, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	g.wait("m")
+	g.wait(context.Background(), "m")
 	for _, want := range []string{`level=ERROR msg="test gate: cannot create its marker" model=m state=entered`,
 		"is a directory"} {
 		assertLogged(t, buf, want)
@@ -165,14 +196,14 @@ func TestGateIsReadFromTheEnvironmentAndOffWithoutIt(t *testing.T) {
 	defer func() { theTestGate = saved }()
 	theTestGate = nil
 	touch(t, filepath.Join(dir, "m.hold"))
-	gateWait("m")
+	gateWait(context.Background(), "m")
 	if got := markers(t, dir); len(got) != 1 {
 		t.Fatalf("a disabled gate touched its directory: %v", got)
 	}
 	g.safety = time.Nanosecond
 	g.log = slog.New(slog.NewTextHandler(&syncBuffer{}, nil))
 	theTestGate = g
-	gateWait("m")
+	gateWait(context.Background(), "m")
 	if _, err := os.Stat(filepath.Join(dir, fmt.Sprintf("m.left.%d.0", os.Getpid()))); err != nil {
 		t.Fatalf("gateWait did not go through the enabled gate: %v", err)
 	}

@@ -133,7 +133,9 @@ func (n *natives) infer(ctx context.Context, model *nativeModel, req *inferencep
 	var outputs [][]byte
 	t := timings{inferences: p.rows, executions: 1}
 	if model.batcher != nil {
-		gateWait(model.name) // where Model.submit holds a batching model's request
+		if err := gateWait(ctx, model.name); err != nil { // where Model.submit holds a batching model's request
+			return fail(err)
+		}
 		var bt batch.Timing
 		outputs, bt, err = model.batcher.Submit(ctx, p.rows, p.inputs)
 		if err != nil {
@@ -149,7 +151,10 @@ func (n *natives) infer(ctx context.Context, model *nativeModel, req *inferencep
 			return fail(err)
 		}
 		t.queue = time.Since(queued)
-		gateWait(model.name)
+		if err := gateWait(ctx, model.name); err != nil {
+			n.admission.release(model.key)
+			return fail(err)
+		}
 		outputs, t.input, t.infer, err = model.run(model.program(p.rows), p.inputs, p.rows)
 		n.admission.release(model.key)
 		if err != nil {
@@ -176,7 +181,9 @@ func internalError(model *nativeModel, err error) error {
 // nativeStream serves a ModelStreamInfer call whose first request names a native model:
 // every message in order, native ones here, others as a worker's ModelInfer, each answered
 // as the workers' servicer does (an error is a response with error_message, the stream goes
-// on).
+// on; a message that does not parse ends the call INTERNAL, as grpcio ends it). A call whose
+// caller went away ends with its context's status (CANCELLED, DEADLINE_EXCEEDED), not the
+// failed send's.
 func (f *front) nativeStream(ctx context.Context, ss grpc.ServerStream, first *rawMsg) error {
 	code := codes.OK
 	defer func() { f.native.countRPC(streamMethodName, code) }()
@@ -192,14 +199,19 @@ func (f *front) nativeStream(ctx context.Context, ss grpc.ServerStream, first *r
 				return err
 			}
 		}
-		resp := f.streamItem(ctx, in.in)
+		resp, err := f.streamItem(ctx, in.in)
 		in.free()
 		in = nil
-		body, err := proto.Marshal(resp)
 		if err == nil {
-			err = ss.SendMsg(&rawMsg{out: mem.BufferSlice{mem.SliceBuffer(body)}})
+			var body []byte
+			if body, err = proto.Marshal(resp); err == nil {
+				err = ss.SendMsg(&rawMsg{out: mem.BufferSlice{mem.SliceBuffer(body)}})
+			}
 		}
 		if err != nil {
+			if ctx.Err() != nil {
+				err = status.FromContextError(ctx.Err()).Err()
+			}
 			code = status.Code(err)
 			return err
 		}
@@ -211,16 +223,17 @@ func (f *front) nativeStream(ctx context.Context, ss grpc.ServerStream, first *r
 	}
 }
 
-// streamItem answers one stream message (bridge/servicer.py ModelStreamInfer's loop body).
-func (f *front) streamItem(ctx context.Context, payload mem.BufferSlice) *inferencepb.ModelStreamInferResponse {
+// streamItem answers one stream message (bridge/servicer.py ModelStreamInfer's loop body);
+// an error ends the stream (a message that does not parse).
+func (f *front) streamItem(ctx context.Context, payload mem.BufferSlice) (*inferencepb.ModelStreamInferResponse, error) {
 	req := &inferencepb.ModelInferRequest{}
 	if err := proto.Unmarshal(payload.Materialize(), req); err != nil {
-		return streamFailure(req, status.Error(codes.Internal, "Exception deserializing request!"))
+		return nil, status.Error(codes.Internal, "Exception deserializing request!")
 	}
 	if p, ok := req.GetParameters()[enableEmptyFinal]; ok {
 		if _, isBool := p.GetParameterChoice().(*inferencepb.InferParameter_BoolParam); !isBool {
 			return streamFailure(req, status.Error(codes.InvalidArgument,
-				"invalid value type for '"+enableEmptyFinal+"' parameter, expected bool_param"))
+				"invalid value type for '"+enableEmptyFinal+"' parameter, expected bool_param")), nil
 		}
 	}
 	var resp *inferencepb.ModelInferResponse
@@ -235,10 +248,10 @@ func (f *front) streamItem(ctx context.Context, payload mem.BufferSlice) *infere
 		resp, err = f.workerInfer(ctx, payload)
 	}
 	if err != nil {
-		return streamFailure(req, err)
+		return streamFailure(req, err), nil
 	}
 	markFinal(resp, req)
-	return &inferencepb.ModelStreamInferResponse{InferResponse: resp}
+	return &inferencepb.ModelStreamInferResponse{InferResponse: resp}, nil
 }
 
 // workerInfer sends one ModelInfer to the worker route() picks and parses its answer.
