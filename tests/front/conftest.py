@@ -1,5 +1,5 @@
-"""Fixtures of the native front's tests: the Go binary built once, a repository exported once,
-a real front (+ Python workers) on 127.0.0.1 port 0.
+"""Fixtures of the native front's tests: the Go binaries (the front, jaxport-native-goldens) built
+once, a repository exported once, a real front (+ Python workers) on 127.0.0.1 port 0.
 
 The front (`bridge/front`, Go) is built with `go build` into a session temp dir; without Go
 the session fails with one line saying so (never skipped). Fronts are started through
@@ -10,7 +10,9 @@ health SERVING once every worker has loaded the repository.
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,9 +27,12 @@ for _p in (TESTS, TESTS / "bridge"):
 
 from front_helpers import (  # noqa: E402
     FEATURES,
+    FRONT_SRC,
+    PLUGIN,
     SIZES,
     build_front,
     front_command,
+    go_or_fail,
     rows_model,
     rows_params,
 )
@@ -61,6 +66,22 @@ def batched_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def front_binary(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The front, built once per session."""
     return build_front(tmp_path_factory.mktemp("front-bin"))
+
+
+@pytest.fixture(scope="session")
+def goldens_binary(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`go build` (cgo on) of bridge/front/cmd/jaxport-native-goldens, once per session; fails
+    in one line when the build fails or the PJRT plugin it runs with is missing."""
+    go = go_or_fail()
+    out = tmp_path_factory.mktemp("native-bin") / "jaxport-native-goldens"
+    proc = subprocess.run([go, "build", "-o", str(out), "./cmd/jaxport-native-goldens"],
+                          cwd=FRONT_SRC, capture_output=True, text=True, timeout=900,
+                          env={**os.environ, "CGO_ENABLED": "1"})
+    if proc.returncode:
+        pytest.fail(f"go build of jaxport-native-goldens failed:\n{proc.stderr}", pytrace=False)
+    if not PLUGIN.is_file():
+        pytest.fail(f"{PLUGIN} missing: run `make pjrt-plugin`", pytrace=False)
+    return out
 
 
 @pytest.fixture(scope="session")
@@ -106,8 +127,27 @@ def gate(tmp_path_factory: pytest.TempPathFactory) -> Gate:
 @pytest.fixture(scope="session")
 def front(front_binary: Path, repository: Path, gate: Gate,
           tmp_path_factory: pytest.TempPathFactory) -> Iterator[BridgeProcess]:
-    """A front with two workers serving the shared repository."""
+    """A front with two workers serving the shared repository (models the native engine can
+    run execute in the front: the default engine)."""
     with BridgeProcess(repository, env=gate.env, workdir=tmp_path_factory.mktemp("front"),
+                       command=front_command(front_binary, "--workers", "2")) as f:
+        yield f
+
+
+@pytest.fixture(scope="session")
+def workers_gate(tmp_path_factory: pytest.TempPathFactory) -> Gate:
+    """The test gate of `workers_front`'s workers."""
+    return Gate(tmp_path_factory.mktemp("workers-front-gate"))
+
+
+@pytest.fixture(scope="session")
+def workers_front(front_binary: Path, repository: Path, workers_gate: Gate,
+                  tmp_path_factory: pytest.TempPathFactory) -> Iterator[BridgeProcess]:
+    """`front` with every model on its two Python workers, for tests whose subject is the
+    workers (killed, held, routed among, counted per worker): the native engine would answer
+    without them (native serving: test_native_serving.py)."""
+    with BridgeProcess(repository, "--pjrt-plugin", "none", env=workers_gate.env,
+                       workdir=tmp_path_factory.mktemp("workers-front"),
                        command=front_command(front_binary, "--workers", "2")) as f:
         yield f
 

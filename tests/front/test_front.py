@@ -277,17 +277,18 @@ def test_concurrent_requests(front: BridgeProcess) -> None:
 
 # -- supervision ---------------------------------------------------------------------------------
 
-def test_killed_worker_is_restarted(front: BridgeProcess) -> None:
-    f = stub(front)
+# workers_front: the workers are the subject (the native engine would answer without them).
+def test_killed_worker_is_restarted(workers_front: BridgeProcess) -> None:
+    f = stub(workers_front)
     x = np.ones((2, 8), np.float32)
     f.ModelInfer(mlp_request(x), timeout=60)
-    before = worker_ready_records(front)
+    before = worker_ready_records(workers_front)
     victim = before[-1]
     os.kill(int(victim["pid"]), signal.SIGKILL)
     wait_for(lambda: any(r["worker"] == victim["worker"] and r["pid"] != victim["pid"]
-                         for r in worker_ready_records(front)[len(before):]),
+                         for r in worker_ready_records(workers_front)[len(before):]),
              f"worker {victim['worker']} restarted")
-    front.wait_ready()
+    workers_front.wait_ready()
     for i in range(8):
         out = f.ModelInfer(mlp_request(x, rid=f"after{i}"), timeout=60)
         np.testing.assert_allclose(
@@ -295,25 +296,27 @@ def test_killed_worker_is_restarted(front: BridgeProcess) -> None:
             mlp_reference(x), rtol=1e-5, atol=1e-6)
 
 
-def test_request_on_a_killed_worker_fails_unavailable(front: BridgeProcess, gate: Gate) -> None:
-    f = stub(front)
-    before = len(worker_ready_records(front))
-    gate.hold("slow")
+# workers_front: the workers are the subject (the native engine would answer without them).
+def test_request_on_a_killed_worker_fails_unavailable(workers_front: BridgeProcess,
+                                                      workers_gate: Gate) -> None:
+    f = stub(workers_front)
+    before = len(worker_ready_records(workers_front))
+    workers_gate.hold("slow")
     try:
         call = f.ModelInfer.future(slow_request(), timeout=120)
-        gate.wait_held("slow", 1, calls=[call])
+        workers_gate.wait_held("slow", 1, calls=[call])
         # Only executions held now: markers of earlier tests on the same gate are not counted.
-        (tag,) = gate.held_tags("slow")
+        (tag,) = workers_gate.held_tags("slow")
         os.kill(int(tag.split(".", 1)[0]), signal.SIGKILL)
         err = call.exception(timeout=120)
     finally:
-        gate.release("slow")
+        workers_gate.release("slow")
     # The killed execution never leaves the gate: forget it so the gate counts from zero.
-    gate.forget("slow", tag)
+    workers_gate.forget("slow", tag)
     assert err is not None and err.code() == grpc.StatusCode.UNAVAILABLE
     assert err.details() == WORKER_GONE
-    wait_for(lambda: len(worker_ready_records(front)) > before, "killed worker restarted")
-    front.wait_ready()
+    wait_for(lambda: len(worker_ready_records(workers_front)) > before, "killed worker restarted")
+    workers_front.wait_ready()
     assert f.ModelInfer(mlp_request(np.ones((2, 8), np.float32)), timeout=60).id == "r1"
 
 
@@ -418,14 +421,15 @@ def test_bad_tls_flag_is_refused_in_one_line(front_binary: Path, repository: Pat
                            "--tls-key is missing\n")
 
 
-def test_metrics_merge_every_worker(front: BridgeProcess) -> None:
-    assert front.metrics_port > 0
-    before = front.metrics()
-    f = stub(front)
+# workers_front: the workers are the subject (the native engine would answer without them).
+def test_metrics_merge_every_worker(workers_front: BridgeProcess) -> None:
+    assert workers_front.metrics_port > 0
+    before = workers_front.metrics()
+    f = stub(workers_front)
     for i in range(6):
         f.ModelInfer(mlp_request(np.ones((2, 8), np.float32), rid=str(i)), timeout=60)
     rpc_error(f.ModelInfer, pb.ModelInferRequest(model_name="mlp", id="bad"))
-    after = front.metrics()
+    after = workers_front.metrics()
 
     def delta(sample: str, **labels: str) -> float:
         def total(m: dict) -> float:
@@ -436,7 +440,7 @@ def test_metrics_merge_every_worker(front: BridgeProcess) -> None:
     assert delta("jaxport_inference_success_total", model="mlp") == 6
     assert delta("jaxport_inference_failure_total", model="mlp", code="INVALID_ARGUMENT") == 1
     assert delta("jaxport_grpc_requests_total", method=f"/{SERVICE}/ModelInfer", code="OK") == 6
-    workers = {dict(ls)["worker"] for (name, ls) in front.metrics(per_worker=True)
+    workers = {dict(ls)["worker"] for (name, ls) in workers_front.metrics(per_worker=True)
                if name == "jaxport_model_ready"}
     assert workers == {"0", "1"}
     assert after[("jaxport_front_workers", (("state", "ready"),))] == 2

@@ -51,7 +51,9 @@ def faulty(front_binary: Path, repository: Path, fault_gate: Gate,
            tmp_path_factory: pytest.TempPathFactory) -> Iterator[BridgeProcess]:
     """A front with two workers, the test gate and system shared memory (its own: these tests
     kill and stop its workers)."""
-    with BridgeProcess(repository, "--system-shared-memory", env=fault_gate.env,
+    # --pjrt-plugin none: the workers are the subject (the native engine would answer without them).
+    with BridgeProcess(repository, "--system-shared-memory", "--pjrt-plugin", "none",
+                       env=fault_gate.env,
                        workdir=tmp_path_factory.mktemp("faults"),
                        command=front_command(front_binary, "--workers", "2")) as f:
         yield f
@@ -181,7 +183,8 @@ def test_stopped_worker_process_gives_deadline_exceeded(front_binary: Path, repo
                                                         tmp_path: Path) -> None:
     """The only worker is SIGSTOPped: calls past their deadline end DEADLINE_EXCEEDED (the
     front answers health meanwhile); SIGCONT and it serves again."""
-    with BridgeProcess(repository, workdir=tmp_path / "front",
+    # --pjrt-plugin none: the stopped worker is the subject (the native engine would answer).
+    with BridgeProcess(repository, "--pjrt-plugin", "none", workdir=tmp_path / "front",
                        command=front_command(front_binary, "--workers", "1")) as server:
         (record,) = worker_ready_records(server)
         pid = int(record["pid"])

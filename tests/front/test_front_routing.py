@@ -63,10 +63,11 @@ def test_batching_model_requests_fill_one_batch_across_two_workers(
         assert counts[-1] == 8 and sum(counts) == 8  # all on one worker
 
 
-def test_model_statistics_sum_every_worker(front: BridgeProcess) -> None:
+# workers_front: the workers are the subject (the native engine would answer without them).
+def test_model_statistics_sum_every_worker(workers_front: BridgeProcess) -> None:
     """Six sequential calls alternate between the two idle workers; the front's
     ModelStatistics counts all six (one worker's answer would count three)."""
-    f = stub(front)
+    f = stub(workers_front)
 
     def stats() -> pb.ModelStatistics:
         (s,) = f.ModelStatistics(pb.ModelStatisticsRequest(name="mlp", version="1"),
@@ -78,10 +79,10 @@ def test_model_statistics_sum_every_worker(front: BridgeProcess) -> None:
                    if name == "jaxport_inference_success_total"
                    and {("model", "mlp"), ("worker", worker)} <= set(labels))
 
-    before, metrics_before = stats(), front.metrics(per_worker=True)
+    before, metrics_before = stats(), workers_front.metrics(per_worker=True)
     for i in range(6):
         f.ModelInfer(mlp_request(np.ones((2, 8), np.float32), rid=str(i)), timeout=60)
-    after, metrics_after = stats(), front.metrics(per_worker=True)
+    after, metrics_after = stats(), workers_front.metrics(per_worker=True)
     moved = [successes(metrics_after, w) - successes(metrics_before, w) for w in ("0", "1")]
     assert sum(moved) == 6 and min(moved) > 0, moved  # both workers executed some
     assert after.inference_count - before.inference_count == 6
