@@ -20,9 +20,13 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"maps"
+	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -46,8 +50,8 @@ type natives struct {
 
 	mu     sync.RWMutex
 	byName map[string]*nativeName
-	// refused remembers versions left to the workers (by directory), so a sync does not try
-	// to open them again: model/version -> directory.
+	// refused remembers versions left to the workers (by artifactIdentity), so a sync does not
+	// try to open them again: model/version -> identity.
 	refused map[string]string
 
 	admission *admission // execution slots of unbatched native models (admission.go)
@@ -174,7 +178,8 @@ func (n *natives) index(ctx context.Context) (*inferencepb.RepositoryIndexRespon
 var repositoryIndexMethod = methodIndex("RepositoryIndex")
 
 // open returns the native model for name/version: the one already open when its artifact is
-// the same directory, else a newly opened one; nil when the workers keep it (logged once).
+// the same (artifactIdentity), else a newly opened one; nil when the workers keep it (logged
+// once per artifact).
 func (n *natives) open(ctx context.Context, name, version string) *nativeModel {
 	key := name + "/" + version
 	cfg := &inferencepb.ModelConfigResponse{}
@@ -184,17 +189,18 @@ func (n *natives) open(ctx context.Context, name, version string) *nativeModel {
 	}
 	params := cfg.GetConfig().GetParameters()
 	dir := params["artifact"].GetStringValue()
+	identity := artifactIdentity(dir)
 	workerEngine := params["engine"].GetStringValue()
 	n.mu.RLock()
 	if e := n.byName[name]; e != nil {
-		if m := e.versions[version]; m != nil && m.dir == dir {
+		if m := e.versions[version]; m != nil && m.identity == identity {
 			n.mu.RUnlock()
 			return m
 		}
 	}
-	refusedDir, refused := n.refused[key]
+	refusedAs, refused := n.refused[key]
 	n.mu.RUnlock()
-	if refused && refusedDir == dir {
+	if refused && refusedAs == identity {
 		return nil
 	}
 	why := ""
@@ -211,9 +217,12 @@ func (n *natives) open(ctx context.Context, name, version string) *nativeModel {
 			why = err.Error()
 		}
 	}
+	if model != nil {
+		model.identity = identity
+	}
 	if model == nil {
 		n.mu.Lock()
-		n.refused[key] = dir
+		n.refused[key] = identity
 		n.mu.Unlock()
 		slog.Info("model served", "model", name, "version", version, "engine", "workers ("+workerEngine+")", "reason", why)
 		return nil
@@ -306,4 +315,19 @@ func (n *natives) rewriteConfig(request, body []byte) []byte {
 		return body
 	}
 	return out
+}
+
+// artifactIdentity is what makes an opened artifact the one the workers serve now: its
+// directory and its manifest's sha256 (the manifest pins every file's sha256, so an artifact
+// replaced in place and reloaded is opened again).
+func artifactIdentity(dir string) string {
+	if dir == "" {
+		return ""
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, engine.ManifestFile))
+	if err != nil {
+		return dir
+	}
+	sum := sha256.Sum256(raw)
+	return dir + "\x00" + hex.EncodeToString(sum[:])
 }

@@ -19,6 +19,7 @@ import (
 
 type nativeModel struct {
 	name, version, dir string
+	identity           string // artifactIdentity(dir) when opened
 	key                string // name/version: admission's key
 	m                  *engine.Model
 	sig                *signature

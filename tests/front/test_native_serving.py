@@ -64,6 +64,7 @@ def native_repo(tmp_path_factory: pytest.TempPathFactory, artifacts: dict[str, P
            {"tokens": (("B", "T"), np.int32), "mask": (("B", "T"), np.bool_)},
            repo / "poly" / "1", dims={"B": "1..64", "T": "8..2048:8"}, goldens=0, quiet=True,
            name="poly")
+    shutil.copytree(artifacts["mlp"], repo / "swap" / "1")
     future = shutil.copytree(artifacts["mlp"], repo / "future" / "1")
     manifest = json.loads((future / "manifest.json").read_text())
     manifest["versions"]["stablehloTarget"] = "1.99.0"
@@ -143,7 +144,7 @@ def test_each_model_shows_its_engine(native: BridgeProcess) -> None:
     records = served_records(native)
     assert {m: r["engine"] for m, r in records.items()} == {
         "mlp": "native", "rows": "native", "checked": "native", "poly": "workers (exported)",
-        "future": "workers (exported)"}
+        "future": "workers (exported)", "swap": "native"}
     assert records["poly"]["reason"] == (
         "native engine: model poly: shape-polymorphic program only (no --buckets): only "
         "model.jaxexport runs it, under jax")
@@ -258,3 +259,26 @@ def test_a_plugin_that_does_not_load_is_one_line(native_repo: Path, tmp_path: Pa
         x = np.ones((2, 8), np.float32)
         np.testing.assert_allclose(output(stub(server).ModelInfer(mlp_request(x), timeout=60)),
                                    mlp_reference(x), rtol=1e-5, atol=1e-6)
+
+
+def test_an_artifact_replaced_in_place_and_reloaded_is_opened_again(
+        native: BridgeProcess, native_repo: Path, tmp_path: Path) -> None:
+    """RepositoryModelLoad of a version whose directory now holds another export: the native
+    engine answers with the new weights (as the workers would), not the ones it opened first."""
+    import bridge_models as m
+    from jaxport.exporter import export
+
+    f = stub(native)
+    x = np.random.default_rng(5).standard_normal((2, 8)).astype(np.float32)
+    np.testing.assert_allclose(output(f.ModelInfer(mlp_request(x, "swap"), timeout=60)),
+                               mlp_reference(x), rtol=1e-5, atol=1e-6)
+    export(m.mlp, m.mlp_params(seed=1), m.MLP_INPUTS, tmp_path / "new", goldens=1, quiet=True,
+           name="mlp")
+    target = native_repo / "swap" / "1"
+    shutil.rmtree(target)
+    shutil.copytree(tmp_path / "new", target)
+    f.RepositoryModelLoad(pb.RepositoryModelLoadRequest(model_name="swap"), timeout=120)
+    assert engine_of(native, "swap") == "native"
+    want = np.asarray(jax.jit(m.mlp)(m.mlp_params(seed=1), x))
+    np.testing.assert_allclose(output(f.ModelInfer(mlp_request(x, "swap"), timeout=60)), want,
+                               rtol=1e-5, atol=1e-6)
