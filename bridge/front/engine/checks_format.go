@@ -490,6 +490,9 @@ func formatFloat(v float64, sp formatSpec) string {
 	upper := sp.typ == 'E' || sp.typ == 'F' || sp.typ == 'G'
 	neg := math.Signbit(v) && !math.IsNaN(v) // Python never prints a NaN's sign
 	a := math.Abs(v)
+	if sp.typ == '%' {
+		a *= 100 // before the inf check: Python scales first, so 1e307 prints "inf%"
+	}
 	prec := sp.prec
 	if prec < 0 && sp.typ != 0 {
 		prec = 6
@@ -524,7 +527,7 @@ func formatFloat(v float64, sp formatSpec) string {
 			body = strings.ToUpper(body)
 		}
 	case sp.typ == '%':
-		body = strconv.FormatFloat(a*100, 'f', prec, 64) + "%"
+		body = strconv.FormatFloat(a, 'f', prec, 64) + "%"
 	default: // f F
 		body = strconv.FormatFloat(a, 'f', prec, 64)
 	}
