@@ -94,13 +94,8 @@ func newNatives(f *front, choice string) *natives {
 func (n *natives) ready() bool { return n.synced.Load() }
 
 // lookup returns the natively served model a request names (version "" = the highest ready
-// one), or nil when the workers serve it.
+// one), or nil when the workers serve it; n.mu held.
 func (n *natives) lookup(name, version string) *nativeModel {
-	if n.plugin == nil {
-		return nil
-	}
-	n.mu.RLock()
-	defer n.mu.RUnlock()
 	e := n.byName[name]
 	if e == nil {
 		return nil
@@ -112,7 +107,11 @@ func (n *natives) lookup(name, version string) *nativeModel {
 }
 
 // isNative says whether model name/version (version as given in a request) runs natively.
-func (n *natives) isNative(name, version string) bool { return n.lookup(name, version) != nil }
+func (n *natives) isNative(name, version string) bool {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	return n.lookup(name, version) != nil
+}
 
 // sync brings the table in line with what the workers serve now (see the file comment).
 // Errors asking the workers leave the table as it was (the next sync retries).

@@ -80,14 +80,7 @@ func (n *natives) hasName(name string) bool {
 func (n *natives) acquire(name, version string) *nativeModel {
 	n.mu.RLock()
 	defer n.mu.RUnlock()
-	e := n.byName[name]
-	if e == nil {
-		return nil
-	}
-	if version == "" {
-		version = e.latest
-	}
-	m := e.versions[version]
+	m := n.lookup(name, version)
 	if m != nil {
 		m.inflight.Add(1)
 	}
