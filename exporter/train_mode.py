@@ -4,8 +4,9 @@ A model left in training mode traces fine and verifies (the goldens come from th
 function), but serves wrong answers:
 
 - dropout (or any random sampling) runs with a key fixed at export: every request gets the
-  same mask. Found by tracing once: a `random_bits` draw in the program, or an RNG state leaf
-  (an NNX `nnx.Rngs` / `nnx.Dropout(rngs=...)`) that the program reads;
+  same mask. Found by tracing once: a `random_bits` draw whose key does not come from an input
+  (a key the caller passes in is sampling on purpose), or an RNG state leaf (an NNX
+  `nnx.Rngs` / `nnx.Dropout(rngs=...)`) that the program reads;
 - BatchNorm normalises with the batch's own statistics, so a row's answer depends on the other
   rows of the request: its running statistics (NNX `BatchStat` variables, Linen's
   `batch_stats` collection) are then not read by the program (jax drops them), or the function
@@ -47,9 +48,12 @@ class Finding:
     reason: str
 
 
-def _eqns(jaxpr: Any, outer: tuple[str, Any] = ("", None)) -> Iterator[tuple[Any, str, Any]]:
-    """Every equation, nested ones too, with its full name stack and the innermost traceback
-    that has a user frame (a nested equation's own are relative to the call holding it)."""
+def _fixed_draws(jaxpr: Any, from_inputs: set[Any], outer: tuple[str, Any] = ("", None)
+                 ) -> Iterator[tuple[str, Any]]:
+    """The random draws whose key does not come from the inputs (a key fixed at export), each
+    with its full name stack and the innermost traceback that has a user frame (a nested
+    equation's own are relative to the call holding it). `from_inputs`: the variables that
+    depend on an input (a key a request passes in is a model that samples on purpose)."""
     from jax._src import core, source_info_util
 
     for eqn in jaxpr.eqns:
@@ -57,9 +61,18 @@ def _eqns(jaxpr: Any, outer: tuple[str, Any] = ("", None)) -> Iterator[tuple[Any
         tb = eqn.source_info.traceback
         if tb is None or source_info_util.user_frame(tb) is None:
             tb = outer[1]
-        yield eqn, stack, tb
+        tainted = [isinstance(v, core.Var) and v in from_inputs for v in eqn.invars]
+        if eqn.primitive.name in _RANDOM and not tainted[0]:
+            yield stack, tb
         for sub in core.jaxprs_in_params(eqn.params):
-            yield from _eqns(sub, (stack, tb))
+            # jit, scan, custom_jvp...: operands map one to one onto the inner invars; else
+            # (cond, while) every inner variable depends on the inputs if any operand does.
+            inner = ({v for v, t in zip(sub.invars, tainted, strict=True) if t}
+                     if len(sub.invars) == len(eqn.invars)
+                     else set(sub.invars) if any(tainted) else set())
+            yield from _fixed_draws(sub, inner, (stack, tb))
+        if any(tainted):
+            from_inputs.update(eqn.outvars)
 
 
 def _where(stack: str, traceback: Any) -> str:
@@ -85,9 +98,10 @@ def _layer_of(path: str, collection_parts: Sequence[str]) -> str:
 def random_layers(fn_with_rng: Callable[..., Any], rng_paths: Sequence[str],
                   rng_values: Sequence[Any], params: Any,
                   inputs: Mapping[str, jax.ShapeDtypeStruct]) -> list[Finding]:
-    """The layers that draw random numbers when `fn` is traced: the owners of the RNG leaves
-    the program reads, and where each other `random_bits` draw is (Linen module path, or the
-    user's file:line)."""
+    """The layers that draw random numbers with a key fixed at export when `fn` is traced: the
+    owners of the RNG leaves the program reads, and where each other draw from a key that is
+    not an input is (Linen module path, or the user's file:line). A model sampling from a key
+    its caller passes in is not in training mode."""
     from jax._src.interpreters import partial_eval as pe
 
     params_spec = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), params)
@@ -105,7 +119,8 @@ def random_layers(fn_with_rng: Callable[..., Any], rng_paths: Sequence[str],
                 layer = _layer_of(path, ())
                 found = findings.setdefault(layer, Finding(layer, "rng", [], ""))
                 found.leaves.append(path)
-    draws = [(s, tb) for e, s, tb in _eqns(closed.jaxpr) if e.primitive.name in _RANDOM]
+    from_inputs = set(closed.jaxpr.invars[len(closed.jaxpr.invars) - len(inputs):])
+    draws = list(_fixed_draws(closed.jaxpr, from_inputs))
     if draws and not findings:
         for stack, tb in draws:
             layer = _where(stack, tb)

@@ -129,3 +129,22 @@ def test_cli_refuses_then_allows_train_mode(tmp_path: Path) -> None:
     allowed = run_cli(model_cli_args("nnx_bn", out, "--allow-train-mode"), tmp_path)
     assert allowed.returncode == 0, allowed.stderr
     assert {s.layer for s in manifest.load(out).dropped_state} == {"drop", "bn"}
+
+
+def test_sampling_from_a_key_the_caller_passes_is_not_train_mode(tmp_path: Path) -> None:
+    """A key among the inputs is sampling on purpose; the same draw from a key made inside the
+    function is fixed at export and refused, naming the user's file:line."""
+    inputs = {"x": jax.ShapeDtypeStruct((2, 3), jnp.float32),
+              "key": jax.ShapeDtypeStruct((2,), jnp.uint32)}
+
+    def sample(p, x, key):
+        return x + jax.random.normal(key, x.shape)
+
+    _export(sample, {}, tmp_path / "ok", inputs)
+
+    def fixed(p, x, key):
+        return x + jax.random.normal(jax.random.PRNGKey(0), x.shape)
+
+    with pytest.raises(ExportError, match=r"layer at test_train_mode\.py:\d+ \(\S*fixed\) draws "
+                                          r"random numbers"):
+        _export(fixed, {}, tmp_path / "no", inputs)
