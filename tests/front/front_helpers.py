@@ -13,8 +13,10 @@ from jaxport.protocol.gen.inference import grpc_service_pb2 as pb
 from support.bridge import FRONT_SRC, FrontBuildError, serve_command
 from support.bridge import build_front as support_build_front
 
-__all__ = ["FEATURES", "FRONT_SRC", "NEVER_US", "SIZES", "build_front", "front_command",
+__all__ = ["FEATURES", "FRONT_SRC", "NEVER_US", "PLUGIN", "SIZES", "build_front", "front_command",
            "go_or_fail", "rows_model", "rows_params", "rows_request"]
+# XLA's CPU PJRT plugin the native engine loads (`make pjrt-plugin`).
+PLUGIN = FRONT_SRC.parents[1] / "build" / "pjrt" / "pjrt_c_api_cpu_plugin.so"
 # The batching model `rows` (exported by conftest's `batched_repo`): FEATURES inputs per row,
 # batch sizes SIZES.
 FEATURES = 5

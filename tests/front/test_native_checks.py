@@ -4,23 +4,27 @@ bridge/model.py's `_raise_if_check_fired` raises with `STATUS[kind]`):
 
 - random parity: thousands of payload values (every float bit pattern class: NaN, negative zero,
   infinities, subnormals, round and random values; integer extremes; bool) of every payload
-  dtype, formatted by templates with random `str.format` fields and specs. Python's text is
-  the expectation; Go must give exactly it, or refuse the template at load (NewChecks) where
-  Python raises. Specs from the subset the Go formatter claims (docs/native-engine.md) must
-  never be refused. `go test ./engine -run TestCheckParity -args -check-parity FILE`.
+  dtype, formatted by templates with random `str.format` fields and specs, drawn from a FIXED
+  seed (PARITY_SEED: a failure reproduces, and the message names the seed and each failing
+  case). Python's text is the expectation; Go must give exactly it, or refuse the template at
+  load (NewChecks) where Python raises. Specs from the subset the Go formatter claims
+  (docs/native-engine.md) must never be refused.
+  `go test ./engine -run TestCheckParity -args -check-parity FILE`.
 - end to end: tests/models/checked.py exported with every check kind, its golden cases run
   through the engine by `jaxport-native-goldens`, whose `check` line per case carries the Go
   formatter's code and message: equal to the golden's expected_error and to what Python's
   format_failure gives on the same check outputs, with the status code Python maps the kind to.
 
 `python tests/front/test_native_checks.py` regenerates bridge/front/engine/testdata/
-check_parity.json (fixed seed), the cases `go test ./engine` checks without Python.
+check_parity.json (TESTDATA_SEED), the cases `go test ./engine` checks without Python; a test
+here fails when they are no longer Python's text.
 """
 
 from __future__ import annotations
 
 import json
 import random
+import re
 import struct
 import subprocess
 import sys
@@ -31,10 +35,14 @@ import numpy as np
 import pytest
 from jaxport.artifact import checks as checks_io
 from jaxport.artifact.gen import manifest_pb2
-from test_native_engine import goldens_binary  # noqa: F401 (the fixture: go build, plugin)
 
 ROOT = Path(__file__).resolve().parents[2]
 TESTDATA = ROOT / "bridge" / "front" / "engine" / "testdata" / "check_parity.json"
+TESTDATA_SEED, TESTDATA_CASES = 26, 600
+#: The random parity run: fixed, so it fails (or passes) the same way every run. Seed 107's case
+#: 2553 is the formatter bug random seeds found ("{0:=9%}" of a float64 near 3.7e307: x*100
+#: overflows, Python prints "     inf%", Go printed "    +Inf%").
+PARITY_SEED, PARITY_CASES = 107, 4000
 
 DTYPES = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
           "float16", "bfloat16", "float32", "float64"]
@@ -168,26 +176,49 @@ def run_go_parity(path: Path) -> subprocess.CompletedProcess:
         cwd=ROOT / "bridge" / "front", capture_output=True, text=True, timeout=600)
 
 
+def parity_failures(proc: subprocess.CompletedProcess, cases: list[dict], seed: int) -> str:
+    """The failing cases TestCheckParity names ("case N: ..."), each as its JSON with the seed
+    that draws it, then go test's own output."""
+    failing = sorted({int(m) for m in re.findall(r"checks_test\.go:\d+: case (\d+):", proc.stdout)})
+    lines = [f"seed {seed} case {i}: {json.dumps(cases[i])}" for i in failing]
+    return "\n".join([*lines, proc.stdout[-6000:], proc.stderr[-2000:]])
+
+
 def test_go_formatter_matches_python_on_random_payloads(tmp_path: Path) -> None:
-    cases = parity_cases(seed=random.SystemRandom().randrange(2**32), n=4000)
+    cases = parity_cases(seed=PARITY_SEED, n=PARITY_CASES)
     path = tmp_path / "cases.json"
     path.write_text(json.dumps(cases))
     proc = run_go_parity(path)
-    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-2000:]
+    assert proc.returncode == 0, parity_failures(proc, cases, PARITY_SEED)
     stats = json.loads(next(line for line in proc.stdout.splitlines() if '"compared"' in line)
                        .split("check parity: ", 1)[1])
     # Most cases are in the subset: the test would pass vacuously if Go refused everything.
     assert stats["compared"] > 0.5 * len(cases), stats
 
 
+def test_committed_parity_cases_are_still_pythons_text() -> None:
+    """testdata/check_parity.json (what `go test ./engine` checks without Python) is what this
+    numpy/ml_dtypes/Python formats today: a stale file would hold Go to old text."""
+    committed = json.loads(TESTDATA.read_text())
+    fresh = json.loads(json.dumps(parity_cases(seed=TESTDATA_SEED, n=TESTDATA_CASES)))
+    stale = [i for i, (a, b) in enumerate(zip(committed, fresh, strict=True)) if a != b]
+    assert not stale, [(i, committed[i], fresh[i]) for i in stale[:5]]
+
+
 def test_go_parity_refuses_what_python_cannot_format(tmp_path: Path) -> None:
-    """A case whose expectation is wrong fails the Go test, naming the case."""
-    case = {"dtype": "float32", "shape": [], "data": struct.pack("<f", 0.1).hex(),
-            "template": "{0}", "message": "0.1", "must_accept": True}  # Python: 0.100000001...
+    """A case whose expectation is wrong fails the Go test, and the report names it: its seed,
+    index and JSON, Go's text and Python's."""
+    right = {"dtype": "int32", "shape": [], "data": struct.pack("<i", 7).hex(),
+             "template": "{0}", "message": "7", "must_accept": True}
+    wrong = {"dtype": "float32", "shape": [], "data": struct.pack("<f", 0.1).hex(),
+             "template": "{0}", "message": "0.1", "must_accept": True}  # Python: 0.100000001...
     path = tmp_path / "wrong.json"
-    path.write_text(json.dumps([case]))
+    path.write_text(json.dumps([right, wrong]))
     proc = run_go_parity(path)
     assert proc.returncode != 0
+    report = parity_failures(proc, [right, wrong], seed=5)
+    assert report.splitlines()[0] == f"seed 5 case 1: {json.dumps(wrong)}", report[-3000:]
+    assert "case 0:" not in proc.stdout, proc.stdout[-3000:]
     assert '"{0}"' in proc.stdout and "0.10000000149011612" in proc.stdout, proc.stdout[-3000:]
 
 
@@ -208,7 +239,7 @@ def checked_artifact(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_engine_check_messages_match_python_on_checked_goldens(checked_artifact: Path,
-                                                               goldens_binary: Path) -> None:  # noqa: F811
+                                                               goldens_binary: Path) -> None:
     from google.protobuf import json_format
     from jaxport.bridge.status import STATUS
 
@@ -240,7 +271,7 @@ def test_engine_check_messages_match_python_on_checked_goldens(checked_artifact:
 
 
 if __name__ == "__main__":
-    cases = parity_cases(seed=26, n=600)
+    cases = parity_cases(seed=TESTDATA_SEED, n=TESTDATA_CASES)
     TESTDATA.parent.mkdir(parents=True, exist_ok=True)
     TESTDATA.write_text(json.dumps(cases, indent=0) + "\n")
     print(f"{TESTDATA.relative_to(ROOT)}: {len(cases)} cases")

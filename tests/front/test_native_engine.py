@@ -22,10 +22,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from front_helpers import go_or_fail
+from front_helpers import PLUGIN
 
 ROOT = Path(__file__).resolve().parents[2]
-PLUGIN = ROOT / "build" / "pjrt" / "pjrt_c_api_cpu_plugin.so"
 MODELS = ROOT / "tests" / "models"
 
 
@@ -35,21 +34,6 @@ def nan_extremes(params, x):
 
 
 NAN_CASE = np.array([[0.5, np.nan, 2.0], [1.0, -np.inf, 3.0]], np.float32)
-
-
-@pytest.fixture(scope="module")
-def goldens_binary(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """`go build` (cgo on) of the goldens command."""
-    go = go_or_fail()
-    out = tmp_path_factory.mktemp("native-bin") / "jaxport-native-goldens"
-    proc = subprocess.run([go, "build", "-o", str(out), "./cmd/jaxport-native-goldens"],
-                          cwd=ROOT / "bridge" / "front", capture_output=True, text=True,
-                          timeout=900, env={**os.environ, "CGO_ENABLED": "1"})
-    if proc.returncode:
-        pytest.fail(f"go build of jaxport-native-goldens failed:\n{proc.stderr}", pytrace=False)
-    if not PLUGIN.is_file():
-        pytest.fail(f"{PLUGIN.relative_to(ROOT)} missing: run `make pjrt-plugin`", pytrace=False)
-    return out
 
 
 @pytest.fixture(scope="module")
