@@ -585,9 +585,12 @@ def test_live_batching_with_shared_memory(batched_repo):
         client.unregister_system_shared_memory()
 
 
-def test_live_concurrent_requests_share_one_batch(batched_repo):
-    """Three concurrent requests of 3 + 1 + 4 rows (one with its tensors in shared memory) are
-    answered from ONE execution of the 8-row program, each with exactly its own rows.
+@pytest.mark.parametrize("engine", ["workers", "native"])
+def test_live_concurrent_requests_share_one_batch(batched_repo, engine):
+    """Three concurrent requests of 3 + 1 + 4 rows are answered from ONE execution of the 8-row
+    program, each with exactly its own rows: by the workers' batcher (one request with its
+    tensors in shared memory) and by the front's Go batcher (bridge/front/batch; the default
+    engine, which forwards shared-memory requests to the workers, so all three on the wire).
 
     No clock decides it: the queue delay is one no test outlives, so the batcher dispatches
     only when the rows reach its preferred size (8, the largest program), which takes all three,
@@ -601,17 +604,22 @@ def test_live_concurrent_requests_share_one_batch(batched_repo):
     reqs = [(rng.standard_normal((n, FEATURES)).astype(np.float32),
              rng.standard_normal(n).astype(np.float32)) for n in (3, 1, 4)]
     tag = f"jaxport_held_{os.getpid()}"
+    # Shared memory is the workers' (its regions live there): that variant runs on them alone.
+    engine_flags = ["--pjrt-plugin", "none"] if engine == "workers" else []
     with BridgeProcess(batched_repo, "--batching", "--max-queue-delay-us", str(NEVER_US),
-                       "--system-shared-memory") as bridge, \
+                       "--system-shared-memory", *engine_flags) as bridge, \
             InferenceClient(bridge.address, timeout=WAIT_S) as client, \
             SharedMemoryRegion("in", f"/{tag}_in", 4096) as r_in, \
             SharedMemoryRegion("out", f"/{tag}_out", 4096) as r_out:
+        config = client.model_config("rows")
+        assert config.parameters["engine"].string_value == (
+            "exported" if engine == "workers" else "native")
         client.register_system_shared_memory(r_in)
         client.register_system_shared_memory(r_out)
 
         def call(i: int):
             x, t = reqs[i]
-            if i:
+            if i or engine == "native":
                 return client.infer("rows", {"x": x, "t": t})
             return client.infer("rows", {"x": x, "t": t}, outputs=["s"],
                                 shared_memory_inputs={"x": (r_in, 0)},
@@ -624,9 +632,10 @@ def test_live_concurrent_requests_share_one_batch(batched_repo):
             assert res["y"].shape == (x.shape[0], 3)
             np.testing.assert_allclose(res["y"], y, rtol=1e-5, atol=1e-5)
             np.testing.assert_allclose(res["s"], s, rtol=1e-5, atol=1e-5)
-        rows0 = reqs[0][0].shape[0]
-        y_region = np.frombuffer(r_out.view(0, rows0 * 3 * 4), "<f4").reshape(rows0, 3)
-        np.testing.assert_array_equal(y_region, results[0]["y"])
+        if engine == "workers":
+            rows0 = reqs[0][0].shape[0]
+            y_region = np.frombuffer(r_out.view(0, rows0 * 3 * 4), "<f4").reshape(rows0, 3)
+            np.testing.assert_array_equal(y_region, results[0]["y"])
         (stats,) = client.model_statistics("rows").model_stats
         assert stats.inference_count == 8
         assert stats.execution_count == 1, "the three requests must share one batch"

@@ -54,8 +54,7 @@ PROBE_TIMEOUT_S = 30.0
 REFUSED = ("expired", "cancelled")
 
 
-@pytest.fixture(scope="module")
-def tight(tmp_path_factory, artifacts):
+def _tight_bridge(tmp_path_factory, artifacts, *extra: str) -> Iterator:
     repo = make_repository(tmp_path_factory.mktemp("tight"), artifacts, [FUZZ_MODEL, SLOW_MODEL])
     gate = Gate(tmp_path_factory.mktemp("gate"))
     with start_bridge(
@@ -67,6 +66,7 @@ def tight(tmp_path_factory, artifacts):
         "--max-queue-per-model", str(MAX_QUEUE),
         "--worker-threads", str(WORKERS),
         "--max-message-bytes", str(MAX_MESSAGE),
+        *extra,
         env=gate.env,
     ) as b:
         channel = b.channel()
@@ -74,6 +74,18 @@ def tight(tmp_path_factory, artifacts):
         wait_ready(s)
         yield b, s, gate
         channel.close()
+
+
+@pytest.fixture(scope="module")
+def tight(tmp_path_factory, artifacts):
+    yield from _tight_bridge(tmp_path_factory, artifacts)
+
+
+@pytest.fixture(scope="module")
+def tight_workers(tmp_path_factory, artifacts):
+    """`tight` with every model on the Python workers (their threads are the subject; native
+    serving is tested in tests/front/test_native_serving.py)."""
+    yield from _tight_bridge(tmp_path_factory, artifacts, "--pjrt-plugin", "none")
 
 
 @contextlib.contextmanager
@@ -229,9 +241,10 @@ def test_short_deadline_on_a_running_request_is_deadline_exceeded(tight) -> None
     assert s.ModelInfer(slow_request(10, "after"), timeout=120).id == "after"
 
 
-def test_more_calls_than_worker_threads_are_refused_not_parked(tight) -> None:
-    """RPCs beyond --worker-threads must not wait in an executor queue admission cannot see."""
-    _b, s, _ = tight
+def test_more_calls_than_worker_threads_are_refused_not_parked(tight_workers) -> None:
+    """RPCs beyond --worker-threads must not wait in an executor queue admission cannot see.
+    Worker threads are the workers' (a native stream holds none): `tight_workers`."""
+    _b, s, _ = tight_workers
     release = threading.Event()
 
     def one_then_idle(k: int):
