@@ -269,7 +269,8 @@ def topk_classification(array: np.ndarray, class_count: int, batched: bool,
     `"<value>:<index>:<label>"` when `labels[index]` exists and is not empty (Triton's label
     provider: line `index` of the output's label file).
 
-    Per batch row when `batched` (the output's dimension 0 is the batch), else over the whole
+    Per batch row when `batched` (the output's dimension 0 is the batch: the caller asks
+    `jaxport.artifact.dims.row_outputs`), else over the whole
     tensor: the `class_count` largest values in descending order (ties: lower index first),
     value formatted as C++ `std::to_string` does (`%f`, 6 decimals, for FP16/BF16/FP32/FP64;
     the integer for integer types), index into the row flattened in C order. Shape

@@ -141,6 +141,9 @@ class Model:
             frozenset(manifest.batching.batched_outputs) if manifest.HasField("batching")
             else frozenset()
         )
+        # Outputs whose top-k classification ranks each batch row apart (jaxport.artifact.dims:
+        # batched outputs, or every output when a symbolic dimension is the batch axis).
+        self._row_outputs = dims_io.row_outputs(manifest)
         # Symbolic dimensions (a shape-polymorphic model): every request's sizes are checked
         # against their rules in `prepare` (jaxport.artifact.dims, the one rule).
         self._dimensions = tuple(manifest.dimensions)
@@ -357,8 +360,8 @@ class Model:
         program); the outputs by name and the timings."""
         outputs, timings = self._execute(prepared, future)
         for name, k in prepared.classes.items():
-            batched = name in self._batched_outputs
-            outputs[name] = messages.topk_classification(outputs[name], k, batched,
+            outputs[name] = messages.topk_classification(outputs[name], k,
+                                                         name in self._row_outputs,
                                                          self.labels.get(name))
         return outputs, timings
 

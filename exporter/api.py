@@ -250,7 +250,8 @@ def export(
                                       seed)
             manifest.padding.extend(manifest_pb2.Padding(dim=d, mask_input=m)
                                     for d, m in shape_plan.padding.items())
-        labels_mod.check_labels(manifest, label_files)
+        for warning in labels_mod.check_labels(manifest, label_files):
+            progress.warn(warning)
         kept = set(lowered[0].exported.module_kept_var_idx)  # the same in every program
         param_idx = [i.leaf_index for i in infos if i.kind == "parameter"]
         if param_idx and not kept.intersection(param_idx):

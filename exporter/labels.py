@@ -15,6 +15,10 @@ Refused, each as one line naming the file and the output:
   way the file is most likely for another model (e.g. 1000 ImageNet labels for a 1001-class
   output whose class 0 is "background"), which would put wrong names on every answer.
 
+Warned (`check_labels` returns the warnings): labels on an output with more than one row and
+no known batch axis (`jaxport.artifact.dims.row_outputs`): the bridge's top-k then ranks the
+whole tensor, mixing rows, and indices past the last class get no label.
+
 Lines are counted as `str.splitlines()` counts them (the reader's rule); a UTF-8 byte order
 mark is dropped.
 """
@@ -26,6 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from jaxport.artifact import dims as dims_mod
 from jaxport.artifact.gen import manifest_pb2
 from jaxport.artifact.paths import unique_safe_names
 from jaxport.exporter.errors import ExportError
@@ -72,9 +77,12 @@ def read_labels(labels: Mapping[str, str | os.PathLike[str]] | None) -> list[Lab
     return out
 
 
-def check_labels(manifest: manifest_pb2.Manifest, labels: list[Labels]) -> None:
-    """Each file against its output (known name, a class dimension, one line per class)."""
+def check_labels(manifest: manifest_pb2.Manifest, labels: list[Labels]) -> list[str]:
+    """Each file against its output (known name, a class dimension, one line per class); the
+    warnings for outputs whose top-k would mix rows (module doc)."""
     specs = {o.name: o for o in manifest.outputs}
+    rows = dims_mod.row_outputs(manifest)
+    warnings = []
     for item in labels:
         spec = specs.get(item.output)
         if spec is None:
@@ -92,6 +100,13 @@ def check_labels(manifest: manifest_pb2.Manifest, labels: list[Labels]) -> None:
                 f"but the output has {classes} classes (last dimension of {list(spec.shape)}); "
                 "line i must name class i, one line per class"
                 + (f" (line {empty} is empty)" if empty else ""))
+        if item.output not in rows and any(d != 1 for d in spec.shape[:-1]):
+            warnings.append(
+                f"labels for output {item.output!r}: shape {list(spec.shape)} has no known "
+                "batch axis, so the server's top-k ranks the whole tensor, mixing rows (an index "
+                f"past {classes - 1} gets no label); for per-row top-k export with --batch-sizes, "
+                "or a --dim that is dimension 0 of every input and output")
+    return warnings
 
 
 def write_labels(root: Path, manifest: manifest_pb2.Manifest, labels: list[Labels]) -> None:

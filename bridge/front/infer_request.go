@@ -152,6 +152,7 @@ type tensorSig struct {
 	low, high int64 // typed-contents range of a narrow integer (low == high: none)
 	kind      kind
 	labels    []string // outputs: classification labels (line i names class i)
+	classRows bool     // outputs: top-k ranks each row of dimension 0 apart (classRows)
 }
 
 // signature: a served model version's inputs and outputs, built once at load (newSignature).
@@ -201,6 +202,10 @@ func newSignature(name string, version string, m *jaxportv1.Manifest, labels map
 	if s.outputs, s.outputIndex, err = tensorSigs(name, "output", m.GetOutputs(), batching.GetBatchedOutputs(), labels); err != nil {
 		return nil, err
 	}
+	rows := classRows(m)
+	for i := range s.outputs {
+		s.outputs[i].classRows = rows[s.outputs[i].name]
+	}
 	known := make([]string, 0, max(len(s.inputs), len(s.outputs)))
 	for _, t := range s.inputs {
 		known = append(known, fmt.Sprintf("'%s' (%s %s)", t.name, t.datatype, t.shapeText))
@@ -240,6 +245,41 @@ func newSignature(name string, version string, m *jaxportv1.Manifest, labels map
 		s.sizesText = intsText(s.sizes)
 	}
 	return s, nil
+}
+
+// classRows: the outputs whose dimension 0 is the batch, so that top-k classification ranks
+// each row apart (jaxport.artifact.dims.row_outputs, the workers' rule): the batched outputs of
+// a --batch-sizes export; every output when a symbolic dimension is dimension 0 of every input
+// and every output (--dim B=...); else none (top-k over the whole tensor, Triton's
+// max_batch_size 0).
+func classRows(m *jaxportv1.Manifest) map[string]bool {
+	rows := map[string]bool{}
+	if m.GetBatching() != nil {
+		for _, n := range m.GetBatching().GetBatchedOutputs() {
+			rows[n] = true
+		}
+		return rows
+	}
+	specs := append(slices.Clone(m.GetInputs()), m.GetOutputs()...)
+	if len(m.GetDimensions()) == 0 || len(specs) == 0 {
+		return rows
+	}
+	first := func(t *jaxportv1.TensorSpec) string {
+		if len(t.GetDimNames()) == 0 {
+			return ""
+		}
+		return t.GetDimNames()[0]
+	}
+	batch := first(specs[0])
+	for _, t := range specs {
+		if batch == "" || first(t) != batch {
+			return rows
+		}
+	}
+	for _, t := range m.GetOutputs() {
+		rows[t.GetName()] = true
+	}
+	return rows
 }
 
 // tensorSigs: the manifest's inputs or outputs (`what`) and their index by name; batched
@@ -829,15 +869,16 @@ func (s *signature) response(req *inferencepb.ModelInferRequest, version string,
 	return resp, nil
 }
 
-// topk: messages.topk_classification over one output's bytes: per batch row when the output
-// is batched, else over the whole tensor; the k largest values descending (ties: lower index
+// topk: messages.topk_classification over one output's bytes: per batch row when dimension 0
+// of the output is the batch (sig.classRows), else over the whole tensor; the k largest values descending (ties: lower index
 // first; NaN above every number, as numpy sorts it), each "<value>:<index>[:<label>]" with the
 // value as C++ std::to_string writes it (%f for floating point, the integer otherwise). The
 // BYTES result shape and its raw (length-prefixed) contents.
 func topk(sig *tensorSig, shape []int64, data []byte, k int) ([]int64, []byte) {
 	count := len(data) / sig.itemsize
+	byRow := sig.classRows && len(shape) > 0
 	rows := 1
-	if sig.batched && len(shape) > 0 {
+	if byRow {
 		rows = int(shape[0])
 	}
 	width := 0
@@ -846,7 +887,7 @@ func topk(sig *tensorSig, shape []int64, data []byte, k int) ([]int64, []byte) {
 	}
 	k = min(k, width)
 	out := []int64{int64(k)}
-	if sig.batched && len(shape) > 0 {
+	if byRow {
 		out = []int64{int64(rows), int64(k)}
 	}
 	order := make([]int, width)

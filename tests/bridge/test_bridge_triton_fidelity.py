@@ -39,6 +39,34 @@ def cls_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return repo
 
 
+@pytest.fixture(scope="module")
+def clsb_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The same function with a symbolic batch dimension (--dim B=1..8), no --batch-sizes."""
+    from jaxport.exporter import export
+
+    repo = tmp_path_factory.mktemp("fidelity-dim-repo")
+    labels = repo.parent / "clsb-logits.txt"
+    labels.write_text("ant\nbee\ncat\ndog\neel\n", encoding="utf-8")
+    with jax.enable_x64(True):
+        export(cls_model, {"select": np.eye(8, 5, dtype=np.float32)},
+               {"x": (("B", 8), np.float32)}, repo / "clsb" / "1", dims={"B": "1..8"},
+               output_names=["logits", "counts"], goldens=1, quiet=True,
+               labels={"logits": labels})
+    return repo
+
+
+def test_tritonclient_per_row_classification_with_a_dim_batch_axis(clsb_repo: Path) -> None:
+    """Issue 28 item 2: B is dimension 0 of every input and output, so top-k is per row (it
+    ranked the whole tensor, an index past 4 without its label); the workers serve it (the
+    native engine leaves symbolic dimensions to them)."""
+    with BridgeProcess(clsb_repo, "--engine", "exported") as bridge:
+        proc = subprocess.run([sys.executable, str(SCRIPT), "--url", bridge.address,
+                               "--model", "clsb"], capture_output=True, text=True, timeout=180)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 0, output
+    assert "ALL PASS" in proc.stdout and "FAIL" not in proc.stdout, output
+
+
 @pytest.mark.parametrize("batching", [(), ("--batching", "--max-queue-delay-us", "0")],
                          ids=["alone", "batching"])
 def test_tritonclient_partial_batches_and_classification(cls_repo: Path,

@@ -9,6 +9,10 @@ exactly here. Prints `PASS <check>`, exits 1 on the
 first mismatch.
 
     python triton_fidelity.py --url 127.0.0.1:PORT
+
+With `--model clsb` it checks `clsb` instead: the same function exported with a symbolic batch
+dimension (`--dim B=1..8`, x: FP32[B, 8]) and no --batch-sizes, whose classification must be
+per row (B is dimension 0 of every input and output) with the same answers as `cls`.
 """
 
 from __future__ import annotations
@@ -44,6 +48,33 @@ def x_input(rows: np.ndarray) -> grpcclient.InferInput:
     return x
 
 
+#: ROWS classified: logits (labelled) top 3 and counts (no labels) top 2, per row.
+LOGITS_TOP3 = [[b"3.000000:3:dog", b"2.250000:1:bee", b"0.500000:0:ant"],
+               [b"1.500000:2:cat", b"1.500000:3:dog", b"-0.500000:1:bee"],
+               [b"7.000000:0:ant", b"6.000000:1:bee", b"5.000000:2:cat"]]
+COUNTS_TOP2 = [[b"30:3", b"22:1"], [b"15:2", b"15:3"], [b"70:0", b"60:1"]]
+
+
+def run_rows(url: str) -> None:
+    """`clsb` (batch axis B from --dim): per-row top-k with labels, as `cls` answers."""
+    client = grpcclient.InferenceServerClient(url=url)
+    config = client.get_model_config("clsb").config
+    check(config.max_batch_size == 0 and list(config.input[0].dims) == [-1, 8],
+          "clsb config: max_batch_size 0, dims [-1, 8]", config)
+    outputs = [grpcclient.InferRequestedOutput("logits", class_count=3),
+               grpcclient.InferRequestedOutput("counts", class_count=2)]
+    for n in (3, 1):
+        result = client.infer("clsb", [x_input(ROWS[:n])], outputs=outputs)
+        meta = {o.name: (o.datatype, list(o.shape)) for o in result.get_response().outputs}
+        check(meta == {"logits": ("BYTES", [n, 3]), "counts": ("BYTES", [n, 2])},
+              f"--dim B classification of {n} row(s): BYTES, shape [B, k]", meta)
+        check(result.as_numpy("logits").tolist() == LOGITS_TOP3[:n]
+              and result.as_numpy("counts").tolist() == COUNTS_TOP2[:n],
+              f"--dim B classification of {n} row(s): per row, with labels",
+              (result.as_numpy("logits"), result.as_numpy("counts")))
+    client.close()
+
+
 def run(url: str) -> None:
     client = grpcclient.InferenceServerClient(url=url)
     config = client.get_model_config("cls").config
@@ -73,12 +104,10 @@ def run(url: str) -> None:
     meta = {o.name: (o.datatype, list(o.shape)) for o in result.get_response().outputs}
     check(meta == {"logits": ("BYTES", [3, 3]), "counts": ("BYTES", [3, 2])},
           "classification: BYTES, shape [batch, k]", meta)
-    check(got.tolist() == [[b"3.000000:3:dog", b"2.250000:1:bee", b"0.500000:0:ant"],
-                           [b"1.500000:2:cat", b"1.500000:3:dog", b"-0.500000:1:bee"],
-                           [b"7.000000:0:ant", b"6.000000:1:bee", b"5.000000:2:cat"]],
+    check(got.tolist() == LOGITS_TOP3,
           "classification FP32 with labels: value:index:label, descending, ties by index", got)
     got = result.as_numpy("counts")
-    check(got.tolist() == [[b"30:3", b"22:1"], [b"15:2", b"15:3"], [b"70:0", b"60:1"]],
+    check(got.tolist() == COUNTS_TOP2,
           "classification INT64 without labels: integer value:index", got)
 
     result = client.infer("cls", [x_input(ROWS[:1])],
@@ -124,9 +153,10 @@ def run(url: str) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--url", required=True)
+    parser.add_argument("--model", choices=("cls", "clsb"), default="cls")
     args = parser.parse_args()
     try:
-        run(args.url)
+        (run_rows if args.model == "clsb" else run)(args.url)
     except Mismatch as exc:
         print(f"FAIL {exc}", flush=True)
         return 1

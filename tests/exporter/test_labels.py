@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import jaxport.artifact
 import pytest
 from exporter_helpers import model_cli_args, model_module, run_cli
-from jaxport.artifact import manifest
+from jaxport.artifact import dims, manifest
 from jaxport.exporter import api
 from jaxport.exporter.errors import ExportError
 
@@ -120,3 +120,31 @@ def test_labels_take_the_name_after_output_renaming(tmp_path: Path) -> None:
                                           r"output; its outputs are logits, p, score"):
         _export(tmp_path, {"probs": tmp_path / "classes.txt"}, output_names={"probs": "p"},
                 force=True)
+
+
+def test_labels_on_an_output_without_known_rows_warn(tmp_path: Path, capsys) -> None:
+    """Issue 28 item 2: probs [2, 4] from a fixed [2, 3] input has no known batch axis, so the
+    server's top-k ranks all 8 entries together: a warning (one line) names the output and the
+    ways to per-row top-k; the export still succeeds."""
+    (tmp_path / "classes.txt").write_text(FOUR)
+    _export(tmp_path, {"probs": tmp_path / "classes.txt"})
+    err = capsys.readouterr().err
+    assert err.splitlines() == [
+        "jaxport: warning: labels for output 'probs': shape [2, 4] has no known batch axis, so "
+        "the server's top-k ranks the whole tensor, mixing rows (an index past 3 gets no "
+        "label); for per-row top-k export with --batch-sizes, or a --dim that is dimension 0 "
+        "of every input and output"], err
+
+
+@pytest.mark.parametrize("inputs, kwargs", [
+    (X, {"batch_sizes": (2,)}),
+    ({"x": (("B", 3), jnp.float32)}, {"dims": {"B": "1..8"}}),
+], ids=["batch-sizes", "dim-B"])
+def test_labels_on_an_output_with_rows_do_not_warn(tmp_path: Path, capsys, inputs, kwargs
+                                                   ) -> None:
+    (tmp_path / "classes.txt").write_text(FOUR)
+    mod = model_module("scored")
+    m = api.export(mod.predict, mod.init(jax.random.key(0)), inputs, tmp_path / "m" / "1",
+                   goldens=1, quiet=True, labels={"probs": tmp_path / "classes.txt"}, **kwargs)
+    assert capsys.readouterr().err == ""
+    assert dims.row_outputs(m) == {"logits", "probs", "score"}

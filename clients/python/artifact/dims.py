@@ -6,6 +6,10 @@ checks the same constraints inside the program, but its words name internal vari
 (`T_8`) and for a size above the maximum only say "Error refining shapes".
 
     sizes = dims.bind(manifest, {"tokens": (2, 16), "mask": (2, 16)})   # {"B": 2, "T": 16}
+
+It also says which outputs have rows (`row_outputs`): the one rule of where a classification
+(top-k) ranks each batch row apart, applied by the bridge's workers (`Model.finish`) and the
+exporter's `--labels` check; the native front's Go copy is `classRows` (bridge/front).
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from jaxport.artifact.errors import ArtifactError
 from jaxport.artifact.gen import manifest_pb2
 
-__all__ = ["DimensionError", "admissible", "bind", "rule"]
+__all__ = ["DimensionError", "admissible", "batch_dimension", "bind", "row_outputs", "rule"]
 
 
 class DimensionError(ArtifactError):
@@ -64,3 +68,27 @@ def bind(manifest: manifest_pb2.Manifest, shapes: Mapping[str, Sequence[int]]
             sizes[name] = size
             seen.setdefault(name, spec.name)
     return sizes
+
+
+def batch_dimension(manifest: manifest_pb2.Manifest) -> str | None:
+    """The symbolic dimension that is the batch axis: dimension 0 of every input and every
+    output (the convention `--batch-sizes` uses for its batched tensors), e.g. `B` of
+    `--dim B=1..8`; None when no symbolic dimension is (or the model has no inputs/outputs)."""
+    specs = [*manifest.inputs, *manifest.outputs]
+    if not manifest.dimensions or not specs:
+        return None
+    first = {s.dim_names[0] if s.dim_names else "" for s in specs}
+    name = first.pop() if len(first) == 1 else ""
+    return name or None
+
+
+def row_outputs(manifest: manifest_pb2.Manifest) -> frozenset[str]:
+    """The outputs whose dimension 0 is the batch, so that top-k classification ranks each row
+    apart: the batched outputs of a `--batch-sizes` export, every output when a symbolic
+    dimension is the batch axis (`batch_dimension`), else none (top-k then ranks the whole
+    tensor, as Triton does for max_batch_size 0)."""
+    if manifest.HasField("batching"):
+        return frozenset(manifest.batching.batched_outputs)
+    if batch_dimension(manifest) is not None:
+        return frozenset(o.name for o in manifest.outputs)
+    return frozenset()
