@@ -29,13 +29,12 @@ import grpc
 import jax
 import numpy as np
 import pytest
-from front_helpers import FEATURES, rows_model, rows_params
+from front_helpers import FEATURES, PLUGIN, rows_model, rows_params
 from jaxport.protocol.gen.inference import grpc_service_pb2 as pb
 from jaxport.protocol.gen.inference import grpc_service_pb2_grpc as pb_grpc
 from support.bridge import BridgeProcess
 
 ROOT = Path(__file__).resolve().parents[2]
-PLUGIN = ROOT / "build" / "pjrt" / "pjrt_c_api_cpu_plugin.so"
 MODELS = ROOT / "tests" / "models"
 
 
