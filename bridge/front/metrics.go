@@ -2,7 +2,8 @@ package main
 
 // /metrics on --metrics-port: every worker's Prometheus registry (the bridge's own families,
 // scraped over the framed protocol with a METRICS frame) with a `worker` label added to each
-// sample, merged family by family, plus the front's own families.
+// sample, merged family by family, plus the front's own families and Triton's nv_inference_*
+// families computed from the merged ModelStatistics (metrics_triton.go).
 
 import (
 	"bufio"
@@ -154,6 +155,11 @@ func (f *front) serveMetrics() (int, error) {
 		}
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 		fmt.Fprint(w, f.frontMetrics())
+		if stats, err := f.modelStatistics(ctx); err == nil {
+			fmt.Fprint(w, tritonMetrics(stats, inferPending.snapshot()))
+		} else {
+			slog.Warn("metrics: no ModelStatistics for the nv_inference_* families", "error", err.Error())
+		}
 		fmt.Fprint(w, mergeMetrics(texts, order))
 	})
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}

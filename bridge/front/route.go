@@ -25,7 +25,6 @@ import (
 
 	inferencepb "github.com/jaxport/jaxport/clients/go/gen/inference"
 	"google.golang.org/grpc/mem"
-	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
@@ -69,36 +68,10 @@ func (r *router) batches(model string, ask func() (*inferencepb.ModelConfigRespo
 const modelNamePrefix = 1024
 
 // modelName reads field 1 (model_name of ModelInferRequest) from the first bytes of a
-// serialized request; false if it is not among the leading fields.
+// serialized request; false if it is not among the leading fields (inferTarget).
 func modelName(payload mem.BufferSlice) (string, bool) {
-	var head []byte
-	for _, b := range payload {
-		d := b.ReadOnlyData()
-		head = append(head, d[:min(len(d), modelNamePrefix-len(head))]...)
-		if len(head) >= modelNamePrefix {
-			break
-		}
-	}
-	for len(head) > 0 {
-		num, typ, n := protowire.ConsumeTag(head)
-		if n < 0 {
-			return "", false
-		}
-		head = head[n:]
-		if num == 1 && typ == protowire.BytesType {
-			v, m := protowire.ConsumeBytes(head)
-			if m < 0 {
-				return "", false
-			}
-			return string(v), true
-		}
-		m := protowire.ConsumeFieldValue(num, typ, head)
-		if m < 0 {
-			return "", false
-		}
-		head = head[m:]
-	}
-	return "", false
+	name, _, ok := inferTarget(payload)
+	return name, ok
 }
 
 // methodIndex is the wire id of an RPC of the inference service (its declaration order).

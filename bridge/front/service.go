@@ -247,6 +247,7 @@ func (f *front) unary(ctx context.Context, method uint8, payload mem.BufferSlice
 		}
 		k = f.pickNotReady()
 	case forwardRouted:
+		defer inferPending.enter(payload)() // nv_inference_pending_request_count (metrics_triton.go)
 		if out, handled, err := f.nativeUnary(ctx, payload); handled {
 			return out, err
 		}
