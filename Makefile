@@ -34,6 +34,7 @@ help:
 	@echo "make client-wheel - the jaxport-client wheel and sdist into dist/client/"
 	@echo "make wheel  - the platform wheel of jaxport carrying the native front (dist/jaxport/; pip install needs no Go)"
 	@echo "make conformance-peers - the conformance suite against KServe and MLServer (report in docs/)"
+	@echo "make conformance-dist - the jaxport-conformance wheel (the suite, no JAX) into dist/conformance/"
 
 # setup also builds the native front (jaxport serve's default, docs/front.md) and
 # jaxport-native-goldens (every golden case through the native engine: `jaxport verify`'s
@@ -132,6 +133,16 @@ JAXPORT_DIST ?= dist/jaxport
 .PHONY: wheel
 wheel: client-wheel
 	@rm -rf $(JAXPORT_DIST) && $(PY) bridge/front/build_wheel.py $(JAXPORT_DIST)
+
+# The jaxport-conformance wheel and sdist (issue 29, docs/conformance-suite.md) into
+# $(CONFORMANCE_DIST): the conformance runner (tests/conformance/jaxport_conformance), the cases,
+# their data, the feature table, the model kit and the generated gRPC stubs; needs grpcio,
+# protobuf and numpy only (no JAX, no jaxport). tests/conformance/test_conformance_dist.py
+# installs it into a fresh venv and runs it against a live bridge.
+CONFORMANCE_DIST ?= dist/conformance
+.PHONY: conformance-dist
+conformance-dist: setup
+	$(PY) tests/conformance/build_dist.py $(CONFORMANCE_DIST)
 
 # Exports the suite models, starts a real bridge, runs the Python, Go (plus go vet/go test) and
 # Java (plus JUnit via mvn test) runners over tests/conformance/cases, stops the bridge by PID.

@@ -1,457 +1,57 @@
 #!/usr/bin/env python3
-"""REST runner of the conformance suite: every case file against one live OIP REST endpoint.
+"""REST runner of the conformance suite in the jaxport tree: every case file against one live
+OIP REST endpoint.
 
     python tests/conformance/rest_runner.py --url 127.0.0.1:8000 [--cases DIR] [--features LIST]
                                             [--ca CA.pem] [--cert C.pem --key K.pem] [--token T]
+                                            [--json FILE] [--junit FILE]
 
-The same cases, features and judging as `runner.py` (imported from it: case loading, tensor
-data, output comparison, error checks), sent over the Open Inference Protocol's HTTP/REST API
-(KServe v2 JSON) with Triton's binary tensor data extension, using only the standard library
-(http.client): a case with `"encoding": "raw"` sends every input as binary data after the JSON
-(`binary_data_size`) and asks for binary outputs; `"typed"` sends JSON `data` arrays and reads
-JSON outputs (FP16/BF16, which JSON cannot carry, always travel as binary data); `"both"` puts
-`data` and `binary_data_size` on one input, which the server must refuse. An error case
-passes when the HTTP status is the REST status of the case's gRPC code (REST_STATUS, the
-KServe/Triton convention: NOT_FOUND 404, INVALID_ARGUMENT 400, ...) and the `{"error": ...}`
-message names what the case says. Cases with no REST form (streams, CUDA shared memory RPCs)
-are N/A with the reason. Prints one PASS/FAIL/N/A line per case and
-`conformance python-rest: N passed, M failed, K not applicable`; exits 1 if any case failed.
+The runner is jaxport_conformance.rest (the jaxport-conformance package beside this file, run as
+`jaxport-conformance --transport rest`); this file is its entry point in the tree and gives
+tests/front/test_rest.py the REST client, with decode_infer returning plain numpy arrays (BF16
+as ml_dtypes.bfloat16). Prints `conformance python-rest: N passed, M failed, K not applicable`;
+exits 1 if any case failed.
 """
 
 from __future__ import annotations
 
-import argparse
-import http.client
-import json
-import os
-import ssl
 import sys
-import time
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
-
-import numpy as np
 
 HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
-import runner  # noqa: E402  (the gRPC runner: case files, features, judging)
 from jaxport.protocol import dtypes  # noqa: E402
+from jaxport_conformance import cli, rest, suite  # noqa: E402
+from jaxport_conformance.rest import (  # noqa: E402, F401  (this module's names, for tests)
+    REST_STATUS,
+    RestClient,
+    encode_infer,
+    model_path,
+    ssl_context,
+)
 
-LABEL = "python-rest"
-#: The REST (HTTP) status of each gRPC status code a case may expect: KServe's and Triton's
-#: REST conventions (google.rpc.Code's HTTP mapping). The runner's oracle, not the server's.
-REST_STATUS = {
-    "INVALID_ARGUMENT": 400, "FAILED_PRECONDITION": 400, "OUT_OF_RANGE": 400,
-    "UNAUTHENTICATED": 401, "PERMISSION_DENIED": 403, "NOT_FOUND": 404,
-    "ALREADY_EXISTS": 409, "RESOURCE_EXHAUSTED": 429, "INTERNAL": 500,
-    "UNIMPLEMENTED": 501, "UNAVAILABLE": 503, "DEADLINE_EXCEEDED": 504,
-}
-#: RPCs with a REST endpoint; the others are N/A with this reason.
-REST_RPCS = ("ServerLive", "ServerReady", "ModelReady", "ServerMetadata", "ModelMetadata",
-             "ModelInfer")
-NO_REST = {
-    "ModelStreamInfer": "streams have no REST form (gRPC only)",
-}
-JSON_UNSAFE = ("FP16", "BF16")  # no JSON form (Triton's rule): always binary data
-
-
-class RestError(Exception):
-    """A non-2xx REST answer: HTTP status and the body's "error" message."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(f"HTTP {status}: {message}")
-        self.status, self.message = status, message
-
-    @property
-    def code(self) -> str:
-        """The gRPC code whose REST status this is ("HTTP <n>" when none or several)."""
-        names = [c for c, s in REST_STATUS.items() if s == self.status]
-        preferred = {400: "INVALID_ARGUMENT"}
-        return preferred.get(self.status, names[0] if len(names) == 1 else f"HTTP {self.status}")
-
-
-# --- the REST client (standard library only) -------------------------------------------------
-
-
-@dataclass
-class RestClient:
-    """One server: host:port, optional TLS context, optional bearer token."""
-
-    url: str
-    context: ssl.SSLContext | None = None
-    token: str | None = None
-    timeout: float = runner.CALL_TIMEOUT_S
-
-    def request(self, method: str, path: str, body: bytes | None = None,
-                headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:
-        """One HTTP request on a fresh connection (thread-safe): status, headers, body."""
-        host, _, port = self.url.rpartition(":")
-        conn: http.client.HTTPConnection
-        if self.context is not None:
-            conn = http.client.HTTPSConnection(host, int(port), timeout=self.timeout,
-                                               context=self.context)
-        else:
-            conn = http.client.HTTPConnection(host, int(port), timeout=self.timeout)
-        hdrs = dict(headers or {})
-        if self.token:
-            hdrs["Authorization"] = f"Bearer {self.token}"
-        try:
-            conn.request(method, path, body=body, headers=hdrs)
-            resp = conn.getresponse()
-            data = resp.read()
-            return resp.status, {k.lower(): v for k, v in resp.getheaders()}, data
-        finally:
-            conn.close()
-
-    def get_json(self, path: str, ok: tuple[int, ...] = (200,)) -> tuple[int, Any]:
-        """GET a JSON answer; RestError unless the status is in `ok`."""
-        status, _, data = self.request("GET", path)
-        body = json.loads(data) if data else None
-        if status not in ok:
-            raise RestError(status, error_message(body, data))
-        return status, body
-
-
-def error_message(body: Any, raw: bytes) -> str:
-    if isinstance(body, dict) and isinstance(body.get("error"), str):
-        return body["error"]
-    return f"(no JSON error body) {raw[:200]!r}"
-
-
-def model_path(model: str, version: str = "") -> str:
-    path = f"/v2/models/{quote(model, safe='')}"
-    return path + (f"/versions/{quote(version, safe='')}" if version else "")
-
-
-def json_data(datatype: str, data: bytes) -> list[Any]:
-    """Tensor bytes as a flat JSON array (BYTES elements are length-prefixed, sent as text)."""
-    if datatype == "BYTES":
-        out, i = [], 0
-        while i < len(data):
-            n = int.from_bytes(data[i:i + 4], "little")
-            out.append(data[i + 4:i + 4 + n].decode("utf-8"))
-            i += 4 + n
-        return out
-    row = dtypes.by_datatype(datatype)
-    usable = len(data) // row.itemsize * row.itemsize  # a malformed case: send what fits
-    values = np.frombuffer(data[:usable], dtype=row.numpy).tolist()
-    return values
-
-
-def encode_infer(inputs: list[tuple[str, str, list[int], bytes]], *, binary_inputs: bool,
-                 outputs: list[dict[str, Any]] | None = None, request_id: str = "",
-                 binary_outputs: bool = False, both: bool = False,
-                 parameters: dict[str, Any] | None = None) -> tuple[bytes, dict[str, str]]:
-    """A REST infer body and its headers. Each input is (name, datatype, shape, bytes);
-    `binary_inputs` sends them as binary data (FP16/BF16 always are), else as JSON data;
-    `both` gives every input both forms (a deliberately invalid request)."""
-    doc: dict[str, Any] = {}
-    if request_id:
-        doc["id"] = request_id
-    params = dict(parameters or {})
-    if binary_outputs:
-        params["binary_data_output"] = True
-    if params:
-        doc["parameters"] = params
-    blobs = []
-    doc["inputs"] = []
-    for name, datatype, shape, data in inputs:
-        tensor: dict[str, Any] = {"name": name, "shape": list(shape), "datatype": datatype}
-        as_binary = binary_inputs or datatype in JSON_UNSAFE or both
-        if as_binary:
-            tensor["parameters"] = {"binary_data_size": len(data)}
-            blobs.append(data)
-        if not as_binary or both:
-            tensor["data"] = json_data(datatype, data)
-        doc["inputs"].append(tensor)
-    if outputs:
-        doc["outputs"] = outputs
-    header = json.dumps(doc).encode()
-    headers = {"Content-Type": "application/json"}
-    if blobs:
-        headers = {"Content-Type": "application/octet-stream",
-                   "Inference-Header-Content-Length": str(len(header))}
-    return header + b"".join(blobs), headers
-
-
-def decode_bytes_elements(raw: bytes) -> list[bytes]:
-    out, i = [], 0
-    while i < len(raw):
-        n = int.from_bytes(raw[i:i + 4], "little")
-        out.append(raw[i + 4:i + 4 + n])
-        i += 4 + n
-    return out
+decode_bytes_elements = suite.split_bytes_elements
 
 
 def decode_infer(headers: dict[str, str], body: bytes) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(response JSON, {output name: numpy array}) of a 200 infer answer."""
-    length = headers.get("inference-header-content-length")
-    split = int(length) if length is not None else len(body)
-    doc = json.loads(body[:split])
-    blob = memoryview(body)[split:]
-    arrays: dict[str, Any] = {}
-    offset = 0
-    for out in doc.get("outputs", []):
-        shape = tuple(out["shape"])
-        params = out.get("parameters") or {}
-        if "binary_data_size" in params:
-            n = int(params["binary_data_size"])
-            raw = bytes(blob[offset:offset + n])
-            offset += n
-            if out["datatype"] == "BYTES":
-                array = np.empty(len(decode_bytes_elements(raw)), dtype=object)
-                array[:] = decode_bytes_elements(raw)
-                arrays[out["name"]] = array.reshape(shape)
-            else:
-                arrays[out["name"]] = runner.as_array(out["datatype"], list(shape), raw)
-        elif "data" in out:
-            if out["datatype"] == "BYTES":
-                array = np.empty(len(out["data"]), dtype=object)
-                array[:] = [s.encode("utf-8") for s in out["data"]]
-                arrays[out["name"]] = array.reshape(shape)
-            else:
-                row = dtypes.by_datatype(out["datatype"])
-                arrays[out["name"]] = np.array(out["data"], dtype=row.numpy).reshape(shape)
+    """(response JSON, {output name: numpy array in jaxport's dtype}) of a 200 infer answer."""
+    doc, decoded = rest.decode_infer(headers, body)
+    arrays = {}
+    for name, d in decoded.items():
+        if d is None or d.datatype == "BYTES":
+            arrays[name] = None if d is None else d.array
         else:
-            arrays[out["name"]] = None  # in shared memory: nothing in the answer
-    if offset != len(blob):
-        raise runner.CaseFailure(f"{len(blob)} bytes of binary output data, outputs claim "
-                                 f"{offset}")
+            arrays[name] = d.array.astype(dtypes.by_datatype(d.datatype).numpy)
     return doc, arrays
 
 
-# --- running the cases -----------------------------------------------------------------------
-
-
-@dataclass
-class RestRunner:
-    """Runs cases against one REST endpoint."""
-
-    client: RestClient
-
-    def run(self, case: dict[str, Any]) -> None:
-        """Raise CaseFailure (or any error) unless the server answers as the case expects."""
-        expect = case["expect"]
-        if expect["code"] == "OK":
-            try:
-                getattr(self, "_" + case["rpc"])(case, expect)
-            except RestError as exc:
-                raise runner.CaseFailure(f"HTTP {exc.status} ({exc.message!r}), expected 200"
-                                         ) from exc
-            return
-        want_status = REST_STATUS[expect["code"]]
-        try:
-            answer = self.call_only(case)
-        except RestError as exc:
-            if exc.status != want_status:
-                raise runner.CaseFailure(
-                    f"HTTP {exc.status} ({exc.message!r}), expected HTTP {want_status} "
-                    f"({expect['code']})") from exc
-            runner.check_error(expect, expect["code"], exc.message)
-            return
-        raise runner.CaseFailure(f"call succeeded ({answer}), expected HTTP {want_status} "
-                                 f"({expect['code']})")
-
-    def call_only(self, case: dict[str, Any]) -> str:
-        """Make the case's call without judging the answer; describe what came back."""
-        req = case.get("request", {})
-        rpc = case["rpc"]
-        if rpc == "ServerLive":
-            return f"live={self._live('/v2/health/live', 'live')}"
-        if rpc == "ServerReady":
-            return f"ready={self._live('/v2/health/ready', 'ready')}"
-        if rpc == "ModelReady":
-            path = model_path(req["model"], req.get("version", "")) + "/ready"
-            return f"ready={self._live(path, 'ready')}"
-        if rpc == "ServerMetadata":
-            return f"name={self.client.get_json('/v2')[1].get('name')!r}"
-        if rpc == "ModelMetadata":
-            _, meta = self.client.get_json(model_path(req["model"], req.get("version", "")))
-            return f"name={meta.get('name')!r} versions={meta.get('versions')}"
-        if rpc == "ModelInfer":
-            doc, arrays = self._infer_once(case, req)
-            return (f"model {doc.get('model_name')!r} version {doc.get('model_version', '')!r}, "
-                    f"outputs {sorted(arrays)}")
-        raise ValueError(f"rpc {rpc!r} has no REST form")
-
-    def _live(self, path: str, key: str) -> bool:
-        """A health endpoint: 200 with {key: true}, or 503 (not live/ready)."""
-        status, body = self.client.get_json(path, ok=(200, 503))
-        if status == 200:
-            if not isinstance(body, dict) or body.get(key) is not True:
-                raise runner.CaseFailure(f"{path}: 200 with body {body!r}, expected "
-                                         f"{{{key!r}: true}}")
-            return True
-        return False
-
-    def _ServerLive(self, case: dict[str, Any], expect: dict[str, Any]) -> None:
-        if self._live("/v2/health/live", "live") is not expect["live"]:
-            raise runner.CaseFailure(f"live is not {expect['live']}")
-
-    def _ServerReady(self, case: dict[str, Any], expect: dict[str, Any]) -> None:
-        if self._live("/v2/health/ready", "ready") is not expect["ready"]:
-            raise runner.CaseFailure(f"ready is not {expect['ready']}")
-
-    def _ModelReady(self, case: dict[str, Any], expect: dict[str, Any]) -> None:
-        req = case["request"]
-        ready = self._live(model_path(req["model"], req.get("version", "")) + "/ready", "ready")
-        if ready is not expect["ready"]:
-            raise runner.CaseFailure(f"model ready is {ready}, expected {expect['ready']}")
-
-    def _ServerMetadata(self, case: dict[str, Any], expect: dict[str, Any]) -> None:
-        _, meta = self.client.get_json("/v2")
-        for field_name in expect.get("nonempty", []):
-            if not meta.get(field_name):
-                raise runner.CaseFailure(f"server metadata field {field_name} is empty")
-        missing = set(expect.get("extensions_include", [])) - set(meta.get("extensions", []))
-        if missing:
-            raise runner.CaseFailure(f"extensions {meta.get('extensions')} lack {sorted(missing)}")
-
-    def _ModelMetadata(self, case: dict[str, Any], expect: dict[str, Any]) -> None:
-        req = case["request"]
-        _, meta = self.client.get_json(model_path(req["model"], req.get("version", "")))
-        if meta.get("name") != expect["name"]:
-            raise runner.CaseFailure(f"name {meta.get('name')!r}, expected {expect['name']!r}")
-        missing = set(expect.get("versions_include", [])) - set(meta.get("versions", []))
-        if missing:
-            raise runner.CaseFailure(f"versions {meta.get('versions')} lack {sorted(missing)}")
-        for kind in ("inputs", "outputs"):
-            got = [{"name": t["name"], "datatype": t["datatype"], "shape": list(t["shape"])}
-                   for t in meta.get(kind, [])]
-            if got != expect[kind]:
-                raise runner.CaseFailure(f"{kind} {got}, expected {expect[kind]}")
-
-    def _infer_once(self, case: dict[str, Any], req: dict[str, Any]
-                    ) -> tuple[dict[str, Any], dict[str, Any]]:
-        inputs = [(t["name"], t["datatype"], list(t["shape"]), runner.tensor_bytes(case, t))
-                  for t in req["inputs"]]
-        raw = req["encoding"] in ("raw", "both")
-        expected = case["expect"].get("outputs", [])
-        # JSON cannot carry FP16/BF16: ask for binary outputs when one is expected.
-        binary_outputs = raw or any(o["datatype"] in JSON_UNSAFE for o in expected)
-        classification = req.get("classification", {})
-        outputs = None
-        if req.get("outputs"):
-            outputs = []
-            for name in req["outputs"]:
-                spec: dict[str, Any] = {"name": name}
-                if name in classification:
-                    spec["parameters"] = {"classification": int(classification[name])}
-                outputs.append(spec)
-        body, headers = encode_infer(inputs, binary_inputs=raw, outputs=outputs,
-                                     request_id=req.get("id", ""),
-                                     binary_outputs=binary_outputs,
-                                     both=req["encoding"] == "both")
-        status, rheaders, data = self.client.request(
-            "POST", model_path(req["model"], req.get("version", "")) + "/infer", body, headers)
-        if status != 200:
-            try:
-                parsed = json.loads(data)
-            except ValueError:
-                parsed = None
-            raise RestError(status, error_message(parsed, data))
-        return decode_infer(rheaders, data)
-
-    def _ModelInfer(self, case: dict[str, Any], expect: dict[str, Any]) -> None:
-        n = int(case.get("parallel", 1))
-        with ThreadPoolExecutor(max_workers=n) as pool:
-            results = list(pool.map(lambda _: self._infer_once(case, case["request"]), range(n)))
-        for doc, arrays in results:
-            runner.compare_outputs(case, expect, arrays, doc.get("id", ""))
-            for key in ("model_name", "model_version"):
-                got = doc.get(key, "")
-                if key in expect and got != expect[key]:
-                    raise runner.CaseFailure(f"response {key} {got!r}, expected {expect[key]!r}")
-
-
-def not_applicable(case: dict[str, Any]) -> str | None:
-    """Why a case has no REST meaning, or None."""
-    rpc = case["rpc"]
-    if rpc in REST_RPCS:
-        return None
-    return NO_REST.get(rpc, f"{rpc} has no REST endpoint here (gRPC only)")
-
-
-def ssl_context(ca: Path | None, cert: Path | None, key: Path | None) -> ssl.SSLContext | None:
-    if not (ca or cert):
-        return None
-    context = ssl.create_default_context(cafile=str(ca) if ca else None)
-    if cert:
-        context.load_cert_chain(str(cert), str(key))
-    return context
-
-
 def main(argv: list[str] | None = None) -> int:
-    """Run every case; print per-case lines and the summary; 0 only if none failed."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--url", default=os.environ.get("JAXPORT_CONFORMANCE_REST_URL"),
-                        help="REST host:port (default $JAXPORT_CONFORMANCE_REST_URL)")
-    parser.add_argument("--cases", type=Path, default=runner.DEFAULT_CASES, help="case directory")
-    parser.add_argument("--features", default="all",
-                        help="as runner.py: 'all' (default), 'core', or a comma list of "
-                             + ", ".join(runner.FEATURES))
-    parser.add_argument("--run", default="", help="only cases whose name contains this")
-    parser.add_argument("--ca", type=Path, default=os.environ.get("JAXPORT_CONFORMANCE_CA"),
-                        help="PEM CA certificate: use HTTPS (default $JAXPORT_CONFORMANCE_CA)")
-    parser.add_argument("--cert", type=Path, default=os.environ.get("JAXPORT_CONFORMANCE_CERT"),
-                        help="PEM client certificate for mutual TLS, with --key")
-    parser.add_argument("--key", type=Path, default=os.environ.get("JAXPORT_CONFORMANCE_KEY"),
-                        help="PEM private key of --cert")
-    parser.add_argument("--token", default=os.environ.get("JAXPORT_CONFORMANCE_TOKEN"),
-                        help="bearer token sent on every call ($JAXPORT_CONFORMANCE_TOKEN)")
-    args = parser.parse_args(argv)
-    if not args.url:
-        parser.error("--url (or JAXPORT_CONFORMANCE_REST_URL) is required")
-    if bool(args.cert) != bool(args.key):
-        parser.error("--cert and --key (JAXPORT_CONFORMANCE_CERT/KEY) go together")
-    try:
-        claimed = runner.parse_features(args.features)
-        cases = runner.load_cases(args.cases)
-        context = ssl_context(args.ca, args.cert, args.key)
-    except (OSError, ValueError, ssl.SSLError) as exc:
-        print(f"conformance {LABEL}: error: {exc}", file=sys.stderr)
-        return 2
-    client = RestClient(args.url, context, args.token)
-    rest = RestRunner(client)
-    if claimed is not None:
-        try:
-            extensions = client.get_json("/v2")[1].get("extensions", [])
-        except (RestError, OSError, ValueError):
-            extensions = []  # metadata_server reports that failure
-        claimed |= {runner.EXTENSION_FEATURES[x] for x in extensions
-                    if x in runner.EXTENSION_FEATURES}
-        claimed |= {x for x in extensions if x in runner.FEATURES}
-        print(f"features claimed: {', '.join(sorted(claimed)) or 'core only'}")
-    passed = failed = skipped = 0
-    for case in cases:
-        if args.run and args.run not in case["name"]:
-            continue
-        reason = not_applicable(case)
-        missing = runner.missing_features(case, claimed)
-        if reason or missing:
-            print(f"N/A {case['name']} ({reason or 'needs ' + ', '.join(missing)})")
-            skipped += 1
-            continue
-        start = time.perf_counter()
-        try:
-            rest.run(case)
-        except runner.CaseFailure as exc:
-            failed += 1
-            print(f"FAIL {case['name']}: {exc}")
-            continue
-        except Exception as exc:  # a failed case is reported, never fatal to the run
-            failed += 1
-            print(f"FAIL {case['name']}: {type(exc).__name__}: {exc}")
-            continue
-        passed += 1
-        print(f"PASS {case['name']} ({(time.perf_counter() - start) * 1e3:.0f} ms)")
-    print(f"conformance {LABEL}: {passed} passed, {failed} failed, {skipped} not applicable")
-    return 1 if failed else 0
+    """`jaxport-conformance --transport rest`; 0 only if no case failed."""
+    args = sys.argv[1:] if argv is None else argv
+    return cli.main(["--transport", "rest", *args], prog="rest_runner.py")
 
 
 if __name__ == "__main__":
