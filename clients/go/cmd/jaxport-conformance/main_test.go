@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"encoding/xml"
 	"net"
 	"os"
 	"path/filepath"
@@ -137,6 +139,81 @@ func TestFeaturesNotClaimedAreNotApplicable(t *testing.T) {
 	}
 	rc, _, errOut := runCmd(t, "--url", url, "--cases", caseDir, "--features", "versions,nonsense")
 	if rc != 2 || !strings.Contains(errOut, "unknown feature(s) [nonsense]") {
+		t.Errorf("rc %d, stderr %s", rc, errOut)
+	}
+}
+
+// --junit and --json carry the text report's counts: FAILs as <failure>, N/As as <skipped>.
+func TestJUnitAndJSONMatchTheTextReport(t *testing.T) {
+	url := yesServer(t)
+	dir := t.TempDir()
+	junit, report := filepath.Join(dir, "out.xml"), filepath.Join(dir, "out.json")
+	rc, out, errOut := runCmd(t, "--url", url, "--cases", caseDir, "--run", "error_", "--features", "core",
+		"--junit", junit, "--json", report)
+	if rc != 1 || !strings.Contains(out, "conformance go: 0 passed, 2 failed, ") {
+		t.Fatalf("rc %d, output:\n%s%s", rc, out, errOut)
+	}
+	var doc struct {
+		Suite struct {
+			Tests    int `xml:"tests,attr"`
+			Failures int `xml:"failures,attr"`
+			Skipped  int `xml:"skipped,attr"`
+			Cases    []struct {
+				Name    string    `xml:"name,attr"`
+				Failure *struct{} `xml:"failure"`
+				Skipped *struct{} `xml:"skipped"`
+			} `xml:"testcase"`
+		} `xml:"testsuite"`
+	}
+	raw, err := os.ReadFile(junit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := xml.Unmarshal(raw, &doc); err != nil {
+		t.Fatalf("%v in\n%s", err, raw)
+	}
+	lines := strings.Count(out, "\nFAIL ") + strings.Count(out, "\nN/A ") + strings.Count(out, "\nPASS ")
+	if doc.Suite.Failures != 2 || doc.Suite.Tests != lines || doc.Suite.Skipped != lines-2 || len(doc.Suite.Cases) != lines {
+		t.Errorf("junit tests %d failures %d skipped %d, text lines %d:\n%s", doc.Suite.Tests, doc.Suite.Failures,
+			doc.Suite.Skipped, lines, raw)
+	}
+	var js struct {
+		Passed, Failed int
+		NA             int `json:"not_applicable"`
+	}
+	raw, err = os.ReadFile(report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, &js); err != nil || js.Failed != 2 || js.NA != lines-2 || js.Passed != 0 {
+		t.Errorf("json %+v (%v):\n%s", js, err, raw)
+	}
+}
+
+// A profile file names the claimed features; REST is refused naming the runner that has it.
+func TestProfileFileAndTransport(t *testing.T) {
+	url := yesServer(t)
+	profile := filepath.Join(t.TempDir(), "profile.txt")
+	if err := os.WriteFile(profile, []byte("# my server\nversions, bf16\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rc, out, errOut := runCmd(t, "--url", url, "--cases", caseDir, "--run", "health_server_live", "--features", profile)
+	if rc != 0 || !strings.Contains(out, "features claimed: bf16, versions\n") {
+		t.Errorf("rc %d, output:\n%s%s", rc, out, errOut)
+	}
+	if err := os.WriteFile(profile, []byte("versions\nnonsense\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rc, _, errOut = runCmd(t, "--url", url, "--cases", caseDir, "--features", profile)
+	if rc != 2 || !strings.Contains(errOut, "unknown feature(s) [nonsense]") {
+		t.Errorf("rc %d, stderr %s", rc, errOut)
+	}
+	rc, _, errOut = runCmd(t, "--url", url, "--cases", caseDir, "--transport", "rest")
+	if rc != 2 || !strings.Contains(errOut, `--transport "rest"`) || !strings.Contains(errOut, "jaxport-conformance --transport rest") {
+		t.Errorf("rc %d, stderr %s", rc, errOut)
+	}
+	rc, _, errOut = runCmd(t, "--url", url, "--cases", filepath.Join(t.TempDir(), "absent"))
+	if rc != 2 || !strings.Contains(errOut, "no case directory") || !strings.Contains(errOut, "absent") {
 		t.Errorf("rc %d, stderr %s", rc, errOut)
 	}
 }
