@@ -88,6 +88,7 @@ def front_config(settings: Settings, argv: Sequence[str],
         "max_inflight_per_model": settings.max_inflight_per_model,
         "max_queue_per_model": settings.max_queue_per_model,
         "batch_queue_size": settings.batch_queue_size,
+        "trace_otlp_endpoint": settings.trace_otlp_endpoint,
     }
 
 

@@ -77,6 +77,17 @@ def _optional_str(text: str) -> str | None:
     return text or None
 
 
+def _otlp_endpoint(text: str) -> str | None:
+    """HOST:PORT of an OTLP/gRPC trace receiver ('' = tracing off)."""
+    if not text:
+        return None
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise ValueError(f"expected HOST:PORT of an OTLP/gRPC receiver (e.g. 127.0.0.1:4317), "
+                         f"got {text!r}")
+    return text
+
+
 def _plugin_choice(text: str) -> str:
     """`none` (or empty): no native engine; anything else is the front's to resolve."""
     return text.strip() or "none"
@@ -251,6 +262,11 @@ class Settings:
                       "no Python on their request path (docs/native-engine.md): cpu (the pinned "
                       "XLA CPU plugin, `make setup`), cuda, or a plugin .so path; none = every "
                       "model on the Python workers", parse=_plugin_choice))
+    trace_otlp_endpoint: str | None = field(
+        default=None,
+        metadata=_opt("tracing: HOST:PORT of an OTLP/gRPC receiver (plaintext) the front sends "
+                      "OpenTelemetry spans to, one trace per request, W3C traceparent honoured "
+                      "(docs/bridge.md#tracing); off unless given", parse=_otlp_endpoint))
     system_shared_memory: bool = field(
         default=False,
         metadata=_opt("Triton's system shared memory extension: same-host clients register "

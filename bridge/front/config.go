@@ -43,6 +43,8 @@ type config struct {
 	MaxInflightPerModel int    `json:"max_inflight_per_model"`
 	MaxQueuePerModel    int    `json:"max_queue_per_model"`
 	BatchQueueSize      int    `json:"batch_queue_size"`
+	// Tracing (tracing.go): HOST:PORT of the OTLP/gRPC receiver spans go to; null = off.
+	TraceOTLPEndpoint string `json:"trace_otlp_endpoint"`
 }
 
 // configFields are the JSON names of config's fields, each required.
@@ -110,7 +112,8 @@ The front's one resolved configuration, written by jaxport serve from the Settin
 (jaxport.bridge.cli.front_config): host, port, port_file, metrics_port, http_port, workers,
 worker_cmd, worker_args (the jaxport serve flags every worker gets), max_message_bytes,
 grace_period_s, tls_cert, tls_key, tls_client_ca, auth_token_file, pjrt_plugin,
-max_inflight_per_model, max_queue_per_model, batch_queue_size. Run jaxport serve.`
+max_inflight_per_model, max_queue_per_model, batch_queue_size, trace_otlp_endpoint. Run
+jaxport serve.`
 
 // parseArgs reads the front's command line: --config JSON (or --config=JSON), nothing else.
 func parseArgs(argv []string) (*front, error) {
@@ -145,5 +148,5 @@ func parseArgs(argv []string) (*front, error) {
 		maxMessageBytes: c.MaxMessageBytes, gracePeriod: time.Duration(c.GracePeriodS * float64(time.Second)),
 		tlsCert: c.TLSCert, tlsKey: c.TLSKey, tlsClientCA: c.TLSClientCA, authTokenFile: c.AuthTokenFile,
 		routes: newRouter(), pjrtPlugin: c.PJRTPlugin, maxInflight: c.MaxInflightPerModel,
-		maxQueue: c.MaxQueuePerModel, batchQueueSize: c.BatchQueueSize}, nil
+		maxQueue: c.MaxQueuePerModel, batchQueueSize: c.BatchQueueSize, traceEndpoint: c.TraceOTLPEndpoint}, nil
 }

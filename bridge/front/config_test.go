@@ -20,6 +20,7 @@ func fullConfig(t *testing.T, edit func(map[string]any)) string {
 		"max_message_bytes": 1024, "grace_period_s": 2.5, "tls_cert": nil, "tls_key": nil,
 		"tls_client_ca": nil, "auth_token_file": "/run/token", "pjrt_plugin": "cpu",
 		"max_inflight_per_model": 4, "max_queue_per_model": 64, "batch_queue_size": 1024,
+		"trace_otlp_endpoint": "127.0.0.1:4317",
 	}
 	if edit != nil {
 		edit(doc)
@@ -52,7 +53,8 @@ func TestConfigIsTakenAsWritten(t *testing.T) {
 		if f.routes == nil {
 			t.Fatal("no router")
 		}
-		if f.pjrtPlugin != "cpu" || f.maxInflight != 4 || f.maxQueue != 64 || f.batchQueueSize != 1024 {
+		if f.pjrtPlugin != "cpu" || f.maxInflight != 4 || f.maxQueue != 64 || f.batchQueueSize != 1024 ||
+			f.traceEndpoint != "127.0.0.1:4317" {
 			t.Fatalf("native engine settings: %+v", f)
 		}
 	}

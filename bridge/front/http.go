@@ -56,7 +56,7 @@ func (f *front) listenREST(token []byte) (*restServer, int, error) {
 	}
 	r := &restServer{f: f, token: token, lis: lis}
 	r.srv = &http.Server{
-		Handler:           r,
+		Handler:           f.trace.httpHandler(r), // a server span per request (tracing.go)
 		ReadHeaderTimeout: 30 * time.Second,
 		IdleTimeout:       120 * time.Second,
 		ErrorLog:          slog.NewLogLogger(slog.Default().Handler(), slog.LevelWarn),
@@ -102,6 +102,9 @@ func parseRoute(method, escapedPath string) (route, error) {
 	p := strings.TrimSuffix(escapedPath, "/")
 	if p == "/v2" {
 		return route{rpc: "ServerMetadata", method: http.MethodGet}, nil
+	}
+	if rt, ok := traceSettingRoute(method, p); ok { // Triton's trace extension (tracing.go)
+		return rt, nil
 	}
 	switch p {
 	case "/v2/health/live":
@@ -203,7 +206,7 @@ func (r *restServer) ServeHTTP(rw http.ResponseWriter, req *http.Request) {
 	if err != nil {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no REST endpoint %s %s (see docs/rest.md: /v2, /v2/health/live|ready, "+
 			"/v2/models/{model}[/versions/{version}][/ready|/infer|/config|/stats], /v2/repository/index, "+
-			"/v2/repository/models/{model}/load|unload, /v2/{system,cuda}sharedmemory[/region/{name}]/status|register|unregister)", req.Method, req.URL.Path))
+			"/v2/repository/models/{model}/load|unload, /v2/{system,cuda}sharedmemory[/region/{name}]/status|register|unregister, /v2[/models/{model}]/trace/setting)", req.Method, req.URL.Path))
 		return
 	}
 	allowed := rt.method
@@ -238,6 +241,10 @@ func (r *restServer) ServeHTTP(rw http.ResponseWriter, req *http.Request) {
 	}
 	if rt.rpc == "ModelInfer" {
 		r.infer(ctx, w, req, rt)
+		return
+	}
+	if rt.rpc == "TraceSetting" {
+		r.traceSettingREST(w, req)
 		return
 	}
 	if strings.HasPrefix(rt.rpc, "Repository") {

@@ -56,6 +56,9 @@ type front struct {
 	batchQueueSize  int
 	native          *natives // models the front executes itself (native.go)
 
+	traceEndpoint string   // OTLP/gRPC receiver of spans; "" = tracing off
+	trace         *tracing // nil when off (tracing.go)
+
 	workers []*worker
 	health  *health.Server
 	hmu     sync.Mutex
@@ -160,6 +163,12 @@ func run(argv []string) int {
 	if creds != nil {
 		serverOptions = append(serverOptions, grpc.Creds(creds))
 	}
+	if f.trace, err = startTracing(f.traceEndpoint); err != nil {
+		fmt.Fprintf(os.Stderr, "jaxport front: error: %v\n", err)
+		return 1
+	}
+	defer f.trace.flush()
+	serverOptions = append(serverOptions, f.trace.serverOptions()...) // before the token check: refusals traced
 	var token []byte
 	if f.authTokenFile != "" {
 		token, err = readTokenFile(f.authTokenFile)

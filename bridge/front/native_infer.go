@@ -21,6 +21,7 @@ import (
 
 	"github.com/jaxport/jaxport/bridge/front/batch"
 	inferencepb "github.com/jaxport/jaxport/clients/go/gen/inference"
+	"go.opentelemetry.io/otel/attribute"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/mem"
@@ -109,8 +110,21 @@ func (f *front) nativeUnary(ctx context.Context, payload mem.BufferSlice) (out a
 	return &rawMsg{out: mem.BufferSlice{mem.SliceBuffer(body)}}, true, nil
 }
 
-// infer runs one request of a native model and accounts for it once.
+// infer runs one request of a native model under its span (tracing.go).
 func (n *natives) infer(ctx context.Context, model *nativeModel, req *inferencepb.ModelInferRequest) (*inferencepb.ModelInferResponse, error) {
+	ctx, span := startSpan(ctx, "native.infer", modelAttrs(model)...)
+	resp, err := n.inferOnce(ctx, model, req)
+	spanErr := err
+	if errors.Is(err, errToWorkers) { // not a failure: the caller forwards it to a worker
+		span.SetAttributes(attribute.Bool("jaxport.forwarded_to_worker", true))
+		spanErr = nil
+	}
+	endSpan(span, spanErr)
+	return resp, err
+}
+
+// inferOnce runs one request of a native model and accounts for it once.
+func (n *natives) inferOnce(ctx context.Context, model *nativeModel, req *inferencepb.ModelInferRequest) (*inferencepb.ModelInferResponse, error) {
 	begun := time.Now()
 	p, err := model.sig.prepare(req)
 	if errors.Is(err, errToWorkers) {
@@ -130,7 +144,11 @@ func (n *natives) infer(ctx context.Context, model *nativeModel, req *inferencep
 			return fail(err)
 		}
 		var bt batch.Timing
-		outputs, bt, err = model.batcher.Submit(ctx, p.rows, p.inputs)
+		bctx, span := startSpan(ctx, "batcher", attribute.Int("jaxport.rows", p.rows))
+		submitted := time.Now()
+		outputs, bt, err = model.batcher.Submit(bctx, p.rows, p.inputs)
+		batchSpans(bctx, submitted, bt, err)
+		endSpan(span, err)
 		if err != nil {
 			return fail(err)
 		}
@@ -140,7 +158,10 @@ func (n *natives) infer(ctx context.Context, model *nativeModel, req *inferencep
 		}
 	} else {
 		queued := time.Now()
-		if err := n.admission.acquire(ctx, model.key); err != nil {
+		_, span := startSpan(ctx, "admission")
+		err := n.admission.acquire(ctx, model.key)
+		endSpan(span, err)
+		if err != nil {
 			return fail(err)
 		}
 		t.queue = time.Since(queued)
@@ -148,7 +169,9 @@ func (n *natives) infer(ctx context.Context, model *nativeModel, req *inferencep
 			n.admission.release(model.key)
 			return fail(err)
 		}
+		_, span = startSpan(ctx, "execute", attribute.Int("jaxport.rows", p.rows))
 		outputs, t.input, t.infer, err = model.run(model.program(p.rows), p.inputs, p.rows)
+		endSpan(span, err)
 		n.admission.release(model.key)
 		if err != nil {
 			return fail(err)

@@ -226,6 +226,9 @@ func (f *front) unary(ctx context.Context, method uint8, payload mem.BufferSlice
 	merge func([][]byte) ([]byte, error)) (any, error) {
 	ctx, cancel := answerBeforeDeadline(ctx)
 	defer cancel()
+	if method == traceSettingMethod { // the front's own settings (tracing.go)
+		return f.traceSettingRPC(payload.Materialize())
+	}
 	switch mode {
 	case forwardAll:
 		defer f.routes.forget() // a load/unload may change which models batch

@@ -309,7 +309,14 @@ func timeoutMicros(ctx context.Context) int64 {
 // call forwards one unary RPC and waits for the worker's reply, the caller going away, or the
 // worker dying.
 func (k *conn) call(ctx context.Context, method uint8, payload mem.BufferSlice) (*reply, error) {
-	return k.callFrame(ctx, frameCall, method, payload)
+	ctx, span := startWorkerSpan(ctx, method)
+	r, err := k.callFrame(ctx, frameCall, method, payload)
+	if err == nil {
+		endSpan(span, r.err())
+	} else {
+		endSpan(span, err)
+	}
+	return r, err
 }
 
 // callFrame sends one request frame of type ftype and waits for its REPLY.

@@ -3,6 +3,7 @@ the routing and worker tests share (no fixtures here: see conftest.py)."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -13,8 +14,8 @@ from jaxport.protocol.gen.inference import grpc_service_pb2 as pb
 from support.bridge import FRONT_SRC, FrontBuildError, serve_command
 from support.bridge import build_front as support_build_front
 
-__all__ = ["FEATURES", "FRONT_SRC", "NEVER_US", "PLUGIN", "SIZES", "build_front", "front_command",
-           "go_or_fail", "rows_model", "rows_params", "rows_request"]
+__all__ = ["FEATURES", "FRONT_SRC", "NEVER_US", "PLUGIN", "SIZES", "beyond_plugin", "build_front",
+           "front_command", "go_or_fail", "rows_model", "rows_params", "rows_request"]
 # XLA's CPU PJRT plugin the native engine loads (`make pjrt-plugin`).
 PLUGIN = FRONT_SRC.parents[1] / "build" / "pjrt" / "pjrt_c_api_cpu_plugin.so"
 # The batching model `rows` (exported by conftest's `batched_repo`): FEATURES inputs per row,
@@ -42,6 +43,16 @@ def rows_request(x: np.ndarray, rid: str) -> pb.ModelInferRequest:
     req.inputs.add(name="x", datatype="FP32", shape=list(x.shape))
     req.raw_input_contents.append(x.tobytes())
     return req
+
+
+def beyond_plugin(artifact: Path, dest: Path) -> Path:
+    """A copy of `artifact` at `dest` whose manifest names a StableHLO target (1.99.0) outside
+    the plugin's window: the native engine leaves it to the workers."""
+    copy = shutil.copytree(artifact, dest)
+    manifest = json.loads((copy / "manifest.json").read_text())
+    manifest["versions"]["stablehloTarget"] = "1.99.0"
+    (copy / "manifest.json").write_text(json.dumps(manifest))
+    return copy
 
 
 def go_or_fail() -> str:

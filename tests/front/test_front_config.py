@@ -10,9 +10,10 @@ import re
 import sys
 from pathlib import Path
 
+import pytest
 from front_helpers import FRONT_SRC
 from jaxport.bridge import cli
-from jaxport.bridge.settings import Settings
+from jaxport.bridge.settings import Settings, SettingsError
 
 
 def test_config_is_what_settings_resolved() -> None:
@@ -31,7 +32,7 @@ def test_config_is_what_settings_resolved() -> None:
         "tls_cert": "c.pem", "tls_key": "k.pem", "tls_client_ca": None, "auth_token_file": None,
         "pjrt_plugin": "cpu", "max_inflight_per_model": settings.max_inflight_per_model,
         "max_queue_per_model": settings.max_queue_per_model,
-        "batch_queue_size": settings.batch_queue_size,
+        "batch_queue_size": settings.batch_queue_size, "trace_otlp_endpoint": None,
     }
     # --pjrt-plugin none (or JAXPORT_PJRT_PLUGIN=none): no native engine, the front gets null
     for given in (["--pjrt-plugin", "none"], ["--pjrt-plugin="]):
@@ -39,6 +40,14 @@ def test_config_is_what_settings_resolved() -> None:
         assert cli.front_config(off, argv)["pjrt_plugin"] is None
     off = Settings.from_argv(argv, environ={"JAXPORT_PJRT_PLUGIN": "none"})
     assert cli.front_config(off, argv)["pjrt_plugin"] is None
+    # --trace-otlp-endpoint (or JAXPORT_TRACE_OTLP_ENDPOINT): the receiver, checked as HOST:PORT
+    traced = Settings.from_argv([*argv, "--trace-otlp-endpoint", "127.0.0.1:4317"], environ={})
+    assert cli.front_config(traced, argv)["trace_otlp_endpoint"] == "127.0.0.1:4317"
+    traced = Settings.from_argv(argv, environ={"JAXPORT_TRACE_OTLP_ENDPOINT": "otel:4317"})
+    assert cli.front_config(traced, argv)["trace_otlp_endpoint"] == "otel:4317"
+    for bad in ("4317", "host:", "host:0", "host:http"):
+        with pytest.raises(SettingsError, match=f"--trace-otlp-endpoint.*HOST:PORT.*{bad!r}"):
+            Settings.from_argv([*argv, "--trace-otlp-endpoint", bad], environ={})
     command = cli.front_command(Path("/x/front"), argv, settings, worker_cmd=["w", "-m", "x"])
     assert command[:2] == ["/x/front", "--config"]
     assert json.loads(command[2]) == {**config, "worker_cmd": ["w", "-m", "x"]}

@@ -138,6 +138,12 @@ def test_core_messages_are_complete(ours, triton) -> None:
         ".inference.CudaSharedMemoryRegisterResponse",
         ".inference.CudaSharedMemoryUnregisterRequest",
         ".inference.CudaSharedMemoryUnregisterResponse",
+        ".inference.TraceSettingRequest",
+        ".inference.TraceSettingRequest.SettingValue",
+        ".inference.TraceSettingRequest.SettingsEntry",
+        ".inference.TraceSettingResponse",
+        ".inference.TraceSettingResponse.SettingValue",
+        ".inference.TraceSettingResponse.SettingsEntry",
     ]
     for msg in complete:
         assert ours[0][msg] == triton[0][msg], msg
@@ -157,6 +163,7 @@ def test_rpcs_match_triton(ours, triton) -> None:
         "RepositoryModelLoad", "RepositoryModelUnload",
         "SystemSharedMemoryStatus", "SystemSharedMemoryRegister", "SystemSharedMemoryUnregister",
         "CudaSharedMemoryStatus", "CudaSharedMemoryRegister", "CudaSharedMemoryUnregister",
+        "TraceSetting",
     }
     assert {k.split(".", 1)[1] for k in ours[2]} == required
     for rpc, spec in ours[2].items():

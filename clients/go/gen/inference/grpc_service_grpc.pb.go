@@ -56,6 +56,7 @@ const (
 	GRPCInferenceService_CudaSharedMemoryStatus_FullMethodName       = "/inference.GRPCInferenceService/CudaSharedMemoryStatus"
 	GRPCInferenceService_CudaSharedMemoryRegister_FullMethodName     = "/inference.GRPCInferenceService/CudaSharedMemoryRegister"
 	GRPCInferenceService_CudaSharedMemoryUnregister_FullMethodName   = "/inference.GRPCInferenceService/CudaSharedMemoryUnregister"
+	GRPCInferenceService_TraceSetting_FullMethodName                 = "/inference.GRPCInferenceService/TraceSetting"
 )
 
 // GRPCInferenceServiceClient is the client API for GRPCInferenceService service.
@@ -104,6 +105,10 @@ type GRPCInferenceServiceClient interface {
 	CudaSharedMemoryRegister(ctx context.Context, in *CudaSharedMemoryRegisterRequest, opts ...grpc.CallOption) (*CudaSharedMemoryRegisterResponse, error)
 	// Unregister one CUDA region by name, or all of them (empty name); an unknown name is OK.
 	CudaSharedMemoryUnregister(ctx context.Context, in *CudaSharedMemoryUnregisterRequest, opts ...grpc.CallOption) (*CudaSharedMemoryUnregisterResponse, error)
+	// Triton's trace extension: the server's trace settings (OpenTelemetry spans exported over
+	// OTLP, docs/bridge.md#tracing). Answered by the native front (server-wide: a model_name
+	// gets the same settings); an update is refused (INVALID_ARGUMENT) unless it restates them.
+	TraceSetting(ctx context.Context, in *TraceSettingRequest, opts ...grpc.CallOption) (*TraceSettingResponse, error)
 }
 
 type gRPCInferenceServiceClient struct {
@@ -297,6 +302,16 @@ func (c *gRPCInferenceServiceClient) CudaSharedMemoryUnregister(ctx context.Cont
 	return out, nil
 }
 
+func (c *gRPCInferenceServiceClient) TraceSetting(ctx context.Context, in *TraceSettingRequest, opts ...grpc.CallOption) (*TraceSettingResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(TraceSettingResponse)
+	err := c.cc.Invoke(ctx, GRPCInferenceService_TraceSetting_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // GRPCInferenceServiceServer is the server API for GRPCInferenceService service.
 // All implementations must embed UnimplementedGRPCInferenceServiceServer
 // for forward compatibility.
@@ -343,6 +358,10 @@ type GRPCInferenceServiceServer interface {
 	CudaSharedMemoryRegister(context.Context, *CudaSharedMemoryRegisterRequest) (*CudaSharedMemoryRegisterResponse, error)
 	// Unregister one CUDA region by name, or all of them (empty name); an unknown name is OK.
 	CudaSharedMemoryUnregister(context.Context, *CudaSharedMemoryUnregisterRequest) (*CudaSharedMemoryUnregisterResponse, error)
+	// Triton's trace extension: the server's trace settings (OpenTelemetry spans exported over
+	// OTLP, docs/bridge.md#tracing). Answered by the native front (server-wide: a model_name
+	// gets the same settings); an update is refused (INVALID_ARGUMENT) unless it restates them.
+	TraceSetting(context.Context, *TraceSettingRequest) (*TraceSettingResponse, error)
 	mustEmbedUnimplementedGRPCInferenceServiceServer()
 }
 
@@ -406,6 +425,9 @@ func (UnimplementedGRPCInferenceServiceServer) CudaSharedMemoryRegister(context.
 }
 func (UnimplementedGRPCInferenceServiceServer) CudaSharedMemoryUnregister(context.Context, *CudaSharedMemoryUnregisterRequest) (*CudaSharedMemoryUnregisterResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CudaSharedMemoryUnregister not implemented")
+}
+func (UnimplementedGRPCInferenceServiceServer) TraceSetting(context.Context, *TraceSettingRequest) (*TraceSettingResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method TraceSetting not implemented")
 }
 func (UnimplementedGRPCInferenceServiceServer) mustEmbedUnimplementedGRPCInferenceServiceServer() {}
 func (UnimplementedGRPCInferenceServiceServer) testEmbeddedByValue()                              {}
@@ -741,6 +763,24 @@ func _GRPCInferenceService_CudaSharedMemoryUnregister_Handler(srv interface{}, c
 	return interceptor(ctx, in, info, handler)
 }
 
+func _GRPCInferenceService_TraceSetting_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(TraceSettingRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GRPCInferenceServiceServer).TraceSetting(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GRPCInferenceService_TraceSetting_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GRPCInferenceServiceServer).TraceSetting(ctx, req.(*TraceSettingRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // GRPCInferenceService_ServiceDesc is the grpc.ServiceDesc for GRPCInferenceService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -815,6 +855,10 @@ var GRPCInferenceService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CudaSharedMemoryUnregister",
 			Handler:    _GRPCInferenceService_CudaSharedMemoryUnregister_Handler,
+		},
+		{
+			MethodName: "TraceSetting",
+			Handler:    _GRPCInferenceService_TraceSetting_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
