@@ -4,6 +4,7 @@
                         [--cases DIR] [--features-file PATH] [--run SUBSTRING]
                         [--ca CA.pem] [--cert C.pem --key K.pem] [--token TOKEN]
                         [--json FILE] [--junit FILE]
+    jaxport-conformance --write-kit DIR     # the model kit: reference models and adapters
 
 Prints one PASS/FAIL/N/A line per case and `conformance <label>: N passed, M failed[, K not
 applicable]`; exits 1 if a case failed, 2 for a usage error. `--features` names what the
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 import time
 from collections.abc import Callable
@@ -60,7 +62,30 @@ def parser(prog: str = "jaxport-conformance") -> argparse.ArgumentParser:
                    help="bearer token sent on every call (default $JAXPORT_CONFORMANCE_TOKEN)")
     p.add_argument("--json", type=Path, default=None, help="also write the results as JSON")
     p.add_argument("--junit", type=Path, default=None, help="also write JUnit XML")
+    p.add_argument("--write-kit", type=Path, default=None, metavar="DIR",
+                   help="copy the model kit (numpy reference models, KServe/MLServer adapters, "
+                        "the Triton repository generator) into DIR and exit")
     return p
+
+
+def kit_dir() -> Path:
+    """The model kit: inside the installed wheel, else tests/conformance/kit of the tree."""
+    inside = Path(__file__).resolve().parent / "kit"
+    return inside if inside.is_dir() else Path(__file__).resolve().parents[1] / "kit"
+
+
+def write_kit(out: Path) -> int:
+    """Copy the kit's files into `out` (created); 2 when a file would be overwritten."""
+    files = sorted(p for p in kit_dir().iterdir() if p.suffix in (".py", ".md"))
+    clash = [p.name for p in files if (out / p.name).exists()]
+    if clash:
+        print(f"jaxport-conformance: error: {out} already has {clash}", file=sys.stderr)
+        return 2
+    out.mkdir(parents=True, exist_ok=True)
+    for p in files:
+        shutil.copy2(p, out / p.name)
+        print(out / p.name)
+    return 0
 
 
 #: Makes the gRPC runner of a run: (args, channel options, credentials or None, call metadata)
@@ -84,6 +109,8 @@ def main(argv: list[str] | None = None, *, prog: str = "jaxport-conformance",
     none failed."""
     p = arg_parser or parser(prog)
     args = p.parse_args(argv)
+    if args.write_kit is not None:
+        return write_kit(args.write_kit)
     if args.url is None:
         env = (("JAXPORT_CONFORMANCE_REST_URL",) if args.transport == "rest" else ()) + (
             "JAXPORT_CONFORMANCE_URL",)

@@ -1,0 +1,205 @@
+"""The model kit (tests/conformance/kit, shipped in the jaxport-conformance wheel) against the
+cases: the numpy reference models compute every expected output of every inference and stream
+case of the suite models (classification aside: the top-k strings are the server's job, not the
+model's), their signatures are the metadata cases', a tripped check raises the case's message,
+and the generated Triton python-backend repository declares those signatures and computes the
+same outputs through its model.py (run here with a stand-in for Triton's
+triton_python_backend_utils, since no Triton runs on this machine)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+import types
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+HERE = Path(__file__).resolve().parent
+for _p in (HERE, HERE / "kit"):
+    if str(_p) not in sys.path:
+        sys.path.insert(0, str(_p))
+
+import make_triton_repo  # noqa: E402
+import reference  # noqa: E402
+from jaxport_conformance import suite  # noqa: E402
+
+CASES = suite.load_cases(suite.DEFAULT_CASES)
+
+
+def feeds(case: dict[str, Any], req: dict[str, Any]) -> dict[str, np.ndarray]:
+    """A request's inputs as numpy arrays (BF16: uint16 bit patterns, as the kit takes them)."""
+    return {t["name"]: np.frombuffer(suite.tensor_bytes(case, t),
+                                     suite.datatype(t["datatype"]).numpy).reshape(t["shape"])
+            for t in req["inputs"]}
+
+
+def decoded(model: reference.ReferenceModel, outputs: dict[str, np.ndarray],
+            wanted: list[str] | None) -> dict[str, suite.Decoded]:
+    types_ = {t.name: t.datatype for t in model.outputs}
+    return {n: suite.Decoded(types_[n], suite.as_values(types_[n], list(np.shape(a)),
+                                                        np.ascontiguousarray(a).tobytes()))
+            for n, a in outputs.items() if not wanted or n in wanted}
+
+
+def infer_cases() -> list[dict[str, Any]]:
+    return [c for c in CASES if c["rpc"] == "ModelInfer" and c["expect"]["code"] == "OK"
+            and "jaxport-models" in c["requires"] and not c["request"].get("classification")]
+
+
+@pytest.mark.parametrize("case", infer_cases(), ids=lambda c: c["name"])
+def test_reference_models_give_the_expected_outputs(case: dict[str, Any]) -> None:
+    req = case["request"]
+    model = reference.MODELS[req["model"]]
+    got = decoded(model, model.run(feeds(case, req)), req.get("outputs"))
+    suite.compare_outputs(case, {"outputs": case["expect"]["outputs"]}, got, "")
+
+
+def test_reference_streams_and_checks() -> None:
+    streams = [c for c in CASES if c["rpc"] == "ModelStreamInfer"]
+    assert streams
+    for case in streams:
+        reqs = {r["id"]: r for r in case["request"]["requests"]}
+        for want in case["expect"]["responses"]:
+            r = reqs[want["id"]]
+            model = reference.MODELS[r["model"]]
+            if "error_contains" in want:
+                with pytest.raises(reference.InvalidInput) as info:
+                    model.run(feeds(case, r))
+                for part in want["error_contains"]:
+                    assert part in str(info.value)
+                continue
+            suite.compare_outputs(case, {"outputs": want["outputs"]},
+                                  decoded(model, model.run(feeds(case, r)), None), "")
+    (tripped,) = [c for c in CASES if c["name"] == "check_tripped"]
+    with pytest.raises(reference.CheckFailed) as info:
+        reference.MODELS["cf_check"].run(feeds(tripped, tripped["request"]))
+    for part in tripped["expect"]["message_contains"]:
+        assert part in str(info.value)
+
+
+def test_reference_signatures_are_the_metadata_cases() -> None:
+    metadata = [c for c in CASES if c["rpc"] == "ModelMetadata" and c["expect"]["code"] == "OK"]
+    assert len(metadata) >= 5
+    for case in metadata:
+        model = reference.MODELS[case["expect"]["name"]]
+        for kind in ("inputs", "outputs"):
+            got = [{"name": t.name, "datatype": t.datatype, "shape": list(t.shape)}
+                   for t in getattr(model, kind)]
+            assert got == case["expect"][kind], case["name"]
+    # A request off the signature is refused naming the input (what a server must say).
+    infer = [c for c in CASES if c["rpc"] == "ModelInfer" and c["request"]["model"] in
+             reference.MODELS and not suite.malformed(c, c["request"])
+             and c["expect"]["code"] == "INVALID_ARGUMENT" and c["name"] != "check_tripped"
+             and not c["request"].get("outputs")]  # outputs and classification: the server's
+    assert len(infer) >= 4
+    for case in infer:
+        model = reference.MODELS[case["request"]["model"]]
+        with pytest.raises(reference.InvalidInput) as info:
+            model.run(feeds(case, case["request"]))
+        assert any(part in str(info.value) for part in case["expect"]["message_contains"]), (
+            case["name"], str(info.value))
+    served = {c["request"]["model"] for c in CASES if c["rpc"] == "ModelInfer"
+              and "jaxport-models" in c["requires"]}
+    assert served <= set(reference.MODELS)
+
+
+class _PbUtils(types.ModuleType):
+    """What model.py uses of Triton's triton_python_backend_utils, with Triton's semantics:
+    tensors by name (as numpy), responses of output tensors or a TritonError."""
+
+    class Tensor:
+        def __init__(self, name: str, array: np.ndarray) -> None:
+            self.name, self.array = name, array
+
+        def as_numpy(self) -> np.ndarray:
+            return self.array
+
+    class InferenceResponse:
+        def __init__(self, output_tensors: list | None = None, error: Any = None) -> None:
+            self.output_tensors, self.error = output_tensors or [], error
+
+    class TritonError:
+        def __init__(self, message: str) -> None:
+            self.message = message
+
+    class Request:
+        def __init__(self, inputs: dict[str, np.ndarray], wanted: list[str]) -> None:
+            self.inputs, self.wanted = inputs, wanted
+
+        def requested_output_names(self) -> list[str]:
+            return self.wanted
+
+    def get_input_tensor_by_name(self, request: Any, name: str) -> Any:
+        return self.Tensor(name, request.inputs[name]) if name in request.inputs else None
+
+
+def test_triton_repository(tmp_path: Path) -> None:
+    repo = tmp_path / "triton"
+    make_triton_repo.write_repository(repo)
+    # cf_bf16 is left out: Triton's python backend hands tensors over as numpy, which has no
+    # BF16 (the README says so).
+    assert sorted(p.name for p in repo.iterdir()) == sorted(set(reference.MODELS) - {"cf_bf16"})
+    config = (repo / "cf_batched" / "config.pbtxt").read_text()
+    assert 'backend: "python"' in config and "max_batch_size: 4" in config
+    assert 'name: "data_in"' in config and "data_type: TYPE_FP32" in config
+    assert "dims: [ 3 ]" in config  # the batch dimension is implicit with max_batch_size
+    assert "dims: [ 2, 3 ]" in (repo / "cf_fp16" / "config.pbtxt").read_text()
+    shapes = (repo / "cf_shapes" / "config.pbtxt").read_text()
+    assert "dims: [ 1 ]\n    reshape: { shape: [ ] }" in shapes  # Triton's form of a scalar
+    assert 'label_filename: "scores.labels.txt"' in (repo / "cf_classes" / "config.pbtxt"
+                                                        ).read_text()
+    assert (repo / "cf_classes" / "scores.labels.txt").read_text().split() == list(
+        reference.CLASS_LABELS)
+    pb_utils = _PbUtils("triton_python_backend_utils")
+    sys.modules["triton_python_backend_utils"] = pb_utils
+    try:
+        for case in [c for c in infer_cases()
+                     if c["request"]["model"] in ("cf_multi", "cf_fp16", "cf_batched")]:
+            req = case["request"]
+            name = req["model"]
+            spec = importlib.util.spec_from_file_location(f"triton_{name}",
+                                                          repo / name / "1" / "model.py")
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            model = module.TritonPythonModel()
+            model.initialize({"model_name": name})
+            (response,) = model.execute([pb_utils.Request(feeds(case, req),
+                                                          req.get("outputs", []))])
+            assert response.error is None
+            got = {t.name: t.array for t in response.output_tensors}
+            # Triton itself keeps only the requested outputs of a response
+            suite.compare_outputs(case, {"outputs": case["expect"]["outputs"]},
+                                  decoded(reference.MODELS[name], got, req.get("outputs")), "")
+        (tripped,) = [c for c in CASES if c["name"] == "check_tripped"]
+        spec = importlib.util.spec_from_file_location("triton_cf_check",
+                                                      repo / "cf_check" / "1" / "model.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        model = module.TritonPythonModel()
+        model.initialize({"model_name": "cf_check"})
+        (response,) = model.execute([pb_utils.Request(feeds(tripped, tripped["request"]), [])])
+        assert "index needs to be non-negative, got -2" in response.error.message
+    finally:
+        del sys.modules["triton_python_backend_utils"]
+
+
+def test_mlserver_settings_and_kit_copy(tmp_path: Path,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    import mlserver_runtime
+    from jaxport_conformance import cli
+
+    mlserver_runtime.write_settings(tmp_path / "settings", grpc_port=9001)
+    assert json.loads((tmp_path / "settings" / "settings.json").read_text())["grpc_port"] == 9001
+    for name, model in reference.MODELS.items():
+        doc = json.loads((tmp_path / "settings" / name / "model-settings.json").read_text())
+        assert doc["implementation"] == "mlserver_runtime.SuiteRuntime"
+        assert doc["inputs"] == mlserver_runtime.signature(model.inputs)
+    assert cli.main(["--write-kit", str(tmp_path / "kit")]) == 0
+    assert {p.name for p in (tmp_path / "kit").iterdir()} == {
+        "reference.py", "kserve_server.py", "mlserver_runtime.py", "make_triton_repo.py"}
+    assert cli.main(["--write-kit", str(tmp_path / "kit")]) == 2  # never overwrites
+    assert f"{tmp_path / 'kit'} already has" in capsys.readouterr().err
