@@ -17,9 +17,9 @@ repository (`mlp/1/weights/params.w1/c/0/0`): which file of which model version,
 server's file system layout. The log keeps the full paths for the operator.
 
 Where the repository is (`Repository(root)`): a local directory, a `file://` URL of one, or an
-`http(s)://` URL (`jaxport.artifact.location`). A local repository is listed from the file
-system; one by URL from its `index.json` (`jaxport.artifact.index`, written next to the
-artifacts), re-read whenever the repository is listed (start, RepositoryIndex, load).
+`http(s)://` or `s3://` URL (`jaxport.artifact.location`). A local repository is listed from
+the file system; one by URL from its `index.json` (`jaxport.artifact.index`, written next to
+the artifacts), re-read whenever the repository is listed (start, RepositoryIndex, load).
 
 A single-model root (`single_model=NAME`, KServe's `/mnt/models`): the root is ONE model,
 served as NAME, either a version directory (an artifact: `manifest.json` at the root, served
@@ -339,7 +339,7 @@ class Repository:
         on_change: Callable[[VersionStatus], None] | None = None,
         single_model: str | None = None,
     ) -> None:
-        """`root`: a local directory, a `file://` or `http(s)://` URL (module doc).
+        """`root`: a local directory, a `file://`, `http(s)://` or `s3://` URL (module doc).
         `single_model`: serve the root as that one model (module doc)."""
         if version_policy not in POLICIES:
             raise ValueError(f"version policy must be one of {POLICIES}, got {version_policy!r}")

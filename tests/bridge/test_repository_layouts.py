@@ -232,8 +232,9 @@ def test_check_root_says_what_is_wrong(tmp_path: Path, artifacts: dict[str, Path
     assert "not a valid model name" in message
     message = check_root("gs://bucket/repo")
     assert message == ("--repository gs://bucket/repo: 'gs://bucket/repo': gs:// is not "
-                       "supported (supported: a local path, file://, http://, https://); copy "
-                       "the artifacts to a local directory or serve them over HTTP")
+                       "supported (supported: a local path, file://, http://, https://, s3://); "
+                       "copy the artifacts to a local directory, serve them over HTTP or put "
+                       "them in S3")
     with serving(repo_dir) as http:
         assert check_root(http.url) == (
             f"--repository {http.url}: no index.json (a repository by URL is listed by it: "
