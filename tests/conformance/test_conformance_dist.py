@@ -94,9 +94,22 @@ def test_wheel_carries_the_suite_and_no_jax(wheel: Path, venv: Path) -> None:
     assert "jaxport_conformance/_gen/grpc_service_pb2_grpc.py" in names
     assert sorted(r.split()[1].split(">")[0].split("<")[0] for r in requires) == [
         "grpcio", "numpy", "protobuf"]
+    assert "jaxport_conformance/kit/reference.py" in names
     for module in ("jax", "jaxlib", "jaxport"):
         done = run(venv / "bin/python", "-I", "-c", f"import {module}")
         assert done.returncode != 0 and "ModuleNotFoundError" in done.stderr, (module, done)
+
+
+def test_installed_model_kit_runs_without_jax(venv: Path, tmp_path: Path) -> None:
+    done = run(venv / "bin/jaxport-conformance", "--write-kit", tmp_path / "kit")
+    assert done.returncode == 0, done.stdout + done.stderr
+    code = ("import numpy as np, reference; "
+            "out = reference.MODELS['cf_multi'].run({'alpha': np.ones((2, 3), np.float32), "
+            "'beta': np.array([1, -5, 0], np.int32)}); print(out['positives'], "
+            "out['total'].tolist())")
+    done = run(venv / "bin/python", "-c", code, cwd=tmp_path / "kit")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split(None, 1) == ["4", "[[2.0, -7.0, 0.5], [2.0, -7.0, 0.5]]\n"]
 
 
 @pytest.mark.parametrize("transport", ["grpc", "rest"])
