@@ -94,7 +94,7 @@ def _plugin_choice(text: str) -> str:
 
 
 def _repository(text: str) -> Path | str:
-    """A local directory, or a URL (file://, http(s)://) kept as given."""
+    """A local directory, or a URL (file://, http(s)://, s3://) kept as given."""
     from jaxport.artifact.location import is_url
 
     return text if is_url(text) else Path(text)
@@ -149,7 +149,7 @@ class Settings:
 
     repository: Path | str = field(
         metadata=_opt("model repository: DIR/<model>/<version>/ holds exporter artifacts, or a "
-                      "file:// or http(s):// URL of one (listed by its index.json)",
+                      "file://, http(s):// or s3:// URL of one (listed by its index.json)",
                       parse=_repository, required=True)
     )
     model_name: str | None = field(
