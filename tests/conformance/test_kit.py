@@ -102,6 +102,16 @@ def test_reference_signatures_are_the_metadata_cases() -> None:
             model.run(feeds(case, case["request"]))
         assert any(part in str(info.value) for part in case["expect"]["message_contains"]), (
             case["name"], str(info.value))
+    # Shapes are left to the server by the KServe/MLServer adapters: numpy's own error, or
+    # (a shape numpy broadcasts) an answer the server should never have let through.
+    by_name = {c["name"]: c for c in infer}
+    for name in ("error_wrong_shape", "error_wrong_rank"):
+        case = by_name[name]
+        with pytest.raises(ValueError, match="broadcast"):
+            reference.MODELS["cf_fp32"].run(feeds(case, case["request"]), check_shapes=False)
+    case = by_name["error_shape_beyond_metadata"]
+    out = reference.MODELS["cf_fp32"].run(feeds(case, case["request"]), check_shapes=False)
+    assert out["data_out"].shape == (4, 3)
     served = {c["request"]["model"] for c in CASES if c["rpc"] == "ModelInfer"
               and "jaxport-models" in c["requires"]}
     assert served <= set(reference.MODELS)
