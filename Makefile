@@ -138,10 +138,11 @@ wheel: client-wheel
 # $(CONFORMANCE_DIST): the conformance runner (tests/conformance/jaxport_conformance), the cases,
 # their data, the feature table, the model kit and the generated gRPC stubs; needs grpcio,
 # protobuf and numpy only (no JAX, no jaxport). tests/conformance/test_conformance_dist.py
-# installs it into a fresh venv and runs it against a live bridge.
+# installs it into a fresh venv and runs it against a live bridge. Needs only the venv (not
+# the front: nothing Go goes into the wheel).
 CONFORMANCE_DIST ?= dist/conformance
 .PHONY: conformance-dist
-conformance-dist: setup
+conformance-dist: | $(STAMP)
 	$(PY) tests/conformance/build_dist.py $(CONFORMANCE_DIST)
 
 # Exports the suite models, starts a real bridge, runs the Python, Go (plus go vet/go test) and
@@ -184,29 +185,33 @@ front:
 
 # The conformance suite against other OIP servers (issue 19; not part of `make test`): KServe's
 # ModelServer and MLServer, each in its own venv under build/peers/ (pinned), serving the suite
-# models through the small adapters of tests/conformance/peers/ that load jaxport artifacts with
-# jaxport.artifact.open; jaxport's bridge too. Writes docs/conformance-report.md. Python 3.12
-# (MLServer 1.7.1 does not install on 3.13; PEER_PYTHON=... to choose). jaxport goes in with
-# --no-deps plus its artifact-loading deps: both peers pin protobuf < 7 and jaxport's generated
-# code needs >= 7.35.1, which their (older) generated code also runs on.
+# models from the model kit (tests/conformance/kit: numpy reference models and the kit's
+# adapters, no jaxport in those venvs); jaxport's bridge too. The runner is the
+# jaxport-conformance wheel (make conformance-dist) installed in a venv of its own
+# (build/peers/runner: its stubs need protobuf >= 7.35, the peers pin < 7). Writes
+# docs/conformance-report.md. Python 3.12 (MLServer 1.7.1 does not install on 3.13;
+# PEER_PYTHON=... to choose).
 PEERS := build/peers
 PEER_PYTHON ?= $(shell for c in python3.12 $$HOME/.pyenv/versions/3.12*/bin/python3 /root/.pyenv/versions/3.12*/bin/python3; do p=$$(command -v $$c 2>/dev/null) && $$p -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 12) else 1)' 2>/dev/null && { echo $$p; break; }; done)
 PEER_SPEC_kserve := kserve==0.21.*
 PEER_SPEC_mlserver := mlserver==1.7.1
-PEER_JAXPORT_DEPS := jax==0.12.0.1 jaxlib==0.12.0.1 'flatbuffers>=24.3' 'tensorstore>=0.1.70' 'ml_dtypes>=0.5' 'protobuf>=7.35.1,<8' 'grpcio>=1.85.1'
 
-$(PEERS)/%/.installed: pyproject.toml clients/python/pyproject.toml
+$(PEERS)/%/.installed:
 	@test -n "$(PEER_PYTHON)" || { echo "error: make conformance-peers needs Python 3.12 (PEER_PYTHON=/path/to/python3.12)" >&2; exit 1; }
 	rm -rf $(PEERS)/$*
 	$(PEER_PYTHON) -m venv $(PEERS)/$*
 	$(PEERS)/$*/bin/pip install -q --upgrade pip
 	$(PEERS)/$*/bin/pip install -q '$(PEER_SPEC_$*)'
-	$(PEERS)/$*/bin/pip install -q --no-deps -e . -e clients/python
-	$(PEERS)/$*/bin/pip install -q $(PEER_JAXPORT_DEPS)
 	touch $@
 
+.PHONY: peers-runner
+peers-runner: conformance-dist
+	rm -rf $(PEERS)/runner
+	$(PY) -m venv $(PEERS)/runner
+	$(PEERS)/runner/bin/pip install -q --disable-pip-version-check $(CONFORMANCE_DIST)/jaxport_conformance-*-py3-none-any.whl
+
 .PHONY: conformance-peers
-conformance-peers: setup $(PEERS)/kserve/.installed $(PEERS)/mlserver/.installed
+conformance-peers: setup peers-runner $(PEERS)/kserve/.installed $(PEERS)/mlserver/.installed
 	$(PY) tests/conformance/peers/run_peers.py --work $(PEERS)
 
 # The bridge on Ray Serve across a two-node Ray cluster started on this machine (issue 17,

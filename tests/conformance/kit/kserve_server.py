@@ -9,8 +9,8 @@ What a user's model class does and nothing more: inputs as numpy (`InferInput.as
 `ReferenceModel.run` (names and datatypes checked, shapes against the metadata left to
 the server, which the suite measures; then compute), outputs as `InferOutput`; a wrong input
 name or datatype or a tripped check is KServe's `InvalidInput` (400 / INVALID_ARGUMENT).
-KServe binds every interface. Derived from tests/conformance/peers/kserve_server.py (which serves
-jaxport artifacts for `make conformance-peers`); not run on this machine in this form.
+KServe binds every interface. `make conformance-peers` serves KServe with this file (through
+tests/conformance/peers/kserve_server.py, which binds it to 127.0.0.1).
 """
 
 from __future__ import annotations

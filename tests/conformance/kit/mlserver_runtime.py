@@ -13,8 +13,8 @@ metadata left to the server, which the suite measures; then compute), outputs en
 `NumpyCodec`; a wrong input name or datatype or a tripped check is a 400 `MLServerError`.
 `write_settings` gives each model its model-settings.json (this class, version "1", the OIP
 signature) and a settings.json allowing the 16 MiB case (MLServer's default gRPC limit is
-4 MiB). Derived from tests/conformance/peers/mlserver_runtime.py (which serves jaxport
-artifacts for `make conformance-peers`); not run on this machine in this form.
+4 MiB). `make conformance-peers` serves MLServer with this file
+(tests/conformance/peers/run_peers.py).
 """
 
 from __future__ import annotations

@@ -4,13 +4,15 @@
     .venv/bin/python tests/conformance/peers/run_peers.py [--work build/peers]
                                                            [--report docs/conformance-report.md]
 
-Exports the suite models (models.py) into <work>/repo, then for each server in turn: jaxport's
-bridge, KServe's `ModelServer` (kserve_server.py) and MLServer (mlserver_runtime.py), each from
-its own venv (<work>/kserve, <work>/mlserver, made by the Makefile) with jaxport installed so the
-adapters load the artifacts with `jaxport.artifact.open`. Each server listens on 127.0.0.1 free
-ports, is waited for by polling ServerReady (wait_for_ready, bounded), gets the Python runner
-with the features it claims (PROFILES), and is stopped by PID (its process group: SIGTERM, then
-SIGKILL after a grace). Writes the per-server, per-case report; exits 1 only if jaxport failed a
+Exports the suite models (models.py) into <work>/repo for jaxport's bridge; KServe's
+`ModelServer` and MLServer serve the same models from the model kit (tests/conformance/kit:
+numpy reference models, kserve_server.py run through peers/kserve_server.py for 127.0.0.1,
+mlserver_runtime.py), each from its own venv (<work>/kserve, <work>/mlserver, made by the
+Makefile, with no jaxport in them). Each server listens on 127.0.0.1 free ports, is waited for
+by polling ServerReady (wait_for_ready, bounded), gets the installed jaxport-conformance wheel
+(<work>/runner, a venv of its own made by the Makefile from `make conformance-dist`) with the
+features it claims (PROFILES), and is stopped by PID (its process group: SIGTERM, then SIGKILL
+after a grace). Writes the per-server, per-case report; exits 1 only if jaxport failed a
 case of its profile or a server could not be started (peers' FAILs are the report's content).
 """
 
@@ -31,6 +33,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 SUITE = HERE.parent
+KIT = SUITE / "kit"
 ROOT = SUITE.parent.parent
 sys.path.insert(0, str(SUITE))
 sys.path.insert(0, str(ROOT))
@@ -76,8 +79,9 @@ def parse(output: str) -> dict[str, tuple[str, str]]:
     return out
 
 
-def run_runner(url: str, features: str, log: Path) -> tuple[str, str]:
-    cmd = [sys.executable, str(SUITE / "runner.py"), "--url", url, "--features", features]
+def run_runner(runner: Path, url: str, features: str, log: Path) -> tuple[str, str]:
+    """The installed wheel's runner against one server: (stdout, summary line)."""
+    cmd = [str(runner), "--url", url, "--features", features]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
     log.write_text(done.stdout + done.stderr)
     summary = next((ln for ln in done.stdout.splitlines() if ln.startswith("conformance ")), "")
@@ -140,7 +144,8 @@ def run_peer(name: str, cmd: list[str], url: str, work: Path, env: dict[str, str
             print(result.error, flush=True)
             return result
         print(f"--- {name} ready on {url} (pid {proc.pid})", flush=True)
-        stdout, result.summary = run_runner(url, PROFILES[name], work / f"{name}.runner.log")
+        stdout, result.summary = run_runner(work / "runner" / "bin" / "jaxport-conformance", url,
+                                            PROFILES[name], work / f"{name}.runner.log")
         print(stdout, flush=True)
         result.cases = parse(stdout)
     finally:
@@ -148,31 +153,19 @@ def run_peer(name: str, cmd: list[str], url: str, work: Path, env: dict[str, str
     return result
 
 
-def mlserver_settings(repository: Path, root: Path, ports: tuple[int, int, int]) -> None:
-    """settings.json (127.0.0.1, our ports, no worker pool) and one model-settings.json each."""
-    from jaxport.artifact import open as open_artifact
-
-    sys.path.insert(0, str(HERE))
-    import artifacts
+def mlserver_settings(root: Path, ports: tuple[int, int, int]) -> None:
+    """The kit's settings (settings.json: 127.0.0.1, our ports, no worker pool, 64 MiB gRPC
+    messages for the 16 MiB case; one model-settings.json per model) with our metrics port."""
+    sys.path.insert(0, str(KIT))
+    import mlserver_runtime
 
     if root.exists():
         shutil.rmtree(root)
-    root.mkdir(parents=True)
     grpc_port, http_port, metrics_port = ports
-    (root / "settings.json").write_text(json.dumps({
-        "host": "127.0.0.1", "grpc_port": grpc_port, "http_port": http_port,
-        "metrics_port": metrics_port, "parallel_workers": 0, "load_models_at_startup": True,
-        # a deployment setting (MLServer's default is 4 MiB): room for the 16 MiB case
-        "grpc_max_message_length": 64 << 20,
-        "debug": False}))
-    for model_dir in sorted(p for p in repository.iterdir() if p.is_dir()):
-        art = open_artifact(model_dir / "1")
-        (root / model_dir.name).mkdir()
-        (root / model_dir.name / "model-settings.json").write_text(json.dumps({
-            "name": model_dir.name, "implementation": "mlserver_runtime.JaxportRuntime",
-            "inputs": artifacts.signature(art.inputs),
-            "outputs": artifacts.signature(art.outputs),
-            "parameters": {"uri": str(model_dir / "1"), "version": "1"}}))
+    mlserver_runtime.write_settings(root, grpc_port=grpc_port, http_port=http_port)
+    settings = json.loads((root / "settings.json").read_text())
+    settings.update({"metrics_port": metrics_port, "debug": False})
+    (root / "settings.json").write_text(json.dumps(settings))
 
 
 #: Causes read in the servers' logs (build/peers/<server>.server.log), shown next to a FAIL.
@@ -214,9 +207,10 @@ def report(results: list[Result], path: Path) -> None:
         "# Conformance report: jaxport, KServe, MLServer",
         "",
         "Generated by `make conformance-peers` (tests/conformance/peers/run_peers.py): the suite's "
-        "cases (tests/conformance/cases) run by the Python runner against each server serving "
-        "the suite models, KServe and MLServer through small adapters loading the same jaxport "
-        "artifacts with `jaxport.artifact.open` (tests/conformance/peers/). A case needing a "
+        "cases (tests/conformance/cases) run by the installed jaxport-conformance wheel against "
+        "each server serving the suite models, KServe and MLServer through the model kit's "
+        "adapters and numpy reference models (tests/conformance/kit, "
+        "docs/conformance-suite.md). A case needing a "
         "feature the server does not claim (`--features`, below) is not applicable (N/A). FAIL "
         "cells give the status and message the server answered, verbatim (a dash after one is "
         "the cause read in the server's log). Deployment settings given to the peers: 64 MiB "
@@ -270,8 +264,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     work = args.work.resolve()
     only = args.only.split(",")
-    for peer in ("kserve", "mlserver"):
-        if peer in only and not (work / peer / "bin" / "python").exists():
+    for peer in ("runner", *(p for p in ("kserve", "mlserver") if p in only)):
+        if not (work / peer / "bin" / "python").exists():
             print(f"conformance-peers: error: {work / peer} is missing (make conformance-peers "
                   "creates it)", file=sys.stderr)
             return 2
@@ -284,7 +278,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"--- exporting the suite models to {repository}", flush=True)
     export_models(repository)
     results: list[Result] = []
-    env = {**os.environ, "PYTHONPATH": str(HERE), "PYTHONUNBUFFERED": "1"}
+    env = {**os.environ, "PYTHONPATH": str(KIT), "PYTHONUNBUFFERED": "1"}
     if "jaxport" in only:
         port = free_port()
         from tests.support.bridge import serve_command
@@ -298,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
     if "kserve" in only:
         grpc_port, http_port = free_port(), free_port()
         cmd = [str(work / "kserve" / "bin" / "python"), str(HERE / "kserve_server.py"),
-               "--repository", str(repository), "--grpc_port", str(grpc_port),
+               "--grpc_port", str(grpc_port),
                "--http_port", str(http_port),
                # a deployment setting (KServe's default is 8 MiB): room for the 16 MiB case
                "--grpc_max_send_message_length", str(64 << 20),
@@ -308,7 +302,7 @@ def main(argv: list[str] | None = None) -> int:
     if "mlserver" in only:
         ports = (free_port(), free_port(), free_port())
         settings = work / "mlserver-models"
-        mlserver_settings(repository, settings, ports)
+        mlserver_settings(settings, ports)
         cmd = [str(work / "mlserver" / "bin" / "mlserver"), "start", str(settings)]
         results.append(run_peer("mlserver", cmd, f"127.0.0.1:{ports[0]}", work, env,
                                 peer_version(work / "mlserver", "mlserver")))
