@@ -109,7 +109,7 @@ def preflight(settings: Settings) -> str | None:
     from jaxport.bridge import security
 
     try:
-        security.server_credentials(settings.tls_cert, settings.tls_key, settings.tls_client_ca)
+        security.check_tls_files(settings.tls_cert, settings.tls_key, settings.tls_client_ca)
         if settings.auth_token_file is not None:
             security.read_token_file(settings.auth_token_file)
     except security.SecurityConfigError as exc:

@@ -1,10 +1,10 @@
 """The TLS and token settings of `jaxport serve`, checked before the native front starts.
 
 `jaxport serve` (bridge/cli.py, `preflight`) refuses in one line what cannot work, before it
-execs the front: `server_credentials()` checks `--tls-cert/--tls-key[/--tls-client-ca]` (half a
-key pair, a client CA without TLS, unreadable, empty or non-PEM files) and builds
-`grpc.ServerCredentials` from them; `read_token_file()` reads `--auth-token-file` (one printable
-token; a world-readable file is warned about). The front (bridge/front/security.go) serves TLS,
+execs the front: `check_tls_files()` checks `--tls-cert/--tls-key[/--tls-client-ca]` (half a
+key pair, a client CA without TLS, unreadable, empty or non-PEM files; the front builds the
+credentials itself); `read_token_file()` reads `--auth-token-file` (one printable token; a
+world-readable file is warned about). The front (bridge/front/security.go) serves TLS,
 mutual TLS and the bearer token with the same texts: a call without `authorization: Bearer
 <token>` gets UNAUTHENTICATED before its message is parsed, except the open RPCs (health,
 ServerLive, ServerReady) orchestrators probe. docs/security.md.
@@ -15,12 +15,10 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-import grpc
-
 __all__ = [
     "SecurityConfigError",
+    "check_tls_files",
     "read_token_file",
-    "server_credentials",
 ]
 
 log = logging.getLogger(__name__)
@@ -42,10 +40,11 @@ def _read(path: Path, what: str, flag: str) -> bytes:
     return data
 
 
-def server_credentials(
+def check_tls_files(
     cert: Path | None, key: Path | None, client_ca: Path | None = None
-) -> grpc.ServerCredentials | None:
-    """Server credentials for the given PEM files, or None for plaintext (no TLS flag given).
+) -> bool:
+    """Whether the flags ask for TLS (False: plaintext, no TLS flag given), after checking the
+    PEM files they name; SecurityConfigError names the flag at fault.
 
     `cert` and `key` go together; `client_ca` turns on mutual TLS (clients must present a
     certificate signed by that CA) and is meaningless without them.
@@ -55,7 +54,7 @@ def server_credentials(
             raise SecurityConfigError(
                 "--tls-client-ca needs --tls-cert and --tls-key (mTLS = TLS + a client CA)"
             )
-        return None
+        return False
     if cert is None or key is None:
         missing = "--tls-cert" if cert is None else "--tls-key"
         raise SecurityConfigError(f"TLS needs both --tls-cert and --tls-key; {missing} is missing")
@@ -65,18 +64,13 @@ def server_credentials(
         raise SecurityConfigError(f"--tls-cert {str(cert)!r} is not a PEM certificate")
     if b"-----BEGIN" not in key_pem or b"PRIVATE KEY" not in key_pem:
         raise SecurityConfigError(f"--tls-key {str(key)!r} is not a PEM private key")
-    ca_pem = None
     if client_ca is not None:
         ca_pem = _read(client_ca, "client CA bundle", "--tls-client-ca")
         if b"CERTIFICATE" not in ca_pem:
             raise SecurityConfigError(
                 f"--tls-client-ca {str(client_ca)!r} is not a PEM certificate bundle"
             )
-    return grpc.ssl_server_credentials(
-        [(key_pem, cert_pem)],
-        root_certificates=ca_pem,
-        require_client_auth=ca_pem is not None,
-    )
+    return True
 
 
 def read_token_file(path: Path) -> bytes:

@@ -5,7 +5,7 @@ front, live (test_tls_auth_live.py; bearer matching: bridge/front/front_test.go)
 from __future__ import annotations
 
 import pytest
-from jaxport.bridge.security import SecurityConfigError, read_token_file, server_credentials
+from jaxport.bridge.security import SecurityConfigError, check_tls_files, read_token_file
 
 TOKEN = b"s3cr3t-token_0123456789"
 
@@ -26,18 +26,18 @@ def test_read_token_file(tmp_path):
 
 
 def test_tls_flag_combinations_are_checked(pki, tmp_path):
-    assert server_credentials(None, None, None) is None
-    assert server_credentials(pki.server_cert, pki.server_key) is not None
-    assert server_credentials(pki.server_cert, pki.server_key, pki.ca_cert) is not None
+    assert check_tls_files(None, None, None) is False
+    assert check_tls_files(pki.server_cert, pki.server_key) is True
+    assert check_tls_files(pki.server_cert, pki.server_key, pki.ca_cert) is True
     with pytest.raises(SecurityConfigError, match="--tls-key is missing"):
-        server_credentials(pki.server_cert, None)
+        check_tls_files(pki.server_cert, None)
     with pytest.raises(SecurityConfigError, match="--tls-cert is missing"):
-        server_credentials(None, pki.server_key)
+        check_tls_files(None, pki.server_key)
     with pytest.raises(SecurityConfigError, match="--tls-client-ca needs --tls-cert"):
-        server_credentials(None, None, pki.ca_cert)
+        check_tls_files(None, None, pki.ca_cert)
     with pytest.raises(SecurityConfigError, match=r"--tls-cert .* is not a PEM certificate"):
-        server_credentials(pki.server_key, pki.server_key)
+        check_tls_files(pki.server_key, pki.server_key)
     with pytest.raises(SecurityConfigError, match=r"--tls-key .* is not a PEM private key"):
-        server_credentials(pki.server_cert, pki.server_cert)
+        check_tls_files(pki.server_cert, pki.server_cert)
     with pytest.raises(SecurityConfigError, match="cannot read TLS private key"):
-        server_credentials(pki.server_cert, tmp_path / "nope.key")
+        check_tls_files(pki.server_cert, tmp_path / "nope.key")
