@@ -227,7 +227,7 @@ func (f *front) unary(ctx context.Context, method uint8, payload mem.BufferSlice
 	ctx, cancel := answerBeforeDeadline(ctx)
 	defer cancel()
 	if method == traceSettingMethod { // the front's own settings (tracing.go)
-		return f.traceSettingRPC(payload.Materialize())
+		return f.traceSettingUnary(payload.Materialize())
 	}
 	switch mode {
 	case forwardAll:

@@ -41,6 +41,7 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -292,6 +293,15 @@ func (t *tracing) updateTraceSettings(update map[string][]string) (map[string][]
 		}
 	}
 	return current, nil
+}
+
+// traceSettingUnary is traceSettingRPC as the unary path's answer (service.go f.unary).
+func (f *front) traceSettingUnary(body []byte) (any, error) {
+	out, err := f.traceSettingRPC(body)
+	if err != nil {
+		return nil, err
+	}
+	return &rawMsg{out: mem.BufferSlice{mem.SliceBuffer(out)}}, nil
 }
 
 // traceSettingRPC answers gRPC TraceSetting (model_name is accepted: one server-wide setting).
