@@ -14,11 +14,15 @@ func TestFrontProcsLeavesTheWorkersTheirCores(t *testing.T) {
 	for _, c := range []struct{ cpus, workers, want int }{
 		{2, 2, 1}, {2, 1, 1}, {1, 2, 1}, {8, 2, 6}, {16, 4, 12},
 	} {
-		if got := frontProcs(c.cpus, c.workers, false); got != c.want {
+		if got := frontProcs(c.cpus, c.workers, false, false); got != c.want {
 			t.Errorf("frontProcs(%d cpus, %d workers) = %d, want %d", c.cpus, c.workers, got, c.want)
 		}
+		// The native engine executes in the front: every core.
+		if got := frontProcs(c.cpus, c.workers, true, false); got != c.cpus {
+			t.Errorf("frontProcs(%d cpus, %d workers, native) = %d, want %d", c.cpus, c.workers, got, c.cpus)
+		}
 	}
-	if got, want := frontProcs(64, 1, true), runtime.GOMAXPROCS(0); got != want {
+	if got, want := frontProcs(64, 1, true, true), runtime.GOMAXPROCS(0); got != want {
 		t.Errorf("an explicit GOMAXPROCS must be kept: got %d, want %d", got, want)
 	}
 }

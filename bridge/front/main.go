@@ -121,10 +121,17 @@ func main() {
 // workers execute; the front only moves bytes, and Go's scheduler with more Ps than it has
 // work spins idle Ps looking for goroutines on every wake-up. Measured on the 2-core machine
 // (docs/performance.md, 2 workers, ghz c=1): front CPU per request 0.20-0.25 ms with 2 Ps,
-// 0.13-0.16 ms with 1. An explicit GOMAXPROCS in the environment wins (explicit = true).
-func frontProcs(cpus, workers int, explicit bool) int {
+// 0.13-0.16 ms with 1. With the native engine the front executes models itself and takes
+// every core (`native`): each execution is a cgo call of ~0.1 ms, after which Go hands the P
+// to another thread; with one P that hand-off serialised the front (bench, c=16, MLP batch 8:
+// 4,461 req/s with 1 P, 5,718 with 2). An explicit GOMAXPROCS in the environment wins
+// (explicit = true).
+func frontProcs(cpus, workers int, native, explicit bool) int {
 	if explicit {
 		return runtime.GOMAXPROCS(0)
+	}
+	if native {
+		return cpus
 	}
 	return max(1, cpus-workers)
 }
@@ -140,9 +147,6 @@ func run(argv []string) int {
 		fmt.Fprintf(os.Stderr, "jaxport front: error: %v\n", err)
 		return 2
 	}
-	_, explicit := os.LookupEnv("GOMAXPROCS")
-	procs := frontProcs(runtime.NumCPU(), f.nWorkers, explicit)
-	runtime.GOMAXPROCS(procs)
 	sockDir, err := os.MkdirTemp("", "jaxport-front-")
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "jaxport front: error: %v\n", err)
@@ -196,6 +200,8 @@ func run(argv []string) int {
 	reflection.Register(srv) // v1 and v1alpha
 
 	f.native = newNatives(f, f.pjrtPlugin)
+	_, explicit := os.LookupEnv("GOMAXPROCS")
+	runtime.GOMAXPROCS(frontProcs(runtime.NumCPU(), f.nWorkers, f.native.plugin != nil, explicit))
 	httpPort := -1 // listened on before any worker starts: a port in use exits 1 with none started
 	var rest *restServer
 	if f.httpPort >= 0 {

@@ -53,7 +53,14 @@ func LoadPlugin(choice string) (*Plugin, error) {
 	if err != nil {
 		return nil, fmt.Errorf("PJRT plugin %s: %v", path, err)
 	}
-	client, err := p.NewClient(nil)
+	// Synchronous execution on the caller's thread (the CPU plugin's `asynchronous` option):
+	// the default dispatches every execute to the plugin's thread pool and each result copy
+	// waits on it, a futex hand-off per call that dominated the front's CPU profile under load.
+	// A plugin that does not take the option is created without it.
+	client, err := p.NewClient(pjrt.NamedValuesMap{"asynchronous": false})
+	if err != nil {
+		client, err = p.NewClient(nil)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("PJRT plugin %s: client: %v", path, oneLine(err.Error()))
 	}
