@@ -79,6 +79,32 @@ def _tensor_metadata(sig: TensorSig) -> pb.ModelMetadataResponse.TensorMetadata:
     )
 
 
+def _size_parameters(model: Model) -> dict[str, str]:
+    """ModelConfig parameters naming the sizes a model with symbolic dimensions runs, which
+    ModelMetadata's -1 cannot say (docs/bridge.md, "Symbolic dimensions"): `dims`, every
+    dimension's rule in the `--dim` syntax (`B=1..64,T=8..2048:8`), on every engine; with bucket
+    programs (`--engine pjrt`) `buckets`, the only sizes served (`B=2,T=16;B=2,T=32`), and
+    `padding`, the dimensions a shorter request is padded along up to a bucket and the mask
+    input marking the padding (`T=attention_mask`). Empty for a fixed-shape model."""
+    dimensions = model.manifest.dimensions
+    if not dimensions:
+        return {}
+    params = {"dims": ",".join(
+        f"{d.name}={d.min}..{d.max}" + (f":{d.multiple_of}" if d.multiple_of > 1 else "")
+        for d in dimensions)}
+    order = [d.name for d in dimensions]
+    buckets = sorted({tuple(p.dims[n] for n in order) for p in model.programs.values()
+                      if p.dims})
+    if buckets:
+        params["buckets"] = ";".join(",".join(f"{n}={v}" for n, v in zip(order, sizes,
+                                                                          strict=True))
+                                     for sizes in buckets)
+        if model.manifest.padding:
+            params["padding"] = ",".join(f"{p.dim}={p.mask_input}"
+                                         for p in model.manifest.padding)
+    return params
+
+
 class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
     """`inference.GRPCInferenceService` over a Repository and an InferenceCore.
 
@@ -161,6 +187,8 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
         )
         config.parameters["engine"].string_value = model.engine_name
         config.parameters["schema_version"].string_value = str(model.manifest.schema_version)
+        for key, value in _size_parameters(model).items():
+            config.parameters[key].string_value = value
         if model.directory is not None:  # for the front's native engine, which strips it
             config.parameters["artifact"].string_value = model.directory
         if model.batcher is not None:  # as Triton reports it; the native front routes by it
