@@ -12,7 +12,8 @@ tolerance (a mask the server padded with ones, or padding left visible in the ou
 TensorMetadata has no parameters); ModelConfig's `parameters`, over gRPC and as the REST
 config JSON the front builds from the same message, name the rules (`dims`), the bucket sizes
 served (`buckets`) and the padded dimension with its mask (`padding`). Served by `--engine
-exported`, which runs every admissible size, the config names the rules only.
+exported`, which runs every admissible size, the config names the rules only; a fixed-shape
+model none of them.
 """
 
 from __future__ import annotations
@@ -53,6 +54,10 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
            {"tokens": (("B", "T"), np.int32), "attention_mask": (("B", "T"), np.int32)},
            root / NAME / "1", dims={"B": "2..4:2", "T": "1..64"}, buckets={"T": [16, 32]},
            batch_sizes=[2], padding={"T": "attention_mask"}, goldens=0, quiet=True, name=NAME)
+    export(_predict, seq.init(jax.random.key(0)),  # fixed shapes: none of the parameters
+           {"tokens": jax.ShapeDtypeStruct((2, 16), np.int32),
+            "attention_mask": jax.ShapeDtypeStruct((2, 16), np.int32)},
+           root / "fixed" / "1", goldens=0, quiet=True, name="fixed")
     return root
 
 
@@ -118,3 +123,4 @@ def test_exported_engine_publishes_the_rules_only(repo: Path) -> None:
         rest = _rest_config(server)["parameters"]
         assert rest["dims"]["string_value"] == DIMS
         assert "buckets" not in rest and "padding" not in rest
+        assert _parameters(client.model_config("fixed")) == {}
