@@ -43,6 +43,9 @@ CLASSIFY = [*JAXPORT, "classification"]
 LABELS = [*BATCHES, "classification", "classification-labels"]
 FINAL = [*STREAM, "triton-final-response"]
 CUDA = ["cuda-shm-cpu"]
+GRPC_COMPRESSION = [*JAXPORT, "grpc-compression"]
+REST_COMPRESSION = [*JAXPORT, "rest-compression"]
+SYSTEM_SHM = [*JAXPORT, "triton-shm"]
 
 #: Per-datatype tolerances for comparing float outputs: |got - want| <= atol + rtol * |want|.
 #: The bridge runs the same XLA program as in-process JAX on the same CPU, so results are
@@ -432,6 +435,7 @@ def write_all(root: Path) -> None:
                req(tensor(w, "check_tripped", "index", bad), tensor(w, "check_tripped", "row", row),
                    model="cf_check"), "INVALID_ARGUMENT", [message], requires=CHECKIFY)
     write_issue14(w, fam)
+    write_issue27(w, fam)
     infer_case(w, "sanity_after_errors", "after every error case the server still answers",
                fam["cf_fp32"], [x])
 
@@ -567,6 +571,44 @@ def write_issue14(w: Writer, fam: dict[str, models.SuiteModel]) -> None:
                "registered: NOT_FOUND naming it", {"name": "conformance_gpu_region"},
                "NOT_FOUND", ["conformance_gpu_region"], requires=CUDA,
                rpc="CudaSharedMemoryStatus")
+
+
+def write_issue27(w: Writer, fam: dict[str, models.SuiteModel]) -> None:
+    """Transport features (issue 27): gRPC message compression, REST Content-Encoding /
+    Accept-Encoding, and Triton's system shared memory over REST. Each is an ordinary cf_multi
+    inference whose answer must not change; the case's transport keys say how to send it
+    (README.md, "Case format")."""
+    rng = np.random.default_rng(2700)
+    alpha = rng.standard_normal((2, 3)).astype(np.float32)
+    beta = rng.integers(-3, 4, size=(3,)).astype(np.int32)
+    m = fam["cf_multi"]
+    for algorithm in ("gzip", "deflate"):
+        infer_case(w, f"infer_grpc_compression_{algorithm}",
+                   f"ModelInfer sent with gRPC message compression {algorithm} (grpc-encoding; "
+                   "deflate is a zlib stream, as gRPC core writes it): the normal answer",
+                   m, [alpha, beta], requires=GRPC_COMPRESSION,
+                   extra={"transport": "grpc", "grpc_compression": algorithm})
+    for name, content, accept, binary in (
+            ("rest_infer_gzip_json", "gzip", "gzip", False),
+            ("rest_infer_deflate_binary", "deflate", "deflate", True),
+            ("rest_infer_gzip_in_deflate_out", "gzip", "deflate;q=0.9, gzip;q=0.5", True)):
+        answer = "deflate" if accept.startswith("deflate") else "gzip"
+        infer_case(w, name,
+                   f"REST infer whose body is Content-Encoding {content} "
+                   f"({'binary tensors' if binary else 'JSON tensors'}), with Accept-Encoding "
+                   f"'{accept}': the answer comes back Content-Encoding {answer} and decodes "
+                   "to the normal outputs", m, [alpha, beta],
+                   encoding="raw" if binary else "typed", requires=REST_COMPRESSION,
+                   extra={"transport": "rest",
+                          "rest_compression": {"content_encoding": content,
+                                               "accept_encoding": accept,
+                                               "expect_content_encoding": answer}})
+    infer_case(w, "rest_system_shm_infer",
+               "REST system shared memory (same host): register one /dev/shm region, infer "
+               "with both inputs and every output in it (shared_memory_region / _byte_size / "
+               "_offset), read the outputs from the region, unregister it", m, [alpha, beta],
+               requires=SYSTEM_SHM,
+               extra={"transport": "rest", "system_shared_memory": True})
 
 
 def _check_big_ramp() -> None:

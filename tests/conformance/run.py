@@ -301,7 +301,9 @@ def build_native_front(work: Path, workers: int) -> list[str] | None:
     if run_step("build native front", cmd, REPO / "bridge" / "front", []) != 0:
         print("conformance: error: go build of bridge/front failed", file=sys.stderr)
         return None
-    return ["--front-binary", str(binary), "--workers", str(workers)]
+    # --system-shared-memory: the suite's REST shared-memory case (rest_system_shm_infer) needs
+    # the extension on; the bridge then claims it (ServerMetadata.extensions).
+    return ["--front-binary", str(binary), "--workers", str(workers), "--system-shared-memory"]
 
 
 def run_sequence(tier: str, front: list[str], repository: Path, work: Path,

@@ -4,12 +4,16 @@ needing a feature the server does not claim is N/A, not a failure."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import shutil
 import subprocess
 import sys
+import threading
 from concurrent import futures
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import ClassVar
 
 import grpc
 import pytest
@@ -61,17 +65,19 @@ def yes_server():
     server.stop(grace=None)
 
 
-def wrong_cases(tmp: Path) -> Path:
-    """Cases whose expected error the fake server never gives (committed cases, copied)."""
+def wrong_cases(tmp: Path, names: tuple[str, ...] = (
+        "error_model_ready_unknown", "error_unknown_version", "metadata_unknown_model",
+        "error_raw_and_typed", "health_server_live", "cuda_shm_register_refused",
+        "cuda_shm_status_empty")) -> Path:
+    """Cases whose expected answer the fake server never gives (committed cases, copied)."""
     out = tmp / "cases"
     (out / "data").mkdir(parents=True)
     shutil.copy(HERE / "features.json", tmp / "features.json")  # the table beside the cases
-    for name in ("error_model_ready_unknown", "error_unknown_version", "metadata_unknown_model",
-                 "error_raw_and_typed", "health_server_live", "cuda_shm_register_refused",
-                 "cuda_shm_status_empty"):
+    for name in names:
         case = json.loads((CASES / f"{name}.json").read_text())
-        for t in case.get("request", {}).get("inputs", []):
-            shutil.copy(CASES / t["data"], out / t["data"])
+        for t in [*case.get("request", {}).get("inputs", []), *case["expect"].get("outputs", [])]:
+            if "data" in t:
+                shutil.copy(CASES / t["data"], out / t["data"])
         (out / f"{name}.json").write_text(json.dumps(case))
     return out
 
@@ -136,3 +142,91 @@ def test_the_feature_table_is_read_from_beside_the_cases(yes_server: str, tmp_pa
     (tmp_path / "features.json").unlink()
     gone = run_runner(yes_server, cases)
     assert gone.returncode == 2 and "features.json" in gone.stderr
+
+
+def test_compression_cases_really_compress(tmp_path: Path) -> None:
+    """The gRPC compression cases send grpc-encoding gzip / deflate: a server that accepts
+    only uncompressed messages refuses both (so the cases cannot pass on a server ignoring
+    compression by accident), and the REST-only cases are N/A for the gRPC runner."""
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2),
+                         options=[("grpc.compression_enabled_algorithms_bitset", 1)])
+    pb_grpc.add_GRPCInferenceServiceServicer_to_server(Yes(), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        cases = wrong_cases(tmp_path, ("infer_grpc_compression_gzip",
+                                       "infer_grpc_compression_deflate", "rest_infer_gzip_json"))
+        done = run_runner(f"127.0.0.1:{port}", cases)
+    finally:
+        server.stop(grace=None)
+    out = done.stdout
+    assert done.returncode == 1, out + done.stderr
+    for algorithm in ("gzip", "deflate"):
+        assert (f"FAIL infer_grpc_compression_{algorithm}: status UNIMPLEMENTED" in out
+                and f"'{algorithm}'" in out), out
+    assert "N/A rest_infer_gzip_json (REST only (this runner speaks gRPC))" in out
+    assert "conformance python: 0 passed, 2 failed, 1 not applicable" in out
+
+
+class WrongRest(BaseHTTPRequestHandler):
+    """A REST server that accepts everything and answers every infer uncompressed, with its
+    outputs in the body (never in shared memory); it records each POST (path, headers, body)."""
+
+    seen: ClassVar[list[tuple[str, dict[str, str], bytes]]] = []
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        self.seen.append((self.path, {k.lower(): v for k, v in self.headers.items()}, body))
+        answer = b""
+        if self.path.endswith("/infer"):
+            answer = json.dumps({"model_name": "cf_multi", "outputs": [
+                {"name": "total", "datatype": "FP32", "shape": [1], "data": [0.0]}]}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(answer)))
+        self.end_headers()
+        self.wfile.write(answer)
+
+    def do_GET(self) -> None:
+        answer = b"[]" if "systemsharedmemory" in self.path else b'{"name": "wrong"}'
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(answer)))
+        self.end_headers()
+        self.wfile.write(answer)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_rest_compression_and_shm_verdicts(tmp_path: Path) -> None:
+    """The REST runner compresses the body as the case says, fails an answer without the
+    expected Content-Encoding, fails outputs answered in the body when they belong in shared
+    memory, unregisters the region and removes its /dev/shm object after that failure, and
+    marks gRPC compression N/A."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), WrongRest)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    before = set(Path("/dev/shm").glob("jaxport_conformance_*"))
+    try:
+        cases = wrong_cases(tmp_path, ("rest_infer_gzip_json", "rest_system_shm_infer",
+                                       "infer_grpc_compression_gzip"))
+        done = subprocess.run([sys.executable, str(HERE / "rest_runner.py"), "--url",
+                               f"127.0.0.1:{server.server_address[1]}", "--cases", str(cases)],
+                              capture_output=True, text=True, timeout=120)
+    finally:
+        server.shutdown()
+        server.server_close()
+    out = done.stdout
+    assert done.returncode == 1, out + done.stderr
+    assert ("FAIL rest_infer_gzip_json: answer Content-Encoding '(none)' to Accept-Encoding "
+            "'gzip', expected 'gzip'") in out, out
+    assert "FAIL rest_system_shm_infer: outputs ['total'] came back in the answer" in out
+    assert "N/A infer_grpc_compression_gzip (gRPC only (this runner speaks REST))" in out
+    infer = [s for s in WrongRest.seen if s[0] == "/v2/models/cf_multi/infer"]
+    compressed = [s for s in infer if s[1].get("content-encoding") == "gzip"]
+    assert len(compressed) == 1 and compressed[0][1]["accept-encoding"] == "gzip"
+    assert json.loads(gzip.decompress(compressed[0][2]))["inputs"][0]["name"] == "alpha"
+    paths = [s[0] for s in WrongRest.seen]
+    register = [p for p in paths if p.endswith("/register")]
+    assert len(register) == 1
+    assert paths.count(register[0].replace("/register", "/unregister")) == 1
+    assert set(Path("/dev/shm").glob("jaxport_conformance_*")) == before

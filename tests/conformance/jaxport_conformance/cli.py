@@ -185,8 +185,10 @@ def main(argv: list[str] | None = None, *, prog: str = "jaxport-conformance",
 
 def judge(case: dict[str, Any], claimed: set[str] | None,
           run_case: Callable[[dict[str, Any]], None], transport: str) -> report.Result:
-    """One case's result: N/A (no REST form, or a feature not claimed), PASS or FAIL."""
-    reason = rest.not_applicable(case) if transport == "rest" else None
+    """One case's result: N/A (another transport's case, no REST form, or a feature not
+    claimed), PASS or FAIL."""
+    reason = suite.other_transport(case, transport) or (
+        rest.not_applicable(case) if transport == "rest" else None)
     missing = suite.missing_features(case, claimed)
     if reason or missing:
         return report.Result(case["name"], report.NOT_APPLICABLE,

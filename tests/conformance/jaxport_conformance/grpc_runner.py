@@ -35,9 +35,10 @@ class Runner:
     #: A case tensor as the client's input array (datatype, shape, bytes); client path only.
     to_array: Callable[[str, list[int], bytes], Any] | None = None
 
-    def _stub_call(self, rpc: str, msg: Any) -> Any:
+    def _stub_call(self, rpc: str, msg: Any, compression: Any = None) -> Any:
         try:
-            return getattr(self.stub, rpc)(msg, timeout=CALL_TIMEOUT_S, metadata=self.metadata)
+            return getattr(self.stub, rpc)(msg, timeout=CALL_TIMEOUT_S, metadata=self.metadata,
+                                           compression=compression)
         except grpc.RpcError as exc:
             raise ServerError.from_rpc_error(exc) from exc
 
@@ -175,10 +176,12 @@ class Runner:
     def _infer_once(
         self, case: dict[str, Any], req: dict[str, Any]
     ) -> tuple[dict[str, Any], str, tuple[str, str]]:
-        # The client sends what it can build; requested-output parameters (classification)
-        # and deliberately malformed requests go through the generated stub.
+        # The client sends what it can build; requested-output parameters (classification),
+        # gRPC message compression and deliberately malformed requests go through the
+        # generated stub.
+        compression = grpc_compression(case)
         if (self.client is not None and not suite.malformed(case, req)
-                and not req.get("classification")):
+                and not req.get("classification") and compression is None):
             assert self.to_array is not None
             result = self.client.infer(
                 req["model"],
@@ -189,7 +192,7 @@ class Runner:
                 parameters=req.get("parameters"), timeout=CALL_TIMEOUT_S,
             )
             return result.outputs, result.id, (result.model_name, result.model_version)
-        resp = self._stub_call("ModelInfer", suite.request_message(case, req))
+        resp = self._stub_call("ModelInfer", suite.request_message(case, req), compression)
         if suite.malformed(case, req):
             # Accepted: the caller (run) reports it; outputs are named, never compared (a
             # malformed request has no expected outputs).
@@ -266,6 +269,23 @@ class Runner:
             if r.error:
                 raise CaseFailure(f"stream request {want['id']!r} failed: {r.error}")
             suite.compare_outputs(case, {"outputs": want["outputs"]}, r.outputs, want["id"])
+
+
+#: A case's "grpc_compression" as grpcio's per-call compression (grpc-encoding of the request;
+#: grpcio's deflate is a zlib stream, as gRPC core writes it).
+COMPRESSIONS = {"gzip": grpc.Compression.Gzip, "deflate": grpc.Compression.Deflate}
+
+
+def grpc_compression(case: dict[str, Any]) -> grpc.Compression | None:
+    """The compression a case sends its request with (None: uncompressed); ValueError naming an
+    algorithm the runner does not know."""
+    name = case.get("grpc_compression")
+    if name is None:
+        return None
+    if name not in COMPRESSIONS:
+        raise ValueError(f"case {case['name']}: grpc_compression {name!r} is not one of "
+                         f"{sorted(COMPRESSIONS)}")
+    return COMPRESSIONS[name]
 
 
 def check_stream_error(want: dict[str, Any], error: str) -> None:

@@ -5,7 +5,11 @@ The same cases, features and judging as the gRPC runner (`suite`): a case with `
 "raw"` sends every input as binary data after the JSON (`binary_data_size`) and asks for binary
 outputs; `"typed"` sends JSON `data` arrays and reads JSON outputs (FP16/BF16, which JSON cannot
 carry, always travel as binary data); `"both"` puts `data` and `binary_data_size` on one input,
-which the server must refuse. An error case passes when the HTTP status is the REST status of
+which the server must refuse. A case's "rest_compression" sends the body with that
+Content-Encoding (gzip, or deflate: a zlib stream, as HTTP defines it) and the Accept-Encoding it
+names, and the answer must come back with the expected Content-Encoding; "system_shared_memory"
+puts every input and output in one /dev/shm region registered over REST for the call (same host
+only; `shm_infer`). An error case passes when the HTTP status is the REST status of
 the case's gRPC code (REST_STATUS, the KServe/Triton convention: NOT_FOUND 404,
 INVALID_ARGUMENT 400, ...) and the `{"error": ...}` message names what the case says. Cases
 with no REST form (streams, CUDA shared memory RPCs) are N/A with the reason (`not_applicable`).
@@ -13,9 +17,14 @@ with no REST form (streams, CUDA shared memory RPCs) are N/A with the reason (`n
 
 from __future__ import annotations
 
+import gzip
 import http.client
 import json
+import math
+import os
 import ssl
+import uuid
+import zlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +51,10 @@ NO_REST = {
     "ModelStreamInfer": "streams have no REST form (gRPC only)",
 }
 JSON_UNSAFE = ("FP16", "BF16")  # no JSON form (Triton's rule): always binary data
+#: HTTP content codings the runner writes and reads (deflate is the zlib format, RFC 9110).
+CODINGS = {"gzip": (gzip.compress, gzip.decompress), "deflate": (zlib.compress, zlib.decompress)}
+SHM_DIR = Path("/dev/shm")
+SHM_ALIGN = 64  # each tensor's offset in the region
 
 
 class RestError(Exception):
@@ -92,6 +105,13 @@ class RestClient:
         finally:
             conn.close()
 
+    def post_json(self, path: str, doc: dict[str, Any]) -> None:
+        """POST a JSON body whose answer is empty; RestError unless 200."""
+        status, _, data = self.request("POST", path, json.dumps(doc).encode(),
+                                       {"Content-Type": "application/json"})
+        if status != 200:
+            raise RestError(status, error_message(parse_json(data), data))
+
     def get_json(self, path: str, ok: tuple[int, ...] = (200,)) -> tuple[int, Any]:
         """GET a JSON answer; RestError unless the status is in `ok`."""
         status, _, data = self.request("GET", path)
@@ -99,6 +119,21 @@ class RestClient:
         if status not in ok:
             raise RestError(status, error_message(body, data))
         return status, body
+
+
+def parse_json(data: bytes) -> Any:
+    """A body as JSON, or None when it is not JSON (an error answer's body)."""
+    try:
+        return json.loads(data)
+    except ValueError:
+        return None
+
+
+def coding(name: str) -> tuple[Any, Any]:
+    """(compress, decompress) of an HTTP content coding; ValueError naming an unknown one."""
+    if name not in CODINGS:
+        raise ValueError(f"content coding {name!r} is not one of {sorted(CODINGS)}")
+    return CODINGS[name]
 
 
 def error_message(body: Any, raw: bytes) -> str:
@@ -318,17 +353,23 @@ class RestRunner:
                                      request_id=req.get("id", ""),
                                      binary_outputs=binary_outputs,
                                      both=req["encoding"] == "both")
+        compression = case.get("rest_compression")
+        if compression:
+            body = coding(compression["content_encoding"])[0](body)
+            headers = {**headers, "Content-Encoding": compression["content_encoding"],
+                       "Accept-Encoding": compression["accept_encoding"]}
         status, rheaders, data = self.client.request(
             "POST", model_path(req["model"], req.get("version", "")) + "/infer", body, headers)
         if status != 200:
-            try:
-                parsed = json.loads(data)
-            except ValueError:
-                parsed = None
-            raise RestError(status, error_message(parsed, data))
+            raise RestError(status, error_message(parse_json(data), data))
+        if compression:
+            data = decompressed(compression, rheaders, data)
         return decode_infer(rheaders, data)
 
     def _ModelInfer(self, case: dict[str, Any], expect: dict[str, Any]) -> None:
+        if case.get("system_shared_memory"):
+            self.shm_infer(case, expect)
+            return
         n = int(case.get("parallel", 1))
         with ThreadPoolExecutor(max_workers=n) as pool:
             results = list(pool.map(lambda _: self._infer_once(case, case["request"]), range(n)))
@@ -338,6 +379,97 @@ class RestRunner:
                 got = doc.get(key, "")
                 if key in expect and got != expect[key]:
                     raise suite.CaseFailure(f"response {key} {got!r}, expected {expect[key]!r}")
+
+
+    def shm_infer(self, case: dict[str, Any], expect: dict[str, Any]) -> None:
+        """Triton's system shared memory over REST: one new /dev/shm object holding every input
+        and room for every expected output (each at a SHM_ALIGN offset), registered as a region;
+        the infer names the region, byte size and offset of each tensor; the outputs are read
+        from the region and compared; the region is unregistered (and must leave the status
+        list) and the object removed, whatever happened."""
+        req = case["request"]
+        tensors = [(t["name"], suite.tensor_bytes(case, t)) for t in req["inputs"]]
+        tensors += [(o["name"], bytes(math.prod(o["shape"])
+                                      * suite.datatype(o["datatype"]).itemsize))
+                    for o in expect["outputs"]]
+        offsets, size = [], 0
+        for _, data in tensors:
+            offsets.append(size)
+            size += -(-len(data) // SHM_ALIGN) * SHM_ALIGN
+        token = f"{os.getpid()}_{uuid.uuid4().hex[:12]}"
+        region, key = f"conformance_{token}", f"jaxport_conformance_{token}"
+        path = SHM_DIR / key
+        n_in = len(req["inputs"])
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
+        registered = False
+        try:
+            os.ftruncate(fd, size)
+            for (_, data), offset in zip(tensors[:n_in], offsets, strict=False):
+                os.pwrite(fd, data, offset)
+            region_path = f"/v2/systemsharedmemory/region/{quote(region, safe='')}"
+            self.client.post_json(region_path + "/register",
+                                  {"key": "/" + key, "offset": 0, "byte_size": size})
+            registered = True
+
+            def place(i: int) -> dict[str, Any]:
+                return {"shared_memory_region": region,
+                        "shared_memory_byte_size": len(tensors[i][1]),
+                        "shared_memory_offset": offsets[i]}
+            doc = {"inputs": [{"name": t["name"], "datatype": t["datatype"],
+                               "shape": list(t["shape"]), "parameters": place(i)}
+                              for i, t in enumerate(req["inputs"])],
+                   "outputs": [{"name": o["name"], "parameters": place(n_in + i)}
+                               for i, o in enumerate(expect["outputs"])]}
+            status, rheaders, data = self.client.request(
+                "POST", model_path(req["model"], req.get("version", "")) + "/infer",
+                json.dumps(doc).encode(), {"Content-Type": "application/json"})
+            if status != 200:
+                raise RestError(status, error_message(parse_json(data), data))
+            answer, arrays = decode_infer(rheaders, data)
+            not_in_region = sorted(k for k, v in arrays.items() if v is not None)
+            if not_in_region:
+                raise suite.CaseFailure(f"outputs {not_in_region} came back in the answer, "
+                                         f"expected them in shared memory region {region!r}")
+            placed = {name: i for i, (name, _) in enumerate(tensors) if i >= n_in}
+            outputs: dict[str, Any] = {}
+            for out in answer.get("outputs", []):
+                if out["name"] not in placed:  # not requested: compare_outputs names it
+                    outputs[out["name"]] = None
+                    continue
+                i = placed[out["name"]]
+                raw = os.pread(fd, len(tensors[i][1]), offsets[i])
+                outputs[out["name"]] = suite.Decoded(
+                    out["datatype"], suite.as_values(out["datatype"], list(out["shape"]), raw))
+            suite.compare_outputs(case, expect, outputs, answer.get("id", ""))
+            self.client.post_json(region_path + "/unregister", {})
+            registered = False
+            _, listed = self.client.get_json("/v2/systemsharedmemory/status")
+            if any(r.get("name") == region for r in listed or []):
+                raise suite.CaseFailure(f"region {region!r} still listed after unregister: "
+                                         f"{listed!r}")
+        finally:
+            if registered:  # the case failed midway: leave the server as it was
+                try:
+                    self.client.post_json(
+                        f"/v2/systemsharedmemory/region/{quote(region, safe='')}/unregister", {})
+                except (RestError, OSError):
+                    pass
+            os.close(fd)
+            path.unlink(missing_ok=True)
+
+
+def decompressed(compression: dict[str, str], headers: dict[str, str], data: bytes) -> bytes:
+    """A compressed case's answer body, decoded; CaseFailure unless its Content-Encoding is the
+    one the case expects for its Accept-Encoding."""
+    want = compression["expect_content_encoding"]
+    got = headers.get("content-encoding", "(none)")
+    if got != want:
+        raise suite.CaseFailure(f"answer Content-Encoding {got!r} to Accept-Encoding "
+                                f"{compression['accept_encoding']!r}, expected {want!r}")
+    try:
+        return coding(want)[1](data)
+    except (OSError, zlib.error, EOFError) as exc:
+        raise suite.CaseFailure(f"answer body is not {want} data: {exc}") from exc
 
 
 def not_applicable(case: dict[str, Any]) -> str | None:

@@ -179,6 +179,20 @@ def missing_features(case: dict[str, Any], claimed: set[str] | None) -> list[str
 # --- case files and tensor data --------------------------------------------------------------
 
 
+#: A case's optional "transport": the one protocol it has a meaning on (gRPC message compression,
+#: REST Content-Encoding, REST shared-memory registration); absent, every transport.
+TRANSPORT_NAMES = {"grpc": "gRPC", "rest": "REST"}
+
+
+def other_transport(case: dict[str, Any], transport: str) -> str | None:
+    """Why a case does not apply to a runner speaking `transport` ("grpc" or "rest"), or None."""
+    only = case.get("transport")
+    if only is None or only == transport:
+        return None
+    return (f"{TRANSPORT_NAMES.get(only, only)} only (this runner speaks "
+            f"{TRANSPORT_NAMES[transport]})")
+
+
 def load_cases(directory: Path) -> list[dict[str, Any]]:
     """Every `*.json` case in `directory`, sorted by name, with its directory attached."""
     directory = Path(directory)
@@ -189,6 +203,9 @@ def load_cases(directory: Path) -> list[dict[str, Any]]:
             raise ValueError(f"{path}: name {case.get('name')!r} does not match the file name")
         if case.get("rpc") not in KNOWN_RPCS:
             raise ValueError(f"{path}: unknown rpc {case.get('rpc')!r}; known: {KNOWN_RPCS}")
+        if case.get("transport", "grpc") not in TRANSPORT_NAMES:
+            raise ValueError(f"{path}: unknown transport {case['transport']!r}; known: "
+                             f"{sorted(TRANSPORT_NAMES)}")
         case["_dir"] = directory
         cases.append(case)
     if not cases:
