@@ -100,8 +100,12 @@ type Case struct {
 	Requires    []string `json:"requires"`
 	RPC         string   `json:"rpc"`
 	Parallel    int      `json:"parallel"`
-	Request     Request  `json:"request"`
-	Expect      Expect   `json:"expect"`
+	// Transport, when set ("grpc" or "rest"), is the one transport the case has a meaning on.
+	Transport string `json:"transport"`
+	// GRPCCompression sends the ModelInfer request compressed ("gzip" or "deflate").
+	GRPCCompression string  `json:"grpc_compression"`
+	Request         Request `json:"request"`
+	Expect          Expect  `json:"expect"`
 	// Dir is the directory the case was read from; data paths are relative to it.
 	Dir string `json:"-"`
 }
@@ -134,12 +138,24 @@ func LoadCases(dir string) ([]Case, error) {
 		if !known(c.RPC) {
 			return nil, fmt.Errorf("%s: unknown rpc %q (known: %v)", p, c.RPC, KnownRPCs)
 		}
+		if c.Transport != "" && c.Transport != "grpc" && c.Transport != "rest" {
+			return nil, fmt.Errorf("%s: unknown transport %q (known: grpc, rest)", p, c.Transport)
+		}
 		if c.Expect.Code == "" {
 			return nil, fmt.Errorf("%s: expect.code is missing", p)
 		}
 		cases = append(cases, c)
 	}
 	return cases, nil
+}
+
+// OtherTransport is why a case does not apply to this runner, which speaks gRPC only (a REST
+// case: Content-Encoding, REST shared-memory registration), or "" when it applies.
+func OtherTransport(c Case) string {
+	if c.Transport == "rest" {
+		return "REST only (this runner speaks gRPC)"
+	}
+	return ""
 }
 
 func known(rpc string) bool {

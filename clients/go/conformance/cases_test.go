@@ -1,9 +1,13 @@
 package conformance
 
 import (
+	"bytes"
+	"compress/zlib"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	jaxport "github.com/jaxport/jaxport/clients/go"
@@ -96,5 +100,39 @@ func TestCompareSpecialValues(t *testing.T) {
 	}
 	if err := CompareTensor(spec, jaxport.Must(jaxport.Float32("y", []int64{3}, []float32{inf, -inf, 0})), want); err == nil {
 		t.Fatal("0 vs NaN must fail")
+	}
+}
+
+// The runner's "deflate" is a zlib stream both ways; an unknown algorithm is an error naming it.
+func TestDeflateIsZlib(t *testing.T) {
+	var buf bytes.Buffer
+	w, _ := zlibCompressor{}.Compress(&buf)
+	if _, err := w.Write([]byte("conformance payload")); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	zr, err := zlib.NewReader(bytes.NewReader(buf.Bytes()))
+	if err != nil {
+		t.Fatalf("not a zlib stream: %v", err)
+	}
+	got, err := io.ReadAll(zr)
+	if err != nil || string(got) != "conformance payload" {
+		t.Fatalf("zlib read %q, %v", got, err)
+	}
+	r, err := zlibCompressor{}.Decompress(bytes.NewReader(buf.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back, _ := io.ReadAll(r); string(back) != "conformance payload" {
+		t.Fatalf("decompressed %q", back)
+	}
+	_, err = callOptions(Case{Name: "c", GRPCCompression: "snappy"})
+	if err == nil || !strings.Contains(err.Error(), `"snappy"`) {
+		t.Fatalf("unknown algorithm: err %v, expected one naming it", err)
+	}
+	if opts, err := callOptions(Case{Name: "c"}); err != nil || len(opts) != 0 {
+		t.Fatalf("no compression: %v %v", opts, err)
 	}
 }

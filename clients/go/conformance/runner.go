@@ -399,16 +399,21 @@ func (r *Runner) infer(ctx context.Context, c Case, ir InferRequest) (jaxport.Ou
 	if err != nil {
 		return jaxport.Outputs{}, err
 	}
+	opts, err := callOptions(c)
+	if err != nil {
+		return jaxport.Outputs{}, err
+	}
 	switch ir.Encoding {
 	case "raw", "typed":
-		if len(ir.Parameters) == 0 && len(ir.Classification) == 0 {
+		if len(ir.Parameters) == 0 && len(ir.Classification) == 0 && len(opts) == 0 {
 			return r.Client.Do(ctx, req)
 		}
+		// Request parameters, requested-output parameters and compression: the generated stub.
 		msg, err := requestProto(req, ir)
 		if err != nil {
 			return jaxport.Outputs{}, err
 		}
-		resp, err := r.Client.Raw().ModelInfer(ctx, msg)
+		resp, err := r.Client.Raw().ModelInfer(ctx, msg, opts...)
 		if err != nil {
 			return jaxport.Outputs{}, err
 		}
@@ -424,7 +429,7 @@ func (r *Runner) infer(ctx context.Context, c Case, ir InferRequest) (jaxport.Ou
 				return jaxport.Outputs{}, err
 			}
 		}
-		resp, err := r.Client.Raw().ModelInfer(ctx, msg)
+		resp, err := r.Client.Raw().ModelInfer(ctx, msg, opts...)
 		if err != nil {
 			return jaxport.Outputs{}, err
 		}

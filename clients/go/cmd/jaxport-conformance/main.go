@@ -139,7 +139,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 			continue
 		}
 		result := conformance.Result{Name: c.Name}
-		if missing := conformance.Missing(c, claimed); len(missing) > 0 {
+		if reason := conformance.OtherTransport(c); reason != "" {
+			result.Status, result.Message = conformance.NotApplicable, reason
+		} else if missing := conformance.Missing(c, claimed); len(missing) > 0 {
 			result.Status, result.Message = conformance.NotApplicable, "needs "+strings.Join(missing, ", ")
 		} else {
 			ctx, cancel := context.WithTimeout(context.Background(), *timeout)

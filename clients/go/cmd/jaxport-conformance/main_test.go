@@ -8,7 +8,9 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
+	"sync"
 	"testing"
 
 	pb "github.com/jaxport/jaxport/clients/go/gen/inference"
@@ -215,5 +217,40 @@ func TestProfileFileAndTransport(t *testing.T) {
 	rc, _, errOut = runCmd(t, "--url", url, "--cases", filepath.Join(t.TempDir(), "absent"))
 	if rc != 2 || !strings.Contains(errOut, "no case directory") || !strings.Contains(errOut, "absent") {
 		t.Errorf("rc %d, stderr %s", rc, errOut)
+	}
+}
+
+// The compression cases send their request with grpc-encoding gzip and deflate (the server
+// reads both: deflate is the runner's zlib compressor), and the REST-only cases are N/A.
+func TestCompressionCasesCompress(t *testing.T) {
+	var mu sync.Mutex
+	var seen []string
+	record := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		if s, ok := grpc.ServerTransportStreamFromContext(ctx).(interface{ RecvCompress() string }); ok && info.FullMethod == "/inference.GRPCInferenceService/ModelInfer" {
+			mu.Lock()
+			seen = append(seen, s.RecvCompress())
+			mu.Unlock()
+		}
+		return h(ctx, req)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := grpc.NewServer(grpc.UnaryInterceptor(record))
+	pb.RegisterGRPCInferenceServiceServer(s, yes{})
+	go s.Serve(lis)
+	t.Cleanup(s.Stop)
+	rc, out, errOut := runCmd(t, "--url", lis.Addr().String(), "--cases", caseDir, "--run", "infer_grpc_compression")
+	if rc != 1 || !strings.Contains(out, "conformance go: 0 passed, 2 failed") {
+		t.Fatalf("rc %d (the fake's outputs are wrong: both must run and fail)\n%s%s", rc, out, errOut)
+	}
+	sort.Strings(seen)
+	if strings.Join(seen, ",") != "deflate,gzip" {
+		t.Fatalf("server received encodings %v, expected deflate and gzip", seen)
+	}
+	_, out, _ = runCmd(t, "--url", lis.Addr().String(), "--cases", caseDir, "--run", "rest_system_shm_infer")
+	if !strings.Contains(out, "N/A rest_system_shm_infer (REST only (this runner speaks gRPC))") {
+		t.Fatalf("REST case not N/A:\n%s", out)
 	}
 }
