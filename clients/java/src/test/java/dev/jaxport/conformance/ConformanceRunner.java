@@ -116,6 +116,9 @@ public final class ConformanceRunner {
       if (!json.has("rpc") || !KNOWN_RPCS.contains(json.get("rpc").getAsString())) {
         throw new IOException(p + ": unknown rpc " + json.get("rpc"));
       }
+      if (json.has("transport") && !List.of("grpc", "rest").contains(json.get("transport").getAsString())) {
+        throw new IOException(p + ": unknown transport " + json.get("transport") + " (known: grpc, rest)");
+      }
       cases.add(new Case(stem, json, dir));
     }
     return cases;
@@ -477,6 +480,11 @@ public final class ConformanceRunner {
   }
 
   private InferResult infer(Case c, JsonObject req) throws IOException {
+    String compression = Compression.of(c);
+    if (compression != null && !str(req, "encoding").equals("both")) {
+      return InferResult.fromProto(
+          client.blockingStub().withCompression(compression).modelInfer(wire(c, req)));
+    }
     if (needsWire(req) && !str(req, "encoding").equals("both")) {
       return InferResult.fromProto(client.blockingStub().modelInfer(wire(c, req)));
     }
@@ -811,7 +819,8 @@ public final class ConformanceRunner {
     int failed = 0;
     int notApplicable = 0;
     InferenceClient.Builder builder =
-        InferenceClient.forTarget(url).deadline(Duration.ofSeconds(60));
+        InferenceClient.forTarget(url).deadline(Duration.ofSeconds(60))
+            .configureChannel(Compression::configure);
     if (ca != null && !ca.isEmpty()) {
       builder.trustCertificates(Path.of(ca));
     }
@@ -844,6 +853,11 @@ public final class ConformanceRunner {
       }
       for (Case c : all) {
         if (!only.isEmpty() && !c.name().contains(only)) {
+          continue;
+        }
+        if (c.json().has("transport") && c.json().get("transport").getAsString().equals("rest")) {
+          out.println("N/A " + c.name() + " (REST only (this runner speaks gRPC))");
+          notApplicable++;
           continue;
         }
         List<String> missing = missing(c, claimed);
