@@ -270,3 +270,12 @@ func (a *Admission) refuse(key string, outcome int, when string) error {
 	return status.New(codes.Canceled, fmt.Sprintf(
 		"caller went away before model '%s' ran the request; not executed", key))
 }
+
+// TotalsByModel: Totals keyed (model, outcome), as /metrics writes them.
+func (a *Admission) TotalsByModel() map[[2]string]uint64 {
+	out := map[[2]string]uint64{}
+	for k, v := range a.Totals() {
+		out[[2]string{k.model, k.outcome}] = v
+	}
+	return out
+}

@@ -1,0 +1,222 @@
+// Command jaxport-front is jaxport's server: the Open Inference Protocol over gRPC and REST
+// for every model of a repository, the native engine executing what it can, Python workers
+// started only for models that need them (docs/front.md). This file is wiring only.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/jaxport/jaxport/bridge/front/compression"
+	"github.com/jaxport/jaxport/bridge/front/dispatch"
+	"github.com/jaxport/jaxport/bridge/front/native"
+	"github.com/jaxport/jaxport/bridge/front/security"
+	"github.com/jaxport/jaxport/bridge/front/server"
+	"github.com/jaxport/jaxport/bridge/front/shm"
+	"github.com/jaxport/jaxport/bridge/front/telemetry"
+	"google.golang.org/grpc"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+)
+
+var _ = compression.ResponseEncoding // registers gRPC's deflate
+
+// Exit statuses after a signal: drained, calls cut at the end of the grace period, second
+// signal (1: a port or file that cannot be used, 2: usage).
+const (
+	exitDrained = 0
+	exitCut     = 3
+	exitForced  = 4
+)
+
+func main() { os.Exit(run(os.Args[1:])) }
+
+// newLogger writes JSON lines (ts, level, logger, msg, fields).
+func newLogger() *slog.Logger {
+	h := slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{
+		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
+			if len(groups) == 0 && a.Key == slog.TimeKey {
+				return slog.String("ts", a.Value.Time().UTC().Format("2006-01-02T15:04:05.000+00:00"))
+			}
+			return a
+		},
+	})
+	return slog.New(h).With("logger", "jaxport.front")
+}
+
+func writePortFile(path string, content map[string]int) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	b, _ := json.Marshal(content)
+	tmp := filepath.Join(filepath.Dir(path), fmt.Sprintf(".%s.%d.tmp", filepath.Base(path), os.Getpid()))
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+func fail(status int, format string, args ...any) int {
+	fmt.Fprintf(os.Stderr, "jaxport front: error: "+format+"\n", args...)
+	return status
+}
+
+func run(argv []string) int {
+	log := newLogger()
+	slog.SetDefault(log)
+	o, err := parseLegacy(argv)
+	if err == errHelp {
+		fmt.Println("usage: jaxport-front --config JSON")
+		return 0
+	}
+	if err != nil {
+		return fail(2, "%v", err)
+	}
+
+	// Transport security and tracing, before anything listens.
+	creds, err := security.ServerCredentials(o.tlsCert, o.tlsKey, o.tlsClientCA)
+	if err != nil {
+		return fail(1, "%v", err)
+	}
+	tracing, err := telemetry.Start(o.traceEndpoint)
+	if err != nil {
+		return fail(1, "%v", err)
+	}
+	defer tracing.Flush()
+	serverOptions := []grpc.ServerOption{grpc.ForceServerCodecV2(server.Codec()),
+		grpc.MaxRecvMsgSize(o.maxMessageBytes), grpc.MaxSendMsgSize(o.maxMessageBytes)}
+	if creds != nil {
+		serverOptions = append(serverOptions, grpc.Creds(creds))
+	}
+	serverOptions = append(serverOptions, tracing.ServerOptions()...) // before the token check: refusals traced
+	var token []byte
+	if o.authTokenFile != "" {
+		if token, err = security.ReadTokenFile(o.authTokenFile); err != nil {
+			return fail(1, "%v", err)
+		}
+		serverOptions = append(serverOptions, security.TokenInterceptors(token)...)
+	}
+
+	// Backends: the native engine, the workers (started when a model needs them).
+	var eng *native.Engine
+	nativeOff := ""
+	switch {
+	case o.pjrtPlugin == "":
+		nativeOff = "the native engine is off (--pjrt-plugin none)"
+		log.Info("native engine off (--pjrt-plugin none): every model is served by the workers")
+	default:
+		if eng, err = native.Load(o.pjrtPlugin); err != nil {
+			nativeOff = "the native engine is off: " + err.Error()
+			log.Warn("native engine off: every model is served by the workers", "reason", err.Error())
+		} else {
+			log.Info("native engine on", "plugin", eng.String())
+		}
+	}
+	if _, explicit := os.LookupEnv("GOMAXPROCS"); !explicit {
+		runtime.GOMAXPROCS(runtime.NumCPU()) // the front executes: every core
+	}
+	d := dispatch.New(dispatch.Options{Native: eng, NativeOff: nativeOff, Engine: o.engine,
+		Batching: func(model string) *dispatch.Batching {
+			delay, preferred, listed, on := o.batchingFor(model)
+			if !on {
+				return nil
+			}
+			return &dispatch.Batching{MaxQueueDelay: delay, Preferred: preferred, Listed: listed}
+		},
+		BatchQueueSize: o.batchQueueSize, Admission: dispatch.NewAdmission(o.maxInflight, o.maxQueue), Log: log})
+	repo := newStaticRepo(o.repository, o.modelName, d)
+	var registry *shm.Registry
+	if o.systemSharedMemory {
+		registry = shm.New(shm.Root, shm.MaxRegions)
+		defer registry.Close()
+	}
+	svc := server.New(server.Options{Repository: repo, SharedMemory: registry, Tracing: tracing,
+		Metrics: telemetry.NewMetrics(), Dispatcher: d, Log: log})
+
+	// Listen: gRPC, metrics (REST: package rest).
+	address := net.JoinHostPort(o.host, strconv.Itoa(o.port))
+	lis, err := net.Listen("tcp", address)
+	if err != nil {
+		return fail(1, "cannot listen on %s: %v", address, err)
+	}
+	srv := grpc.NewServer(serverOptions...)
+	health := svc.Register(srv)
+	port := lis.Addr().(*net.TCPAddr).Port
+	metricsPort := -1
+	if o.metricsPort >= 0 {
+		ml, err := net.Listen("tcp", net.JoinHostPort(o.host, strconv.Itoa(o.metricsPort)))
+		if err != nil {
+			return fail(1, "cannot serve metrics on %s:%d: %v", o.host, o.metricsPort, err)
+		}
+		metricsPort = ml.Addr().(*net.TCPAddr).Port
+		ms := &http.Server{Handler: svc.MetricsHandler(), ReadHeaderTimeout: 10 * time.Second}
+		go func() { _ = ms.Serve(ml) }()
+	}
+	httpPort := -1
+	if o.portFile != "" {
+		if err := writePortFile(o.portFile, map[string]int{"grpc_port": port, "metrics_port": metricsPort,
+			"http_port": httpPort, "pid": os.Getpid()}); err != nil {
+			return fail(1, "cannot write --port-file %s: %v", o.portFile, err)
+		}
+	}
+	fmt.Printf("jaxport front: listening on %s:%d\n", o.host, port)
+	if metricsPort >= 0 {
+		fmt.Printf("jaxport front: metrics on http://%s:%d/metrics\n", o.host, metricsPort)
+	}
+	log.Info("listening", "grpc_port", port, "http_port", httpPort, "gomaxprocs", runtime.GOMAXPROCS(0))
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(lis) }()
+
+	// The initial load; then ready.
+	loaded := make(chan struct{})
+	go func() {
+		began := time.Now()
+		repo.loadAll(context.Background())
+		svc.SetReady()
+		for _, s := range []string{"", server.ServiceName} {
+			health.SetServingStatus(s, healthpb.HealthCheckResponse_SERVING)
+		}
+		log.Info("server ready", "seconds", time.Since(began).Seconds())
+		close(loaded)
+	}()
+
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	select {
+	case sig := <-sigs:
+		log.Info("signal received", "signal", sig.String())
+	case err := <-served:
+		log.Error("server stopped", "error", fmt.Sprint(err))
+	}
+	// Drain: not ready, no new RPCs, in-flight ones finish within the grace period.
+	svc.Drain()
+	health.Shutdown()
+	log.Info("draining", "grace_period_s", o.gracePeriod.Seconds())
+	drained := make(chan struct{})
+	go func() { srv.GracefulStop(); close(drained) }()
+	go func() {
+		sig := <-sigs
+		log.Warn("second signal: exiting now", "signal", sig.String(), "exit_status", exitForced)
+		os.Exit(exitForced)
+	}()
+	status := exitDrained
+	select {
+	case <-drained:
+	case <-time.After(o.gracePeriod):
+		status = exitCut
+		srv.Stop()
+		<-drained
+	}
+	log.Info("stopped", "exit_status", status)
+	return status
+}
