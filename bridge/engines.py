@@ -7,8 +7,8 @@
   the manifest's flat order (what a C++ runtime does); fixed-shape programs only.
 
 Engines interpret no manifest and check no request: `jaxport.bridge.loading` hands them what
-the manifest says (leaves, argument slots, parameters already on the device) and
-`jaxport.bridge.model` hands them inputs it has validated once (`Model.prepare`).
+the manifest says (leaves, argument slots, parameters already on the device); the inputs they
+execute were validated once, by the front, before the worker received them.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ import jax
 import jax.extend.backend
 import numpy as np
 from jax import export as jax_export
-from jaxport.bridge.settings import DEFAULT_COMPILED_SHAPES
 
 ENGINES = ("exported", "pjrt")
 # Inputs of a request up to this size go to the device through one compiled identity.
@@ -126,11 +125,10 @@ class ExportedEngine:
 class PolymorphicEngine(ExportedEngine):
     """A shape-polymorphic `Exported` under `jax.jit`: jax compiles one executable per concrete
     input shape, so this engine compiles on the first request of each shape and keeps the
-    `cache_size` (`jaxport serve --compiled-shapes`, default 32) most recently used executables
-    (an LRU: a client cycling through more shapes pays a compilation per miss, memory stays
-    bounded).
-    The request's sizes were checked against the dimensions' rules before (`Model.prepare`);
-    jax checks them again inside.
+    `cache_size` (`--compiled-shapes`) most recently used executables (an LRU: a client cycling
+    through more shapes pays a compilation per miss, memory stays bounded).
+    The request's sizes were checked against the dimensions' rules by the front; jax checks
+    them again inside.
 
     `compilations` counts the executables built (misses), for statistics and tests."""
 
@@ -141,7 +139,7 @@ class PolymorphicEngine(ExportedEngine):
         input_dtypes: Sequence[np.dtype],
         params_by_leaf: Mapping[int, jax.Array],
         device: jax.Device,
-        cache_size: int = DEFAULT_COMPILED_SHAPES,
+        cache_size: int,
     ) -> None:
         if cache_size < 1:
             raise ValueError(f"cache_size must be >= 1, got {cache_size}")

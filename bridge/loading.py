@@ -1,17 +1,20 @@
-"""Load one artifact version into a ready `Model`. No grpc in here.
+"""Load one artifact version for the worker: a `Loaded` model whose programs are compiled,
+warmed up and ready to execute validated inputs. No grpc, no request checks in here.
 
 TRUST BOUNDARY: an artifact is code. `jax.export.deserialize` and compiling `model.mlirbc` run
 whatever program the artifact contains, custom calls included. The manifest checksums prove
 that the files are the ones the exporter wrote (no corruption, no tampering after export); they
 do not make an untrusted exporter safe. Serve only repositories whose producers you trust.
 
-Loading a version goes through the public artifact API (`jaxport.artifact.open`): manifest
-read and validated, the one path rule (nothing may point outside the artifact directory or
-URL, weights only from the artifact's own files), sha256 of every file and parameter ->
-deserialize -> parameters by manifest name, put on the device ONCE -> compile ONCE per
-program -> warm up with zeros. Only then is the model handed to the repository as ready. Each
-phase's seconds end up in `Model.load_seconds` (checksum, deserialize, weights, compile,
-warmup).
+Loading a version goes through the public artifact API (`jaxport.artifact.open`, a local
+directory or a `file://`, `http(s)://` or `s3://` URL): manifest read and validated, the one
+path rule, sha256 of every file and parameter -> deserialize -> parameters by manifest name,
+put on the device ONCE -> compile ONCE per program -> warm up with zeros. Each phase's seconds
+end up in `Loaded.load_seconds` (checksum, deserialize, weights, compile, warmup). A refusal is
+a `LoadError` (FAILED_PRECONDITION), one line naming the file or field and why.
+
+What the worker answers about a loaded model (its programs) and what it executes are the
+LOAD and EXECUTE frames of docs/frames.md.
 """
 
 from __future__ import annotations
@@ -20,8 +23,10 @@ import functools
 import logging
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import jax
 import jaxport.artifact
@@ -42,8 +47,6 @@ from jaxport.bridge.engines import (
     PjrtSharding,
     PolymorphicEngine,
 )
-from jaxport.bridge.model import Model, Program, TensorSig
-from jaxport.bridge.settings import DEFAULT_COMPILED_SHAPES
 from jaxport.protocol import dtypes
 from jaxport.protocol.errors import FailedPreconditionError
 
@@ -61,11 +64,6 @@ def _dtype_row(dt: manifest_pb2.DType, what: str) -> dtypes.DType:
         return dtypes.by_datatype(dt.datatype)
     except dtypes.UnsupportedDtypeError as exc:
         raise LoadError(f"manifest: {what}: {exc}") from None
-
-
-def _sig(spec: manifest_pb2.TensorSpec) -> TensorSig:
-    shape = tuple(int(d) for d in spec.shape)
-    return TensorSig(spec.name, shape, _dtype_row(spec.dtype, spec.name))
 
 
 def _input_leaves(manifest: manifest_pb2.Manifest, program: manifest_pb2.Program) -> list[int]:
@@ -91,20 +89,6 @@ def _input_shapes(manifest: manifest_pb2.Manifest, program: manifest_pb2.Program
             raise LoadError(f"manifest: input '{spec.name}' has a symbolic shape {shape}")
         shapes.append(tuple(shape))
     return tuple(shapes)
-
-
-def _result_positions(manifest: manifest_pb2.Manifest, program: manifest_pb2.Program
-                      ) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    plain = [r for r in program.results if r.role != _RES.RESULT_ROLE_TOKEN]
-    outputs_by_name = {r.name: i for i, r in enumerate(plain)
-                       if r.role == _RES.RESULT_ROLE_OUTPUT}
-    positions = []
-    for spec in manifest.outputs:
-        if spec.name not in outputs_by_name:
-            raise LoadError(f"manifest: output '{spec.name}' is not a result of @main")
-        positions.append(outputs_by_name[spec.name])
-    checks = tuple(i for i, r in enumerate(plain) if r.role == _RES.RESULT_ROLE_CHECK)
-    return tuple(positions), checks
 
 
 def _pjrt_sharding(manifest: manifest_pb2.Manifest, program: manifest_pb2.Program,
@@ -168,13 +152,92 @@ def _mesh(art: jaxport.artifact.Artifact, devices: list[jax.Device]
     return sharding_io.jax_mesh(manifest.mesh, devices)
 
 
-def load_model(name: str, version: int, path: Path | Location, *, engine: str = "exported",
-               compiled_shapes: int = DEFAULT_COMPILED_SHAPES) -> Model:
-    """Load, verify, compile and warm up one artifact directory (`path`: local, or a Location
-    read by URL, see `jaxport.artifact.location`). Raises LoadError on refusal.
-    `compiled_shapes`: executables a shape-polymorphic model keeps (`--compiled-shapes`)."""
+
+
+@dataclass(frozen=True)
+
+
+class ServedProgram:
+    """One program of a loaded model, compiled on its engine. `index`: its position in
+    `manifest.programs` (what EXECUTE names)."""
+
+    index: int
+    batch_size: int
+    dims: Mapping[str, int]
+    polymorphic: bool
+    engine: Engine
+    # The shapes the warm-up runs (a polymorphic program's at every dimension's smallest size).
+    warm_shapes: tuple[tuple[int, ...], ...]
+    input_dtypes: tuple[np.dtype, ...]
+    # Every non-token @main result's dtype as the manifest declares it.
+    result_dtypes: tuple[np.dtype, ...]
+
+    def describe(self) -> dict[str, Any]:
+        """This program in the LOAD answer (docs/frames.md)."""
+        return {"index": self.index, "batch_size": self.batch_size, "dims": dict(self.dims),
+                "polymorphic": self.polymorphic}
+
+    def execute(self, inputs: Sequence[np.ndarray | jax.Array]) -> list[np.ndarray]:
+        """Every non-token @main result on the host, in order, for inputs in manifest order
+        (validated by the caller: nothing is checked here)."""
+        results = self.engine.execute(inputs)
+        return [np.asarray(r).astype(dt, copy=False)
+                for r, dt in zip(results, self.result_dtypes, strict=True)]
+
+
+@dataclass(frozen=True)
+
+
+class Loaded:
+    """One artifact version, loaded with one engine: every program it serves, compiled and
+    warmed up (by manifest index). Thread-safe and stateless per call."""
+
+    location: str
+    engine_name: str
+    manifest: manifest_pb2.Manifest
+    programs: Mapping[int, ServedProgram]
+    load_seconds: Mapping[str, float]
+
+    def describe(self) -> dict[str, Any]:
+        """The body of the LOAD answer (docs/frames.md)."""
+        return {"programs": [p.describe() for p in self.programs.values()],
+                "load_seconds": dict(self.load_seconds)}
+
+    def warm_up(self) -> None:
+        """Execute every program once with zeros so the first request pays no first-run cost.
+        Check outputs are ignored: zeros may legitimately trip a model's checks."""
+        for program in self.programs.values():
+            program.execute([np.zeros(shape, dt) for shape, dt
+                             in zip(program.warm_shapes, program.input_dtypes, strict=True)])
+
+
+def _open(location: str | Path | Location) -> jaxport.artifact.Artifact:
+    """The artifact, checksums verified; refusals as LoadError."""
+    try:
+        # An artifact outside jax's compatibility window still loads (jax decides whether it
+        # can read it), but the operator hears of it in the worker's log, not on bare stderr.
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", CompatibilityWarning)
+            art = jaxport.artifact.open(location)
+        for w in caught:
+            if issubclass(w.category, CompatibilityWarning):
+                log.warning("artifact compatibility", extra={"fields": {
+                    "location": str(location), "warning": str(w.message)}})
+            else:
+                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    except ChecksumError as exc:
+        raise LoadError(f"checksum verification failed: {exc}") from None
+    except ArtifactError as exc:  # what the manifest says (or is) cannot be served
+        raise LoadError(f"manifest.json: {exc}") from None
+    return art
+
+
+def load(location: str | Path | Location, *, engine: str, compiled_shapes: int) -> Loaded:
+    """Load, verify, compile and warm up one artifact (`location`: a local directory or a URL,
+    see `jaxport.artifact.location`) with `engine` (`exported` or `pjrt`). Raises LoadError on
+    refusal. `compiled_shapes`: executables a shape-polymorphic program keeps (an LRU)."""
     if engine not in ENGINES:
-        raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
+        raise LoadError(f"unknown engine {engine!r}: the worker runs {', '.join(ENGINES)}")
     seconds: dict[str, float] = {}
     t = time.perf_counter()
 
@@ -184,22 +247,7 @@ def load_model(name: str, version: int, path: Path | Location, *, engine: str = 
         seconds[phase] = now - t
         t = now
 
-    try:
-        # An artifact outside jax's compatibility window still loads (jax decides whether it
-        # can read it), but the operator hears of it in the bridge's log, not on bare stderr.
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always", CompatibilityWarning)
-            art = jaxport.artifact.open(path)
-        for w in caught:
-            if issubclass(w.category, CompatibilityWarning):
-                log.warning("artifact compatibility", extra={"fields": {
-                    "model": name, "version": version, "warning": str(w.message)}})
-            else:
-                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-    except ChecksumError as exc:
-        raise LoadError(f"checksum verification failed: {exc}") from None
-    except ArtifactError as exc:  # what the manifest says (or is) cannot be served
-        raise LoadError(f"manifest.json: {exc}") from None
+    art = _open(location)
     manifest = art.manifest
     lap("checksum")
 
@@ -210,11 +258,11 @@ def load_model(name: str, version: int, path: Path | Location, *, engine: str = 
             f"artifact was exported for platforms {list(manifest.platforms)}; "
             f"this bridge runs on {device.platform}"
         )
-    # A model with symbolic dimensions: `--engine exported` serves its polymorphic program at
-    # every admissible size; `--engine pjrt` its fixed-shape bucket programs, at their sizes.
-    served = list(manifest.programs)
+    # A model with symbolic dimensions: `exported` serves its polymorphic program at every
+    # admissible size; `pjrt` its fixed-shape bucket programs, at their sizes.
+    served = [(i, p) for i, p in enumerate(manifest.programs)]
     if manifest.dimensions:
-        served = [p for p in manifest.programs if p.polymorphic == (engine == "exported")]
+        served = [(i, p) for i, p in served if p.polymorphic == (engine == "exported")]
     if manifest.dimensions and not served:
         names = ", ".join(d.name for d in manifest.dimensions)
         raise LoadError(
@@ -224,22 +272,17 @@ def load_model(name: str, version: int, path: Path | Location, *, engine: str = 
             else "manifest: symbolic dimensions but no polymorphic program")
     mesh = _mesh(art, devices)
 
-    # Programs by position among those served (`batch_size` keys them in fixed-shape models;
-    # the programs of a polymorphic model all have batch size 0).
     exps: dict[int, jax_export.Exported] = {}
     blobs: dict[int, bytes] = {}
-    for key, program in enumerate(served):
-        if engine == "exported":
-            try:
+    for key, program in served:
+        try:
+            if engine == "exported":
                 exps[key] = art.exported(program.batch_size or None,
                                          dims=dict(program.dims) or None)
-            except ArtifactError as exc:
-                raise LoadError(str(exc)) from None
-        else:
-            try:
+            else:
                 blobs[key] = art.read_file(program.mlirbc_file)
-            except ArtifactError as exc:
-                raise LoadError(str(exc)) from None
+        except ArtifactError as exc:
+            raise LoadError(str(exc)) from None
     lap("deserialize")
 
     # Parameters are shared by every program (same leaves, same order); read them once.
@@ -258,14 +301,13 @@ def load_model(name: str, version: int, path: Path | Location, *, engine: str = 
             value, device if mesh is None else sharding_io.named_sharding(mesh, arg.sharding))
     for v in by_leaf.values():
         v.block_until_ready()
+    del values  # the host copies: the device holds the parameters now
     lap("weights")
 
-    inputs = tuple(_sig(s) for s in manifest.inputs)
-    outputs = tuple(_sig(s) for s in manifest.outputs)
-    programs: dict[int, Program] = {}
-    for key, program in enumerate(served):
+    input_dtypes = tuple(_dtype_row(s.dtype, s.name).numpy for s in manifest.inputs)
+    programs: dict[int, ServedProgram] = {}
+    for key, program in served:
         shapes = _input_shapes(manifest, program)
-        outs, checks = _result_positions(manifest, program)
         build: Callable[[], Engine]
         if engine == "exported":
             exp = exps[key]
@@ -274,38 +316,36 @@ def load_model(name: str, version: int, path: Path | Location, *, engine: str = 
                 raise LoadError(f"{program.jaxexport_file} has {len(exp.out_avals)} results, "
                                 f"the manifest lists {n_plain}")
             leaves = _input_leaves(manifest, program)
-            sigs = [(s, sig.dtype.numpy) for s, sig in zip(shapes, inputs, strict=True)]
             params = {a.leaf_index: by_leaf[a.leaf_index]
                       for a in binding.parameter_arguments(program)}
             if program.polymorphic:
-                build = functools.partial(PolymorphicEngine, exp, leaves,
-                                          [sig.dtype.numpy for sig in inputs], params, device,
-                                          compiled_shapes)
+                build = functools.partial(PolymorphicEngine, exp, leaves, input_dtypes, params,
+                                          device, compiled_shapes)
             else:
                 build = functools.partial(
-                    ExportedEngine, exp, leaves, sigs, params, device,
+                    ExportedEngine, exp, leaves, list(zip(shapes, input_dtypes, strict=True)),
+                    params, device,
                     None if mesh is None else art.leaf_shardings(mesh,
                                                                  program.batch_size or None))
         else:
             slots, bindings = _pjrt_arguments(manifest, program, by_leaf, device, mesh)
-            blob = blobs[key]
-            build = functools.partial(PjrtEngine, blob, slots, bindings, device,
+            build = functools.partial(PjrtEngine, blobs[key], slots, bindings, device,
                                       _pjrt_sharding(manifest, program, mesh))
         try:
             built = build()
         except Exception as exc:  # XLA's words: the program does not compile here
             raise LoadError(f"compiling program (batch size {program.batch_size}) with engine "
                             f"{engine}: {exc}") from None
-        programs[program.batch_size if not manifest.dimensions else key] = Program(
-            program.batch_size, built, shapes, outs, checks, dict(program.dims))
+        results = tuple(_dtype_row(r.dtype, r.name).numpy for r in program.results
+                        if r.role != _RES.RESULT_ROLE_TOKEN)
+        programs[key] = ServedProgram(key, program.batch_size, dict(program.dims),
+                                      program.polymorphic, built, shapes, input_dtypes, results)
     lap("compile")
 
-    model = Model(name, version, manifest, inputs, outputs, programs, engine, seconds,
-                  artifact=art)
+    loaded = Loaded(str(location), engine, manifest, programs, seconds)
     try:
-        model.warm_up()
+        loaded.warm_up()
     except Exception as exc:
         raise LoadError(f"warm-up run failed: {exc}") from None
     lap("warmup")
-    model.load_seconds.update(seconds)
-    return model
+    return loaded

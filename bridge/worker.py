@@ -1,221 +1,241 @@
-"""Execution worker behind the native front: the process that serves the Python servicer over a
-Unix socket.
+"""Execution worker of the front: a process that loads artifacts with an engine and executes
+already-validated tensors, nothing else (no requests, no repository, no statistics).
 
-    python -m jaxport.bridge.worker --socket PATH [jaxport serve flags: --repository ...]
-    python -m jaxport.bridge.worker --listen-fd N [...]     # a listening socket inherited
+    python -m jaxport.bridge.worker --listen-fd 3 --compiled-shapes N --max-frame-bytes N
+                                    [--cpu-devices N] [--threads N] [--log-level LEVEL]
+    python -m jaxport.bridge.worker --socket PATH ...   # binds PATH (tests, by hand)
 
-The native front (`bridge/front`, Go) terminates gRPC; it forwards each call as (method,
-serialized request) to one of N workers. A worker runs exactly the objects `jaxport serve` runs
-(`jaxport.bridge.core.build_core`: repository, admission, inference core, the same
-`InferenceServicer`), maps exceptions through `jaxport.bridge.status.status_of` (the one
-table), and answers (status code, message, serialized response). Protocol behaviour therefore
-lives in one place; the front adds transport only. All `jaxport serve` settings apply
-(`jaxport.bridge.settings.Settings`); the gRPC ones (port, TLS, tokens, metrics port) are the
-front's business and are ignored here.
+The front (`bridge/front/workers`, Go) starts it with a listening Unix socket as descriptor 3
+and connects; the frames (docs/frames.md, version 2) are `jaxport.bridge.frames`, their
+meaning `jaxport.bridge.connection`. Every flag comes from the front (its `config` package
+defines them once); none has a default of its own here except the thread count.
 
-Layers: `jaxport.bridge.frames` (the wire: header, frame types, memfd payloads),
-`jaxport.bridge.connection` (calls on one connection: contexts, streams, grouping,
-leader/followers), this module (the process: `Worker`, flags, signals, lifecycle).
-
-In `--listen-fd` mode (how the front starts workers) the worker exits when its last connection
-closes, so it never outlives the front. SIGTERM: stop accepting, let in-flight calls finish for
-up to `--grace-period-s`; exit statuses as `jaxport serve`: 0 drained, 3 calls were cut at the
-end of the grace period, 4 a second signal during the drain.
+With `--listen-fd` the worker exits when the front's connection closes (and the front asks
+the kernel for SIGKILL when it dies: PDEATHSIG), so it never outlives the front. SIGTERM and
+SIGINT exit at once: the front stops a worker only when nothing needs it.
 """
 
 from __future__ import annotations
 
 import argparse
+import ctypes
 import logging
 import os
 import signal
 import socket
 import sys
 import threading
+from typing import Any
 
-import grpc
-from jaxport.bridge.connection import Connection, Slots, service_methods
-from jaxport.bridge.frames import FRAME_SLACK, READY
-from jaxport.bridge.settings import Settings, SettingsError
-from jaxport.bridge.status import CODE_NAMES
+from jaxport.bridge import logs
+from jaxport.bridge.connection import Connection, Executor
+from jaxport.bridge.frames import VERSION
+from jaxport.protocol.errors import FailedPreconditionError
 
 log = logging.getLogger("jaxport.bridge.worker")
 
 
 class Worker:
-    """The core objects of `jaxport serve` behind a framed Unix-socket protocol."""
+    """The loaded models of this process (by the number the front gave each), its execution
+    queue and its connections."""
 
-    def __init__(self, settings: Settings, listener: socket.socket,
-                 exit_on_disconnect: bool = False) -> None:
-        from jaxport.bridge.core import build_core
+    def __init__(self, listener: socket.socket, *, compiled_shapes: int, max_frame_bytes: int,
+                 threads: int, exit_on_disconnect: bool) -> None:
+        from jaxport.bridge.loading import Loaded
 
-        self.settings = settings
-        # The same core objects as `jaxport serve` (the front is the gRPC server here).
-        self.core = build_core(settings)
-        self.servicer = self.core.servicer
-        self.methods = service_methods(self.servicer)
-        self.infer_index = next(m.index for m in self.methods if m.name == "ModelInfer")
-        self.slots = Slots(settings.worker_threads)
-        self.max_frame_bytes = settings.max_message_bytes + FRAME_SLACK
         self.listener = listener
+        self.compiled_shapes = compiled_shapes
+        self.max_frame_bytes = max_frame_bytes
         self.exit_on_disconnect = exit_on_disconnect
-        self.ready = threading.Event()
-        self.stop = threading.Event()
-        self._connections: set[Connection] = set()
+        self.executor = Executor(threads)
+        self.models: dict[int, Loaded] = {}
+        self._keys: dict[int, str] = {}
         self._lock = threading.Lock()
-        self._ever_connected = False
-        self.finished = 0
+        self._loads = 0  # loads and unloads so far, read by the heap trimmer
+        self.stop = threading.Event()
 
-    def check_size(self, nbytes: int) -> tuple[int, str]:
-        """(0, "") if a response of `nbytes` may be sent, else RESOURCE_EXHAUSTED in grpc's
-        words (the front would refuse the frame; grpc refuses such a message too)."""
-        limit = self.settings.max_message_bytes
-        if nbytes <= limit:
-            return 0, ""
-        return (grpc.StatusCode.RESOURCE_EXHAUSTED.value[0],
-                f"Sent message larger than max ({nbytes} vs. {limit})")
+    def hello(self) -> dict[str, Any]:
+        """The HELLO payload (docs/frames.md)."""
+        import jax
 
-    def observe(self, method: str, code: int) -> None:
-        """One call finished: `jaxport_grpc_requests_total` by its final status."""
-        self.finished += 1  # read by the heap trimmer (an int bump under the GIL)
-        metrics = self.core.metrics
-        if metrics is not None:
-            try:
-                metrics.record_rpc(method, CODE_NAMES.get(code, "UNKNOWN"))
-            except Exception:
-                log.exception("rpc observer failed")
+        devices = jax.devices()
+        return {"version": VERSION, "pid": os.getpid(), "platform": devices[0].platform,
+                "devices": len(devices), "jax": jax.__version__}
 
-    def metrics_text(self) -> bytes:
-        """This worker's Prometheus registry in the text format (b"" when metrics are off)."""
-        if self.core.metrics is None:
-            return b""
-        from prometheus_client import generate_latest
+    def load(self, number: int, key: str, location: str, engine: str) -> dict[str, Any]:
+        """Load model `number` (`key` names it in logs and messages); the LOAD answer."""
+        from jaxport.bridge.loading import load
 
-        return generate_latest(self.core.metrics.registry)
-
-    def load(self) -> None:
-        """Load the repository (as `jaxport serve`), then tell every connection READY."""
-        from jaxport.bridge.core import load_all
-
-        try:
-            load_all(self.core.repository, self.core.state)
-        except Exception:
-            log.exception("repository load crashed")
-            self.stop.set()
-            return
         with self._lock:
-            self.ready.set()
-            connections = list(self._connections)
-        for conn in connections:
-            conn.frames.send(READY, 0, 0, 0, 0)
+            if number in self._keys:
+                raise FailedPreconditionError(
+                    f"model {number} is loaded already on this worker (as {self._keys[number]})")
+            self._keys[number] = key
+        try:
+            loaded = load(location, engine=engine, compiled_shapes=self.compiled_shapes)
+        except BaseException:
+            with self._lock:
+                self._keys.pop(number, None)
+            raise
+        with self._lock:
+            self.models[number] = loaded
+            self._loads += 1
+        return loaded.describe()
+
+    def unload(self, number: int) -> None:
+        """Forget model `number` (executions holding it finish first); unknown numbers too."""
+        with self._lock:
+            self.models.pop(number, None)
+            self._keys.pop(number, None)
+            self._loads += 1
 
     def accept_loop(self) -> None:
         while not self.stop.is_set():
             try:
                 sock, _ = self.listener.accept()
             except OSError:
-                return  # listener closed (shutdown)
-            conn = Connection(self, sock)
-            with self._lock:
-                self._connections.add(conn)
-                self._ever_connected = True
-            threading.Thread(target=conn.serve, name="worker-conn", daemon=True).start()
+                return  # listener closed
+            threading.Thread(target=Connection(self, sock).serve, name="worker-conn",
+                             daemon=True).start()
 
     def connection_closed(self, conn: Connection) -> None:
-        with self._lock:
-            self._connections.discard(conn)
-            last = not self._connections
-        if last and self.exit_on_disconnect:
+        if self.exit_on_disconnect:
             log.info("front disconnected, exiting")
             self.stop.set()
 
-    def run(self) -> bool:
-        """Serve until stopped; True if every call in flight finished within the grace."""
-        from jaxport.bridge.core import HeapTrimmer
-
-        HeapTrimmer(lambda: self.finished).start()  # as `jaxport serve` does
-        threading.Thread(target=self.load, name="repository-load", daemon=True).start()
-        threading.Thread(target=self.accept_loop, name="worker-accept", daemon=True).start()
-        self.stop.wait()
-        return self.shutdown()
-
-    def shutdown(self) -> bool:
-        """Refuse new calls, let in-flight ones finish for up to the grace period. Behind the
-        front (`--listen-fd`) the front has spent the grace period already when it signals
-        its workers: what still runs then was cut, so the worker waits for nothing (else
-        `jaxport serve` would end a grace period after its own, not within it)."""
-        self.core.state.set_draining()
-        try:
-            self.listener.close()
-        except OSError:
-            pass
-        grace = 0.0 if self.exit_on_disconnect else self.settings.grace_period_s
-        drained = self.slots.wait_idle(grace)
-        log.info("stopped", extra={"fields": {"drained": drained}})
-        return drained
+    def loads(self) -> int:
+        return self._loads
 
 
-def _parse_args(argv: list[str]) -> tuple[argparse.Namespace, Settings]:
+# -- the process -----------------------------------------------------------------------------
+
+# Heap arenas glibc may use (M_ARENA_MAX). Its default is 8 per core, and a new arena for each
+# thread that finds the others busy, each keeping its own high-water mark of freed tensor
+# buffers; two keep allocation contention low on a few cores.
+MALLOC_ARENAS = 2
+# How often the heap trimmer returns free heap pages to the system after loads and unloads.
+HEAP_TRIM_INTERVAL_S = 5.0
+
+
+def _libc() -> Any:
+    try:
+        return ctypes.CDLL("libc.so.6")
+    except OSError:
+        return None
+
+
+def keep_heap_memory(arenas: int = MALLOC_ARENAS) -> bool:
+    """Let glibc reuse freed heap memory for large buffers instead of mmap/munmap each time:
+    every multi-MiB tensor otherwise lands in freshly mapped pages, and first-touch page
+    faults dominate (measured: a 16 MiB round trip 2-3x faster). Cost: freed memory stays in
+    the heap, at most `arenas` high-water marks, handed back by `trim_heap_after`. glibc
+    only; False (and nothing changed) elsewhere."""
+    mallopt = getattr(_libc(), "mallopt", None)
+    if mallopt is None:
+        return False
+    m_arena_max, m_trim_threshold, m_top_pad, m_mmap_threshold = -8, -1, -2, -3
+    return all(mallopt(opt, value) == 1 for opt, value in (
+        (m_arena_max, arenas), (m_mmap_threshold, 1 << 30), (m_trim_threshold, 1 << 30),
+        (m_top_pad, 64 << 20)))
+
+
+def trim_heap_after(worker: Worker, interval_s: float = HEAP_TRIM_INTERVAL_S) -> None:
+    """A daemon thread: every `interval_s`, if models were loaded or unloaded since the last
+    look, `malloc_trim(0)` (the host copies of a load's weights go back to the system)."""
+    trim = getattr(_libc(), "malloc_trim", None)
+    if trim is None:
+        return
+
+    def run() -> None:
+        seen = worker.loads()
+        while not worker.stop.wait(interval_s):
+            if worker.loads() != seen:
+                seen = worker.loads()
+                trim(0)
+
+    threading.Thread(target=run, name="heap-trim", daemon=True).start()
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def _parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="python -m jaxport.bridge.worker", add_help=True,
-        description="Execution worker of the native front (framed protocol over a Unix socket);"
-                    " every other flag is a `jaxport serve` flag.")
+        prog="python -m jaxport.bridge.worker",
+        description="Execution worker of jaxport-front: loads artifacts and executes "
+                    "validated tensors over the frame protocol (docs/frames.md).")
     where = parser.add_mutually_exclusive_group(required=True)
     where.add_argument("--socket", help="Unix socket path to bind and listen on")
     where.add_argument("--listen-fd", type=int,
-                       help="an inherited listening Unix socket; exit when its last "
+                       help="an inherited listening Unix socket; exit when the front's "
                             "connection closes (how the front starts workers)")
-    own, rest = parser.parse_known_args(argv)
-    return own, Settings.from_argv(rest)
+    parser.add_argument("--compiled-shapes", type=_positive, required=True,
+                        help="executables a shape-polymorphic program keeps (an LRU)")
+    parser.add_argument("--max-frame-bytes", type=_positive, required=True,
+                        help="largest frame payload accepted or sent")
+    parser.add_argument("--cpu-devices", type=int, default=0,
+                        help="CPU devices of this process, for sharded artifacts (0: jax's "
+                             "default)")
+    parser.add_argument("--threads", type=int, default=0,
+                        help="executions at once (0: the CPU count)")
+    parser.add_argument("--log-level", default="INFO",
+                        choices=("DEBUG", "INFO", "WARNING", "ERROR"))
+    return parser.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Serve until SIGTERM (or, with --listen-fd, until the front disconnects)."""
-    try:
-        own, settings = _parse_args(sys.argv[1:] if argv is None else argv)
-    except SettingsError as exc:
-        print(f"jaxport worker: error: {exc}", file=sys.stderr)
-        return 2
-    from jaxport.bridge.core import prepare_process
+    """Serve until the front disconnects (with --listen-fd) or a signal."""
+    args = _parse_args(sys.argv[1:] if argv is None else argv)
+    logs.configure(args.log_level)
+    from jaxport.bridge.engines import configure_jax
 
-    prepare_process(settings)  # the process set-up of `jaxport serve`
-    if own.listen_fd is not None:
-        listener = socket.socket(fileno=own.listen_fd)
+    configure_jax(args.cpu_devices)
+    keep_heap_memory()
+    if args.listen_fd is not None:
+        listener = socket.socket(fileno=args.listen_fd)
     else:
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            listener.bind(own.socket)
+            listener.bind(args.socket)
         except OSError as exc:
-            print(f"jaxport worker: error: cannot bind {own.socket}: {exc.strerror}",
+            print(f"jaxport worker: error: cannot bind {args.socket}: {exc.strerror}",
                   file=sys.stderr)
             return 1
-        listener.listen(64)
-    worker = Worker(settings, listener, exit_on_disconnect=own.listen_fd is not None)
-
-    from jaxport.bridge.core import EXIT_CUT, EXIT_DRAINED, EXIT_FORCED, exit_now
+        listener.listen(8)
+    threads = args.threads if args.threads > 0 else (os.cpu_count() or 1)
+    worker = Worker(listener, compiled_shapes=args.compiled_shapes,
+                    max_frame_bytes=args.max_frame_bytes, threads=threads,
+                    exit_on_disconnect=args.listen_fd is not None)
 
     def on_signal(signum: int, _frame: object) -> None:
-        name = signal.Signals(signum).name
-        if worker.stop.is_set():
-            log.warning("second signal: exiting now", extra={"fields": {
-                "signal": name, "exit_status": EXIT_FORCED}})
-            exit_now(EXIT_FORCED)
-        log.info("signal received", extra={"fields": {"signal": name}})
+        log.info("signal received, exiting", extra={"fields": {
+            "signal": signal.Signals(signum).name}})
         worker.stop.set()
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    import jax
+
+    jax.devices()  # the backend is up before the first HELLO
+    trim_heap_after(worker)
+    threading.Thread(target=worker.accept_loop, name="worker-accept", daemon=True).start()
     log.info("worker listening", extra={"fields": {
-        "socket": own.socket, "listen_fd": own.listen_fd, "pid": os.getpid()}})
-    drained = worker.run()
-    if own.socket:
+        "socket": args.socket, "listen_fd": args.listen_fd, "pid": os.getpid(),
+        "threads": threads}})
+    worker.stop.wait()
+    if args.socket:
         try:
-            os.unlink(own.socket)
+            os.unlink(args.socket)
         except OSError:
             pass
-    if not drained:
-        exit_now(EXIT_CUT)
-    return EXIT_DRAINED
+    # Executions still running belong to a front that is gone: no joining them.
+    logging.shutdown()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":
