@@ -1,98 +1,196 @@
-"""`python -m jaxport.bridge.worker` spoken to directly in its framed protocol (no front;
-the protocol: docs/frames.md).
+"""`python -m jaxport.bridge.worker` spoken to directly in the frame protocol, version 2 (no
+front; the protocol: docs/frames.md).
 
-What only the frames show: READY once the repository is loaded, the deadline a CALL carries
-(an expired one is refused before any work), CANCEL making `is_active()` false (a queued request
-leaves the line), the concurrency limit, an undecodable request, a malformed frame closing the
-connection, and ModelStreamInfer as OPEN / MSG / HALF_CLOSE -> REPLY... END.
+The frames are packed here from the spec (header, tensor block), not with the worker's own
+`jaxport.bridge.frames`, so the two are checked against each other. What only the frames show:
+HELLO with the version, LOAD's answer and refusals, EXECUTE against JAX's own results, the
+deadline in `aux`, CANCEL taking a waiting execution out, memfd payloads both ways, results
+over the frame limit, a malformed payload answered for that request only, malformed frames
+closing the connection (and the worker exiting with it), UNLOAD.
 """
 
 from __future__ import annotations
 
 import array
+import json
+import math
 import mmap
 import os
-import signal
 import socket
+import struct
 import subprocess
 import sys
-import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-import grpc
+import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
-from front_helpers import FEATURES, NEVER_US, rows_model, rows_params, rows_request
-from jaxport.bridge.frames import (
-    CALL,
-    CANCEL,
-    HEADER,
-    NO_DEADLINE,
-    READY,
-    REPLY,
-    SHM,
-    SHM_THRESHOLD,
-    STREAM_END,
-    STREAM_HALF_CLOSE,
-    STREAM_MSG,
-    STREAM_OPEN,
-    STREAM_REPLY,
-)
-from jaxport.protocol.gen.inference import grpc_service_pb2 as pb
-from support.gate import Gate
 
-METHODS = {m.name: m.index
-           for m in pb.DESCRIPTOR.services_by_name["GRPCInferenceService"].methods}
+HEADER = struct.Struct("<IBBHQq")
+HELLO, LOAD, EXECUTE, UNLOAD, CANCEL, REPLY = 1, 2, 3, 4, 5, 6
+SHM = 0x80
+NO_DEADLINE = -1
+OK, CANCELLED, INTERNAL, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED, FAILED_PRECONDITION = \
+    0, 1, 13, 4, 8, 9
+DATATYPES = {"FP32": np.float32, "INT32": np.int32, "BOOL": np.bool_}
+FP32_ATOL, FP32_RTOL = 1e-5, 1e-4  # `jaxport verify`'s float32 rule (docs/artifact-format.md)
+MAX_FRAME = 64 << 20
+SPIN_FOREVER = 1 << 30  # rounds: an execution that does not end while the test runs
+
+MODELS = Path(__file__).resolve().parents[1] / "models"
+sys.path.insert(0, str(MODELS))
+import mlp  # noqa: E402  (tests/models/mlp.py)
 
 
-class Frames:
-    """A connection to a worker: send frames, read them back by id."""
+def spin(params: dict, x: jax.Array, n: jax.Array) -> jax.Array:
+    """n rounds of x = tanh(x @ w): held in flight with a large n."""
+    return jax.lax.fori_loop(0, n, lambda _, v: jnp.tanh(v @ params["w"]), x)
 
-    def __init__(self, path: Path, timeout: float = 120.0) -> None:
+
+def affine(params: dict, x: jax.Array) -> jax.Array:
+    return x * params["s"] + 0.5
+
+
+def widen(params: dict, x: jax.Array) -> jax.Array:
+    """f32[1024] -> f32[1024, 1024]: 4 KiB in, 4 MiB out."""
+    return x[:, None] * params["ones"]
+
+
+BIG = (512, 1024)  # 2 MiB of FP32 each way: memfd frames
+
+
+@pytest.fixture(scope="module")
+def artifacts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    from jaxport.exporter import export
+
+    out = tmp_path_factory.mktemp("worker-artifacts")
+    specs = {
+        "mlp": (mlp.predict, mlp.init(jax.random.key(0)),
+                {"x": jax.ShapeDtypeStruct((4, 16), np.float32)}),
+        "spin": (spin, {"w": np.eye(256, dtype=np.float32) * 0.5},
+                 {"x": jax.ShapeDtypeStruct((256, 256), np.float32),
+                  "n": jax.ShapeDtypeStruct((), np.int32)}),
+        "affine": (affine, {"s": np.float32(2.0)},
+                   {"x": jax.ShapeDtypeStruct(BIG, np.float32)}),
+        "widen": (widen, {"ones": np.ones((1024,), np.float32)},
+                  {"x": jax.ShapeDtypeStruct((1024,), np.float32)}),
+    }
+    paths = {}
+    for name, (fn, params, inputs) in specs.items():
+        paths[name] = out / name
+        export(fn, params, inputs, paths[name], goldens=1 if name == "mlp" else 0,
+               quiet=True, name=name)
+    return paths
+
+
+# -- the wire, from docs/frames.md ----------------------------------------------------------
+
+def tensor_block(arrays: Sequence[np.ndarray], start: int) -> bytes:
+    """The tensor block of `arrays`, beginning `start` bytes into its payload."""
+    names = {np.dtype(v): k for k, v in DATATYPES.items()}
+    head = struct.pack("<II", len(arrays), 0)
+    size = start + len(head) + sum(32 + 8 * a.ndim for a in arrays)
+    offset = size + (-size % 64)
+    data = b"\0" * (offset - size)
+    for a in arrays:
+        head += struct.pack("<8sIIQQ", names[a.dtype].encode(), a.ndim, 0, offset, a.nbytes)
+        head += b"".join(struct.pack("<q", d) for d in a.shape)
+        raw = a.tobytes()
+        data += raw + b"\0" * (-len(raw) % 64)
+        offset += len(raw) + (-len(raw) % 64)
+    return head + data
+
+
+def read_block(payload: bytes) -> list[np.ndarray]:
+    count, _ = struct.unpack_from("<II", payload, 0)
+    at, out = 8, []
+    for _ in range(count):
+        name, rank, _, offset, nbytes = struct.unpack_from("<8sIIQQ", payload, at)
+        shape = struct.unpack_from(f"<{rank}q", payload, at + 32)
+        at += 32 + 8 * rank
+        assert offset % 64 == 0, f"tensor data at {offset}, not a multiple of 64"
+        dtype = DATATYPES[name.rstrip(b"\0").decode()]
+        assert nbytes == math.prod(shape) * np.dtype(dtype).itemsize
+        out.append(np.frombuffer(payload, dtype, math.prod(shape), offset).reshape(shape))
+    return out
+
+
+class Worker:
+    """A worker process started as the front starts one (a listening socket as --listen-fd),
+    and the one connection to it."""
+
+    def __init__(self, tmp: Path, *flags: str) -> None:
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listener.bind(str(tmp / "w.sock"))
+        listener.listen(1)
+        self.stderr = tmp / "worker.jsonl"
+        with open(self.stderr, "wb") as err:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "jaxport.bridge.worker", "--listen-fd",
+                 str(listener.fileno()), "--compiled-shapes", "4", "--max-frame-bytes",
+                 str(MAX_FRAME), *flags], pass_fds=(listener.fileno(),), stderr=err)
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.settimeout(timeout)
-        self.sock.connect(str(path))
-        self.pending: list[tuple[tuple[int, ...], bytes]] = []
-        self.fds: list[int] = []  # descriptors received with the bytes, not yet used
-        self.shm_frames = 0  # frames whose payload came in a memfd
-        self.socket_bytes = 0  # bytes that came through the socket
+        self.sock.settimeout(300)
+        self.sock.connect(str(tmp / "w.sock"))  # waits in the backlog until accepted
+        listener.close()
+        self.fds: list[int] = []
+        self.shm_frames = 0  # frames received with their payload in a memfd
+        self.pending: dict[int, tuple[int, bytes]] = {}
+        self.next_id = 0
+        ftype, code, call_id, aux, payload = self.read()
+        assert (ftype, code, call_id, aux) == (HELLO, 0, 0, 2)
+        self.hello = json.loads(payload)
 
-    def send_shm(self, ftype: int, method: str, call_id: int, aux: int, payload: bytes) -> None:
-        """A frame whose payload is in a memfd (only the header goes through the socket)."""
+    def close(self) -> int:
+        """Close the connection: the worker exits (status 0)."""
+        self.sock.close()
+        try:
+            return self.proc.wait(120)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
+
+    # frames
+    def send(self, ftype: int, payload: bytes = b"", aux: int = 0, call_id: int | None = None,
+             reserved: int = 0) -> int:
+        if call_id is None:
+            self.next_id += 1
+            call_id = self.next_id
+        self.sock.sendall(HEADER.pack(len(payload), ftype, reserved, 0, call_id, aux) + payload)
+        return call_id
+
+    def send_shm(self, ftype: int, payload: bytes, aux: int = NO_DEADLINE) -> int:
+        self.next_id += 1
         fd = os.memfd_create("test-frame")
         try:
             os.write(fd, payload)
-            header = HEADER.pack(len(payload), ftype | SHM, METHODS[method], 0, call_id, aux)
-            self.sock.sendmsg([header], [(socket.SOL_SOCKET, socket.SCM_RIGHTS,
-                                          array.array("i", [fd]))])
+            self.sock.sendmsg([HEADER.pack(len(payload), ftype | SHM, 0, 0, self.next_id, aux)],
+                              [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [fd]))])
         finally:
             os.close(fd)
+        return self.next_id
 
-    def send(self, ftype: int, method: str | int, call_id: int, aux: int = 0,
-             payload: bytes = b"") -> None:
-        index = METHODS[method] if isinstance(method, str) else method
-        self.sock.sendall(HEADER.pack(len(payload), ftype, index, 0, call_id, aux) + payload)
-
-    def _read_exact(self, n: int) -> bytes:
+    def _exact(self, n: int) -> bytes:
         buf = b""
         while len(buf) < n:
-            chunk, ancdata, _flags, _ = self.sock.recvmsg(n - len(buf),
-                                                          socket.CMSG_SPACE(64 * 4))
+            chunk, ancdata, _flags, _ = self.sock.recvmsg(n - len(buf), socket.CMSG_SPACE(64 * 4))
             for _level, _kind, data in ancdata:
                 fds = array.array("i")
                 fds.frombytes(data[: len(data) - len(data) % 4])
                 self.fds.extend(fds)
             if not chunk:
-                raise ConnectionError("worker closed the connection")
+                raise ConnectionError("the worker closed the connection")
             buf += chunk
-        self.socket_bytes += n
         return buf
 
-    def read(self) -> tuple[tuple[int, ...], bytes]:
-        length, ftype, *rest = HEADER.unpack(self._read_exact(HEADER.size))
+    def read(self) -> tuple[int, int, int, int, bytes]:
+        length, ftype, reserved, code, call_id, aux = HEADER.unpack(self._exact(HEADER.size))
+        assert reserved == 0
         if not ftype & SHM:
-            return (length, ftype, *rest), self._read_exact(length)
+            return ftype, code, call_id, aux, self._exact(length)
         fd = self.fds.pop(0)
         try:
             with mmap.mmap(fd, length, prot=mmap.PROT_READ) as m:
@@ -100,405 +198,186 @@ class Frames:
         finally:
             os.close(fd)
         self.shm_frames += 1
-        return (length, ftype & ~SHM, *rest), payload
+        return ftype & ~SHM, code, call_id, aux, payload
 
-    def read_for(self, call_id: int) -> tuple[int, int, str, bytes]:
-        """(frame type, code, status message, body) of the next frame of `call_id`."""
-        for i, (h, p) in enumerate(self.pending):
-            if h[4] == call_id:
-                del self.pending[i]
-                return _split(h, p)
-        while True:
-            h, p = self.read()
-            if h[4] == call_id:
-                return _split(h, p)
-            self.pending.append((h, p))
+    def reply(self, call_id: int) -> tuple[int, bytes]:
+        """(code, payload) of the REPLY to request `call_id` (others kept for later)."""
+        while call_id not in self.pending:
+            ftype, code, got, aux, payload = self.read()
+            assert (ftype, aux) == (REPLY, 0)
+            assert got not in self.pending, f"a second REPLY for {got}"
+            self.pending[got] = code, payload
+        return self.pending.pop(call_id)
 
-    def close(self) -> None:
-        self.sock.close()
+    # requests
+    def load(self, number: int, location: Path, engine: str = "exported") -> tuple[int, bytes]:
+        body = {"model": number, "key": f"{location.name}/1", "location": str(location),
+                "engine": engine}
+        return self.reply(self.send(LOAD, json.dumps(body).encode()))
 
+    def execute_frame(self, model: int, arrays: Sequence[np.ndarray], program: int = 0
+                      ) -> bytes:
+        return struct.pack("<II", model, program) + tensor_block(arrays, 8)
 
-def _split(h: tuple[int, ...], p: bytes) -> tuple[int, int, str, bytes]:
-    _length, ftype, _method, code, _id, aux = h
-    if ftype in (REPLY, STREAM_END):
-        return ftype, code, p[:aux].decode(), p[aux:]
-    return ftype, code, "", p
-
-
-def mlp_request(rid: str, x: np.ndarray | None = None) -> bytes:
-    x = np.ones((2, 8), np.float32) if x is None else x
-    req = pb.ModelInferRequest(model_name="mlp", id=rid)
-    req.inputs.add(name="x", datatype="FP32", shape=[2, 8])
-    req.raw_input_contents.append(x.tobytes())
-    return req.SerializeToString()
+    def execute(self, model: int, arrays: Sequence[np.ndarray], aux: int = NO_DEADLINE,
+                program: int = 0) -> tuple[int, bytes]:
+        return self.reply(self.send(EXECUTE, self.execute_frame(model, arrays, program), aux))
 
 
-def slow_request() -> bytes:
-    req = pb.ModelInferRequest(model_name="slow", id="slow")
-    req.inputs.add(name="x", datatype="FP32", shape=[256, 256])
-    req.inputs.add(name="n", datatype="INT32", shape=[])
-    req.raw_input_contents.append(np.zeros((256, 256), np.float32).tobytes())
-    req.raw_input_contents.append(np.int32(1).tobytes())
-    return req.SerializeToString()
+@pytest.fixture(scope="module")
+def worker(tmp_path_factory: pytest.TempPathFactory, artifacts: dict[str, Path]
+           ) -> Iterator[Worker]:
+    w = Worker(tmp_path_factory.mktemp("worker"))
+    code, body = w.load(1, artifacts["mlp"])
+    assert code == OK, body
+    code, body = w.load(2, artifacts["affine"])
+    assert code == OK, body
+    yield w
+    assert w.close() == 0
 
 
-def start_worker(repository: Path, workdir: Path, gate: Gate, *args: str
-                 ) -> tuple[subprocess.Popen[bytes], Frames]:
-    path = workdir / "w.sock"
-    with open(workdir / "stderr.jsonl", "wb") as err:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "jaxport.bridge.worker", "--socket", str(path),
-             "--repository", str(repository), *args],
-            stderr=err, env={**os.environ, **gate.env})
-    end = time.monotonic() + 120
-    while True:  # the worker binds its socket at start; then READY says it loaded
-        if proc.poll() is not None:
-            raise RuntimeError(f"worker exited {proc.returncode}: "
-                               f"{(workdir / 'stderr.jsonl').read_text()[-2000:]}")
-        try:
-            frames = Frames(path)
-            break
-        except (FileNotFoundError, ConnectionRefusedError):
-            if time.monotonic() > end:
-                raise
-            time.sleep(0.02)
-    (h, _payload) = frames.read()
-    assert h[1] == READY
-    return proc, frames
+def mlp_golden(artifacts: dict[str, Path]) -> tuple[np.ndarray, np.ndarray]:
+    case = artifacts["mlp"] / "goldens" / "case0"
+    return np.load(case / "inputs" / "x.npy"), np.load(case / "outputs" / "output.npy")
 
 
-def stop_worker(proc: subprocess.Popen[bytes]) -> int:
-    if proc.poll() is None:
-        os.kill(proc.pid, signal.SIGTERM)
-    try:
-        return proc.wait(60)
-    except subprocess.TimeoutExpired:
-        os.kill(proc.pid, signal.SIGKILL)
-        return proc.wait(10)
+def test_hello_load_execute_unload(tmp_path: Path, artifacts: dict[str, Path]) -> None:
+    w = Worker(tmp_path)
+    assert w.hello["version"] == 2 and w.hello["pid"] == w.proc.pid
+    assert w.hello["platform"] == "cpu" and w.hello["devices"] >= 1
+    code, body = w.load(7, artifacts["mlp"])
+    assert code == OK, body
+    answer = json.loads(body)
+    assert answer["programs"] == [{"index": 0, "batch_size": 0, "dims": {},
+                                   "polymorphic": False}]
+    assert set(answer["load_seconds"]) == {"checksum", "deserialize", "weights", "compile",
+                                           "warmup"}
+    x, want = mlp_golden(artifacts)
+    code, body = w.execute(7, [x])
+    assert code == OK, body
+    (got,) = read_block(body)
+    np.testing.assert_allclose(got, want, rtol=FP32_RTOL, atol=FP32_ATOL)
+    # ... and JAX itself on the same function
+    np.testing.assert_allclose(got, np.asarray(jax.jit(mlp.predict)(mlp.init(jax.random.key(0)),
+                                                                    x)),
+                               rtol=FP32_RTOL, atol=FP32_ATOL)
+    code, body = w.execute(7, [x], program=3)
+    assert (code, body) == (FAILED_PRECONDITION, b"model 7 serves programs [0], not program 3")
+    code, body = w.load(7, artifacts["mlp"])
+    assert code == FAILED_PRECONDITION and b"model 7 is loaded already" in body
+    assert w.reply(w.send(UNLOAD, b'{"model": 7}')) == (OK, b"")
+    assert w.execute(7, [x]) == (FAILED_PRECONDITION, b"model 7 is not loaded on this worker")
+    assert w.close() == 0  # the front's connection closed: the worker exits
 
 
-@pytest.fixture
-def worker(repository: Path, tmp_path: Path, gate: Gate) -> Iterator[Frames]:
-    """A worker running one execution per model at a time, at most 3 calls at once."""
-    proc, frames = start_worker(repository, tmp_path, gate, "--max-inflight-per-model", "1",
-                                "--worker-threads", "3")
-    yield frames
-    frames.close()
-    assert stop_worker(proc) == 0
+def test_expired_deadline_is_not_executed(worker: Worker, artifacts: dict[str, Path]) -> None:
+    x, want = mlp_golden(artifacts)
+    assert worker.execute(1, [x], aux=0) == (DEADLINE_EXCEEDED, b"Deadline Exceeded")
+    code, body = worker.execute(1, [x], aux=60_000_000)
+    assert code == OK
+    np.testing.assert_allclose(read_block(body)[0], want, rtol=FP32_RTOL, atol=FP32_ATOL)
 
 
-def test_unary_calls(worker: Frames) -> None:
-    worker.send(CALL, "ServerReady", 1, NO_DEADLINE, pb.ServerReadyRequest().SerializeToString())
-    ftype, code, _msg, body = worker.read_for(1)
-    assert (ftype, code) == (REPLY, 0) and pb.ServerReadyResponse.FromString(body).ready
-    worker.send(CALL, "ModelInfer", 2, 30_000_000, mlp_request("a"))
-    ftype, code, msg, body = worker.read_for(2)
-    assert (ftype, code, msg) == (REPLY, 0, "")
-    response = pb.ModelInferResponse.FromString(body)
-    assert response.id == "a" and response.outputs[0].shape == [2, 4]
+def test_cancel_takes_a_waiting_execution_out(tmp_path: Path,
+                                              artifacts: dict[str, Path]) -> None:
+    """One execution at a time: A holds it, B waits behind it; B's CANCEL (sent with them)
+    answers B CANCELLED at once, unexecuted; a CANCEL of an id not in flight is ignored."""
+    w = Worker(tmp_path, "--threads", "1")
+    assert w.load(1, artifacts["spin"])[0] == OK
+    assert w.load(2, artifacts["mlp"])[0] == OK
+    x, _ = mlp_golden(artifacts)
+    a = w.execute_frame(1, [np.zeros((256, 256), np.float32), np.int32(SPIN_FOREVER)])
+    b = w.execute_frame(2, [x])
+    frames = (HEADER.pack(len(a), EXECUTE, 0, 0, 10, NO_DEADLINE) + a
+              + HEADER.pack(len(b), EXECUTE, 0, 0, 11, NO_DEADLINE) + b
+              + HEADER.pack(0, CANCEL, 0, 0, 999, 0)
+              + HEADER.pack(0, CANCEL, 0, 0, 11, 0))
+    w.sock.sendall(frames)
+    assert w.reply(11) == (CANCELLED, b"Cancelled")
+    assert w.pending == {}  # nothing else answered: A still runs, 999 got no REPLY
+    assert w.close() == 0  # exits although A still executes
 
 
-def test_errors_come_from_the_one_table(worker: Frames) -> None:
-    worker.send(CALL, "ModelInfer", 1, NO_DEADLINE,
-                pb.ModelInferRequest(model_name="nope").SerializeToString())
-    _ftype, code, msg, _body = worker.read_for(1)
-    assert code == grpc.StatusCode.NOT_FOUND.value[0]
-    assert msg.startswith("unknown model 'nope'"), msg  # the repository's text, unchanged
-    worker.send(CALL, "ModelInfer", 2, NO_DEADLINE, b"\xff\xff\xff")
-    assert worker.read_for(2)[1:3] == (grpc.StatusCode.INTERNAL.value[0],
-                                       "Exception deserializing request!")
+def test_large_tensors_travel_in_memfds(worker: Worker) -> None:
+    x = np.random.default_rng(0).standard_normal(BIG).astype(np.float32)
+    before = worker.shm_frames
+    code, body = worker.reply(worker.send_shm(EXECUTE, worker.execute_frame(2, [x])))
+    assert code == OK
+    np.testing.assert_allclose(read_block(body)[0], x * 2 + 0.5, rtol=FP32_RTOL,
+                               atol=FP32_ATOL)
+    assert worker.shm_frames == before + 1  # the 2 MiB results came in a memfd
+    # A sender that could not make a memfd sends a large payload through the socket.
+    code, body = worker.execute(2, [x])
+    assert code == OK
+    np.testing.assert_allclose(read_block(body)[0], x * 2 + 0.5, rtol=FP32_RTOL,
+                               atol=FP32_ATOL)
 
 
-def test_expired_deadline_is_not_executed(worker: Frames) -> None:
-    worker.send(CALL, "ModelInfer", 1, 0, mlp_request("late"))
-    _ftype, code, msg, _body = worker.read_for(1)
-    assert code == grpc.StatusCode.DEADLINE_EXCEEDED.value[0]
-    assert msg == "deadline exceeded before model 'mlp/1' could run the request; not executed"
+def test_results_over_the_frame_limit(tmp_path: Path, artifacts: dict[str, Path]) -> None:
+    w = Worker(tmp_path, "--max-frame-bytes", str(1 << 20))  # the last flag wins
+    assert w.load(1, artifacts["widen"])[0] == OK
+    code, body = w.execute(1, [np.ones(1024, np.float32)])
+    assert code == RESOURCE_EXHAUSTED
+    assert body.decode().startswith("the results take 4194") and \
+        body.decode().endswith("over the frame limit of 1048576 (--max-frame-bytes)")
+    assert w.close() == 0
 
 
-def test_cancel_takes_a_queued_request_out(worker: Frames, gate: Gate) -> None:
-    gate.hold("slow")
-    try:
-        worker.send(CALL, "ModelInfer", 1, NO_DEADLINE, slow_request())
-        gate.wait_held("slow", 1)
-        worker.send(CALL, "ModelInfer", 2, NO_DEADLINE, slow_request())  # waits for the slot
-        # Whether the cancel finds call 2 waiting for the slot or not yet admitted, it must
-        # leave without running.
-        worker.send(CANCEL, "ModelInfer", 2)
-        _ftype, code, msg, _body = worker.read_for(2)
-        assert code == grpc.StatusCode.CANCELLED.value[0]
-        assert msg == "caller went away before model 'slow/1' ran the request; not executed"
-    finally:
-        gate.release("slow")
-    assert worker.read_for(1)[1] == 0
-    gate.wait_held("slow", 0, at_most=True)
+def test_load_refusals(worker: Worker, artifacts: dict[str, Path], tmp_path: Path) -> None:
+    import shutil
+
+    corrupt = tmp_path / "corrupt"
+    shutil.copytree(artifacts["mlp"], corrupt)
+    (corrupt / "weights" / "params.b2" / "c" / "0").write_bytes(b"not the weights")
+    code, body = worker.load(10, corrupt)
+    assert code == FAILED_PRECONDITION
+    assert body.decode().startswith("checksum verification failed") and b"params.b2" in body
+    code, body = worker.load(11, artifacts["mlp"], engine="iree")
+    assert (code, body) == (FAILED_PRECONDITION,
+                            b"unknown engine 'iree': the worker runs exported, pjrt")
+    code, body = worker.load(12, tmp_path / "nothing")
+    assert code == FAILED_PRECONDITION and body.startswith(b"manifest.json: ")
+    code, body = worker.reply(worker.send(LOAD, b'{"model": 13}'))
+    assert code == INTERNAL and body.startswith(b"malformed LOAD frame: ")
+    # The refused numbers stay free, the loaded models keep serving.
+    assert worker.load(12, artifacts["mlp"], engine="pjrt")[0] == OK
+    x, want = mlp_golden(artifacts)
+    for model in (1, 12):
+        code, body = worker.execute(model, [x])
+        assert code == OK
+        np.testing.assert_allclose(read_block(body)[0], want, rtol=FP32_RTOL, atol=FP32_ATOL)
 
 
-def test_concurrency_limit(worker: Frames, gate: Gate) -> None:
-    gate.hold("slow")
-    try:
-        for call_id in (1, 2, 3):  # one executes (held), two wait for the model's slot
-            worker.send(CALL, "ModelInfer", call_id, NO_DEADLINE, slow_request())
-        gate.wait_held("slow", 1)
-        worker.send(CALL, "ServerLive", 4, NO_DEADLINE, b"")
-        assert worker.read_for(4)[1:3] == (grpc.StatusCode.RESOURCE_EXHAUSTED.value[0],
-                                           "Concurrent RPC limit exceeded!")
-    finally:
-        gate.release("slow")
-    assert [worker.read_for(i)[1] for i in (1, 2, 3)] == [0, 0, 0]
-    gate.wait_held("slow", 0, at_most=True)
+def test_malformed_execute_payload_answers_that_request_only(worker: Worker,
+                                                            artifacts: dict[str, Path]) -> None:
+    x, want = mlp_golden(artifacts)
+    good = worker.execute_frame(1, [x])
+    for payload, says in (
+            (b"\1\0", b"EXECUTE payload shorter than its prelude"),
+            (good[:-64], b"beyond the payload"),
+            (good.replace(b"FP32", b"FP99", 1), b"unknown datatype 'FP99'"),
+    ):
+        code, body = worker.reply(worker.send(EXECUTE, payload, NO_DEADLINE))
+        assert code == INTERNAL and body.startswith(b"malformed EXECUTE frame: ")
+        assert says in body, body
+    code, body = worker.execute(1, [x])
+    assert code == OK
+    np.testing.assert_allclose(read_block(body)[0], want, rtol=FP32_RTOL, atol=FP32_ATOL)
 
 
-def test_stream(worker: Frames) -> None:
-    worker.send(STREAM_OPEN, "ModelStreamInfer", 7, NO_DEADLINE)
-    worker.send(STREAM_MSG, "ModelStreamInfer", 7, 0, mlp_request("s1"))
-    ftype, _code, _msg, body = worker.read_for(7)
-    assert ftype == STREAM_REPLY  # answered before the stream ends
-    assert pb.ModelStreamInferResponse.FromString(body).infer_response.id == "s1"
-    worker.send(STREAM_MSG, "ModelStreamInfer", 7, 0,
-                pb.ModelInferRequest(model_name="mlp", id="bad").SerializeToString())
-    worker.send(STREAM_HALF_CLOSE, "ModelStreamInfer", 7)
-    ftype, _code, _msg, body = worker.read_for(7)
-    bad = pb.ModelStreamInferResponse.FromString(body)
-    assert ftype == STREAM_REPLY and bad.infer_response.id == "bad"
-    assert bad.error_message.startswith("INVALID_ARGUMENT: missing input 'x'")
-    assert worker.read_for(7)[:3] == (STREAM_END, 0, "")
-
-
-def big_request(x: np.ndarray) -> bytes:
-    req = pb.ModelInferRequest(model_name="big", id="big")
-    req.inputs.add(name="x", datatype="FP32", shape=[x.size])
-    req.raw_input_contents.append(x.tobytes())
-    return req.SerializeToString()
-
-
-def test_16_mib_each_way_through_memfds(worker: Frames) -> None:
-    """A 16 MiB request sent in a memfd is answered with a 16 MiB response in a memfd: the
-    socket carries the headers and status only; the numbers are JAX's."""
-    import jax
-
-    x = np.random.default_rng(11).standard_normal(4 << 20).astype(np.float32)  # 16 MiB
-    worker.send_shm(CALL, "ModelInfer", 1, NO_DEADLINE, big_request(x))
-    before = worker.socket_bytes
-    ftype, code, msg, body = worker.read_for(1)
-    assert (ftype, code, msg) == (REPLY, 0, "")
-    assert worker.shm_frames == 1 and worker.socket_bytes - before == HEADER.size
-    response = pb.ModelInferResponse.FromString(body)
-    y = np.frombuffer(response.raw_output_contents[0], np.float32)
-    expected = np.asarray(jax.jit(lambda v: v * np.float32(2.0) + 0.5)(x))  # conftest's `big`
-    np.testing.assert_array_equal(y, expected)
-    # A small answer still comes through the socket.
-    worker.send(CALL, "ModelInfer", 2, NO_DEADLINE, mlp_request("small"))
-    assert worker.read_for(2)[:3] == (REPLY, 0, "") and worker.shm_frames == 1
-    assert len(mlp_request("small")) < SHM_THRESHOLD <= len(body)
-
-
-def test_memfd_frame_without_descriptor_closes_the_connection(worker: Frames) -> None:
-    worker.sock.sendall(HEADER.pack(16, CALL | SHM, METHODS["ServerLive"], 0, 1, NO_DEADLINE))
-    with pytest.raises(ConnectionError):
-        worker.read()
-
-
-def test_malformed_frame_closes_the_connection(worker: Frames) -> None:
-    worker.send(42, 0, 1)
-    with pytest.raises(ConnectionError):
-        worker.read()
-
-
-def test_response_over_the_message_limit(repository: Path, tmp_path: Path, gate: Gate) -> None:
-    proc, frames = start_worker(repository, tmp_path, gate, "--max-message-bytes", "60")
-    try:
-        frames.send(CALL, "ServerLive", 1, NO_DEADLINE, b"")
-        assert frames.read_for(1)[1] == 0  # small answers still go out
-        frames.send(CALL, "ModelInfer", 2, NO_DEADLINE, mlp_request("big"))
-        ftype, code, msg, body = frames.read_for(2)
-        assert (ftype, code, body) == (REPLY, grpc.StatusCode.RESOURCE_EXHAUSTED.value[0], b"")
-        assert msg.startswith("Sent message larger than max (") and msg.endswith(" vs. 60)")
-        frames.send(STREAM_OPEN, "ModelStreamInfer", 3, NO_DEADLINE)
-        frames.send(STREAM_MSG, "ModelStreamInfer", 3, 0, mlp_request("big"))
-        frames.send(STREAM_HALF_CLOSE, "ModelStreamInfer", 3)
-        ftype, code, msg, _body = frames.read_for(3)
-        assert (ftype, code) == (STREAM_END, grpc.StatusCode.RESOURCE_EXHAUSTED.value[0])
-    finally:
-        frames.close()
-        assert stop_worker(proc) == 0
-
-
-def test_cancelled_stream_ends_and_frees_its_thread(repository: Path, tmp_path: Path,
-                                                    gate: Gate) -> None:
-    proc, frames = start_worker(repository, tmp_path, gate, "--worker-threads", "1")
-    try:
-        frames.send(STREAM_OPEN, "ModelStreamInfer", 1, NO_DEADLINE)  # takes the one thread
-        frames.send(STREAM_MSG, "ModelStreamInfer", 1, 0, mlp_request("s1"))
-        assert frames.read_for(1)[0] == STREAM_REPLY
-        frames.send(CANCEL, "ModelStreamInfer", 1)  # the client went away, no half-close
-        # Ends CANCELLED, as grpcio's server ends (and counts) a stream its caller cancelled.
-        assert frames.read_for(1)[:3] == (STREAM_END, grpc.StatusCode.CANCELLED.value[0],
-                                          "Cancelled")
-        frames.send(CALL, "ServerLive", 2, NO_DEADLINE, b"")  # the thread is free again
-        assert frames.read_for(2)[:2] == (REPLY, 0)
-    finally:
-        frames.close()
-        assert stop_worker(proc) == 0
-
-
-def test_sigterm_with_a_call_held_past_the_grace_exits_3(repository: Path, tmp_path: Path,
-                                                         gate: Gate) -> None:
-    proc, frames = start_worker(repository, tmp_path, gate, "--grace-period-s", "0.2")
-    gate.hold("slow")
-    try:
-        frames.send(CALL, "ModelInfer", 1, NO_DEADLINE, slow_request())
-        gate.wait_held("slow", 1)
-        os.kill(proc.pid, signal.SIGTERM)
-        assert proc.wait(120) == 3  # jaxport serve's EXIT_CUT
-    finally:
-        gate.release("slow")
-        frames.close()
-        stop_worker(proc)
-
-
-def test_batching_calls_read_together_start_on_one_thread(
-        batched_repo: Path, tmp_path: Path, gate: Gate) -> None:
-    """Nine ModelInfer frames for a batching model written at once (one read takes them all),
-    then one that does not parse and a ServerLive: one thread starts the nine calls
-    (`Connection._group`): eight one-row requests fill the 8-row program (one execution; the
-    queue delay never expires) while the ninth, malformed, gets its own INVALID_ARGUMENT;
-    every answer is the call's own and the statistics count each call. Had each call its own
-    thread, eight threads would wait on the batch at once."""
-    import jax
-
-    proc, frames = start_worker(batched_repo, tmp_path, gate, "--batching",
-                                "--max-queue-delay-us", str(NEVER_US), "--worker-threads", "32")
-    try:
-        threads_before = len(os.listdir(f"/proc/{proc.pid}/task"))
-        xs = [np.random.default_rng(i).standard_normal((1, FEATURES)).astype(np.float32)
-              for i in range(8)]
-        bad = rows_request(np.ones((1, FEATURES + 1), np.float32), "bad")
-        bad.inputs[0].shape[:] = [1, FEATURES + 1]
-        requests = [rows_request(x, f"r{i}") for i, x in enumerate(xs)]
-        requests.insert(3, bad)
-        wire = b"".join(HEADER.pack(len(p), CALL, METHODS["ModelInfer"], 0, i + 1, 60_000_000)
-                        + p for i, p in enumerate(r.SerializeToString() for r in requests))
-        garbage = b"\xff\xff\xff"  # does not parse: ends the group, answered on its own
-        wire += HEADER.pack(len(garbage), CALL, METHODS["ModelInfer"], 0, 99, NO_DEADLINE)
-        wire += garbage
-        wire += HEADER.pack(0, CALL, METHODS["ServerLive"], 0, 100, NO_DEADLINE)
-        frames.sock.sendall(wire)
-        assert frames.read_for(100)[:2] == (REPLY, 0)  # the frames after the group, answered
-        assert frames.read_for(99)[1:3] == (grpc.StatusCode.INTERNAL.value[0],
-                                            "Exception deserializing request!")
-        want = np.asarray(jax.jit(rows_model)(rows_params(), np.concatenate(xs)))
-        got_rows = []
-        for call_id, request in enumerate(requests, start=1):
-            _ftype, code, msg, body = frames.read_for(call_id)
-            if request.id == "bad":
-                assert code == grpc.StatusCode.INVALID_ARGUMENT.value[0]
-                assert msg == f"input 'x': expected shape [-1, {FEATURES}], got [1, 6]", msg
-                continue
-            assert (code, msg) == (0, "")
-            response = pb.ModelInferResponse.FromString(body)
-            assert response.id == request.id and list(response.outputs[0].shape) == [1, 3]
-            got_rows.append(np.frombuffer(response.raw_output_contents[0], np.float32))
-        np.testing.assert_allclose(np.stack(got_rows), want, rtol=1e-5, atol=1e-6)
-        # One thread ran the nine calls (plus the follower reading on, the garbage frame's
-        # and the batcher's).
-        assert len(os.listdir(f"/proc/{proc.pid}/task")) - threads_before <= 4
-        frames.send(CALL, "ModelStatistics", 200, NO_DEADLINE,
-                    pb.ModelStatisticsRequest(name="rows").SerializeToString())
-        _ftype, code, _msg, body = frames.read_for(200)
-        (stats,) = pb.ModelStatisticsResponse.FromString(body).model_stats
-        assert (stats.inference_stats.success.count, stats.inference_stats.fail.count) == (8, 1)
-        assert (stats.inference_count, stats.execution_count) == (8, 1)
-    finally:
-        frames.close()
-        assert stop_worker(proc) == 0
-
-
-def _hostile_rows_requests(rng: np.random.Generator, n: int, features: int
-                           ) -> list[tuple[str, bytes, np.ndarray | None]]:
-    """(kind, payload, x for a valid request) for the batching model `rows`: valid requests
-    of 1-4 rows mixed with malformed ones of every kind a client can send."""
-    out: list[tuple[str, bytes, np.ndarray | None]] = []
-    for i in range(n):
-        kind = ["valid", "valid", "garbage", "truncated", "dtype", "shape", "rows", "bytes",
-                "duplicate", "output", "typed"][int(rng.integers(11))]
-        rows = int(rng.integers(1, 5))
-        x = rng.standard_normal((rows, features)).astype(np.float32)
-        req = pb.ModelInferRequest(model_name="rows", id=f"{kind}{i}")
-        t = req.inputs.add(name="x", datatype="FP32", shape=[rows, features])
-        req.raw_input_contents.append(x.tobytes())
-        if kind == "garbage":
-            out.append((kind, rng.bytes(int(rng.integers(1, 64))), None))
-            continue
-        if kind == "truncated":
-            out.append((kind, req.SerializeToString()[:-7], None))
-            continue
-        if kind == "dtype":
-            t.datatype = "FP64"
-        elif kind == "shape":
-            t.shape[:] = [rows, features, 2]
-        elif kind == "rows":
-            t.shape[:] = [1 << 40, features]
-        elif kind == "bytes":
-            req.raw_input_contents[0] = x.tobytes()[:-4]
-        elif kind == "duplicate":
-            req.inputs.add(name="x", datatype="FP32", shape=[rows, features])
-            req.raw_input_contents.append(x.tobytes())
-        elif kind == "output":
-            req.outputs.add(name="nope")
-        elif kind == "typed":
-            t.contents.fp32_contents.extend([1.0])
-        out.append((kind, req.SerializeToString(), x if kind == "valid" else None))
-    return out
-
-
-def test_hostile_frames_read_together_are_each_answered(
-        batched_repo: Path, tmp_path: Path, gate: Gate) -> None:
-    """Two hundred frames for the batching model written at once, a seeded mix of valid
-    requests and malformed ones (bytes that do not parse, truncated messages, wrong datatype,
-    rank, row count, byte count, a duplicate input, an unknown output, raw and typed contents
-    together): every call gets exactly one answer, a valid one JAX's rows, a malformed one
-    INVALID_ARGUMENT naming what is wrong (INTERNAL only for bytes that do not parse, grpcio's
-    answer), and the worker serves on."""
-    import jax
-
-    proc, frames = start_worker(batched_repo, tmp_path, gate, "--batching",
-                                "--max-queue-delay-us", "2000", "--worker-threads", "256")
-    try:
-        cases = _hostile_rows_requests(np.random.default_rng(2026), 200, FEATURES)
-        frames.sock.sendall(b"".join(
-            HEADER.pack(len(p), CALL, METHODS["ModelInfer"], 0, i + 1, 60_000_000) + p
-            for i, (_kind, p, _x) in enumerate(cases)))
-        jitted = jax.jit(rows_model)
-        invalid = grpc.StatusCode.INVALID_ARGUMENT.value[0]
-        words = {"dtype": "expected datatype FP32", "shape": "expected shape",
-                 "rows": "shape [1099511627776, 5]", "bytes": "raw contents hold",
-                 "duplicate": "'x'", "output": "unknown requested output 'nope'",
-                 "typed": "send every input one way"}
-        kinds: set[str] = set()
-        for call_id, (kind, _payload, x) in enumerate(cases, start=1):
-            _ftype, code, msg, body = frames.read_for(call_id)
-            kinds.add(kind)
-            if kind == "valid":
-                assert (code, msg) == (0, ""), (kind, msg)
-                got = np.frombuffer(pb.ModelInferResponse.FromString(body)
-                                    .raw_output_contents[0], np.float32)
-                np.testing.assert_allclose(got.reshape(len(x), 3),
-                                           np.asarray(jitted(rows_params(), x)),
-                                           rtol=1e-5, atol=1e-6)
-            elif kind in ("garbage", "truncated"):
-                # Bytes that do not parse are grpcio's INTERNAL; a few random or truncated
-                # ones happen to parse as some request, which is then invalid or unknown.
-                assert code != 0, (kind, msg)
-                if code == grpc.StatusCode.INTERNAL.value[0]:
-                    assert msg == "Exception deserializing request!", msg
-            else:
-                assert code == invalid, (kind, code, msg)
-                assert words[kind] in msg, (kind, msg)
-        assert kinds >= {"valid", "garbage", "truncated", "dtype", "shape", "rows", "bytes",
-                         "duplicate", "output", "typed"}
-        frames.send(CALL, "ServerLive", 999, NO_DEADLINE, b"")
-        assert frames.read_for(999)[:2] == (REPLY, 0)
-    finally:
-        frames.close()
-        assert stop_worker(proc) == 0
+@pytest.mark.parametrize("frame", ["unknown type", "REPLY from the front", "reserved byte",
+                                   "memfd header without its descriptor", "over the limit"])
+def test_malformed_frame_closes_the_connection(tmp_path: Path, frame: str) -> None:
+    w = Worker(tmp_path)
+    header = {
+        "unknown type": HEADER.pack(0, 42, 0, 0, 1, 0),
+        "REPLY from the front": HEADER.pack(0, REPLY, 0, 0, 1, 0),
+        "reserved byte": HEADER.pack(0, UNLOAD, 7, 0, 1, 0),
+        "memfd header without its descriptor": HEADER.pack(16, EXECUTE | SHM, 0, 0, 1, -1),
+        "over the limit": HEADER.pack(MAX_FRAME + 1, EXECUTE, 0, 0, 1, -1),
+    }[frame]
+    w.sock.sendall(header)
+    assert w.sock.recv(1) == b""  # closed, no REPLY
+    assert w.proc.wait(120) == 0  # and the worker exited with it
+    assert '"level": "ERROR"' in w.stderr.read_text()  # saying why, in its log
+    w.close()
