@@ -64,6 +64,14 @@ func repoRoot() string {
 	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", "..", ".."))
 }
 
+func prepare() (string, error) {
+	dir, err := os.MkdirTemp("", "jaxport-workers-test-")
+	if err != nil {
+		return "", err
+	}
+	return dir, setUp(dir)
+}
+
 func setUp(dir string) error {
 	root := repoRoot()
 	python = os.Getenv("JAXPORT_WORKER_PYTHON")
@@ -97,12 +105,7 @@ func setUp(dir string) error {
 // that needs them) and fails the test when that did not work.
 func needSetup(t *testing.T) {
 	t.Helper()
-	setupOnce.Do(func() {
-		testDir, setupErr = os.MkdirTemp("", "jaxport-workers-test-")
-		if setupErr == nil {
-			setupErr = setUp(testDir)
-		}
-	})
+	setupOnce.Do(func() { testDir, setupErr = prepare() })
 	if setupErr != nil {
 		t.Fatal(setupErr)
 	}

@@ -362,8 +362,8 @@ func (h *Handle) pick() (*conn, <-chan struct{}, error) {
 			waiting = true
 			continue
 		}
-		if st.err != nil {
-			why = st.err
+		if st.err != nil { // Load succeeded before: this is a restarted process's re-LOAD
+			why = status.Errorf(codes.Unavailable, "the execution worker restarted and could not load %s again: %s", h.model.Key, status.Convert(st.err).Message())
 			continue
 		}
 		if best == nil || inc.k.inflight.Load() < best.inflight.Load() {

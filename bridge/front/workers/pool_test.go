@@ -285,7 +285,8 @@ func copyDir(t *testing.T, from, to string) {
 
 // TestCrashCancelAndRestart holds an execution in flight on a one-process pool (one
 // execution at a time), cancels a call queued behind it, SIGKILLs the worker: only the call
-// in flight fails, and the next calls succeed on the restarted worker, every model re-loaded.
+// in flight fails, and the next calls succeed on the restarted worker, every model re-loaded
+// (one whose artifact changed meanwhile is refused, naming why).
 // Load refusals come on the same (one-device) pool, which keeps serving after them.
 func TestCrashCancelAndRestart(t *testing.T) {
 	needSetup(t)
@@ -295,6 +296,13 @@ func TestCrashCancelAndRestart(t *testing.T) {
 	p.sent = func(key string) { sent <- key }
 	spin := load(t, p, "spin", "exported")
 	mlp := load(t, p, "mlp", "exported")
+	// A copy of mlp whose weights change while the worker is down: its re-LOAD fails.
+	fragileDir := filepath.Join(t.TempDir(), "fragile")
+	copyDir(t, artifacts["mlp"], fragileDir)
+	fragile, err := p.Load(testCtx(t), Model{Key: "fragile/1", Location: fragileDir, Engine: "exported"})
+	if err != nil {
+		t.Fatal(err)
+	}
 	pids := p.PIDs()
 	if len(pids) != 1 {
 		t.Fatalf("PIDs %v, want one process", pids)
@@ -353,6 +361,9 @@ func TestCrashCancelAndRestart(t *testing.T) {
 	}
 
 	// SIGKILL mid-call: only the call in flight fails.
+	if err := os.WriteFile(filepath.Join(fragileDir, "weights", "params.b2", "c", "0"), []byte("changed"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if err := syscall.Kill(pids[0], syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -361,6 +372,8 @@ func TestCrashCancelAndRestart(t *testing.T) {
 	// The next calls wait for the restart and run on a worker that re-loaded every model.
 	runGoldens(t, mlp, artifacts["mlp"])
 	runGoldens(t, spin, artifacts["spin"])
+	_, err = fragile.Execute(testCtx(t), 0, mlpInput(t))
+	wantStatus(t, "a model whose re-LOAD failed", err, codes.Unavailable, "could not load fragile/1 again", "checksum verification failed")
 	if p.Restarts() != 1 {
 		t.Errorf("Restarts() = %d, want 1", p.Restarts())
 	}
