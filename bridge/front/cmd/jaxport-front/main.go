@@ -21,6 +21,7 @@ import (
 	"github.com/jaxport/jaxport/bridge/front/compression"
 	"github.com/jaxport/jaxport/bridge/front/dispatch"
 	"github.com/jaxport/jaxport/bridge/front/native"
+	"github.com/jaxport/jaxport/bridge/front/rest"
 	"github.com/jaxport/jaxport/bridge/front/security"
 	"github.com/jaxport/jaxport/bridge/front/server"
 	"github.com/jaxport/jaxport/bridge/front/shm"
@@ -143,11 +144,23 @@ func run(argv []string) int {
 	svc := server.New(server.Options{Repository: repo, SharedMemory: registry, Tracing: tracing,
 		Metrics: telemetry.NewMetrics(), Dispatcher: d, Log: log})
 
-	// Listen: gRPC, metrics (REST: package rest).
+	// Listen: gRPC, REST, metrics.
 	address := net.JoinHostPort(o.host, strconv.Itoa(o.port))
 	lis, err := net.Listen("tcp", address)
 	if err != nil {
 		return fail(1, "cannot listen on %s: %v", address, err)
+	}
+	httpPort := -1
+	var restServer *rest.Server
+	if o.httpPort >= 0 {
+		tlsConfig, err := security.TLSConfig(o.tlsCert, o.tlsKey, o.tlsClientCA)
+		if err != nil {
+			return fail(1, "%v", err)
+		}
+		restServer, httpPort, err = rest.Listen(svc, net.JoinHostPort(o.host, strconv.Itoa(o.httpPort)), tlsConfig, token, o.maxMessageBytes)
+		if err != nil {
+			return fail(1, "cannot serve REST on --http-port: %v", err)
+		}
 	}
 	srv := grpc.NewServer(serverOptions...)
 	health := svc.Register(srv)
@@ -162,7 +175,9 @@ func run(argv []string) int {
 		ms := &http.Server{Handler: svc.MetricsHandler(), ReadHeaderTimeout: 10 * time.Second}
 		go func() { _ = ms.Serve(ml) }()
 	}
-	httpPort := -1
+	if restServer != nil {
+		restServer.Serve()
+	}
 	if o.portFile != "" {
 		if err := writePortFile(o.portFile, map[string]int{"grpc_port": port, "metrics_port": metricsPort,
 			"http_port": httpPort, "pid": os.Getpid()}); err != nil {
@@ -172,6 +187,9 @@ func run(argv []string) int {
 	fmt.Printf("jaxport front: listening on %s:%d\n", o.host, port)
 	if metricsPort >= 0 {
 		fmt.Printf("jaxport front: metrics on http://%s:%d/metrics\n", o.host, metricsPort)
+	}
+	if httpPort >= 0 {
+		fmt.Printf("jaxport front: REST on %s:%d/v2\n", o.host, httpPort)
 	}
 	log.Info("listening", "grpc_port", port, "http_port", httpPort, "gomaxprocs", runtime.GOMAXPROCS(0))
 	served := make(chan error, 1)
@@ -203,7 +221,20 @@ func run(argv []string) int {
 	health.Shutdown()
 	log.Info("draining", "grace_period_s", o.gracePeriod.Seconds())
 	drained := make(chan struct{})
-	go func() { srv.GracefulStop(); close(drained) }()
+	restCtx, restCut := context.WithCancel(context.Background())
+	defer restCut()
+	go func() {
+		restDone := make(chan struct{})
+		go func() { // REST: no new connections, in-flight requests finish
+			if restServer != nil {
+				_ = restServer.Shutdown(restCtx)
+			}
+			close(restDone)
+		}()
+		srv.GracefulStop()
+		<-restDone
+		close(drained)
+	}()
 	go func() {
 		sig := <-sigs
 		log.Warn("second signal: exiting now", "signal", sig.String(), "exit_status", exitForced)
@@ -214,7 +245,11 @@ func run(argv []string) int {
 	case <-drained:
 	case <-time.After(o.gracePeriod):
 		status = exitCut
-		srv.Stop()
+		srv.Stop() // cancels the calls still running: their callers get CANCELLED/UNAVAILABLE
+		restCut()
+		if restServer != nil {
+			restServer.Close()
+		}
 		<-drained
 	}
 	log.Info("stopped", "exit_status", status)
