@@ -124,7 +124,7 @@ func programFor(t *testing.T, h *Handle, m *jaxportv1.Manifest, c *jaxportv1.Gol
 	return Program{}
 }
 
-func readNpy(t *testing.T, dir, rel string) conformance.Npy {
+func readNpy(t testing.TB, dir, rel string) conformance.Npy {
 	t.Helper()
 	n, err := conformance.ReadNpy(filepath.Join(dir, rel))
 	if err != nil {
@@ -388,7 +388,7 @@ func spinInput(rounds int32) []Tensor {
 	return []Tensor{{Datatype: "FP32", Shape: []int64{256, 256}, Data: x}, {Datatype: "INT32", Shape: []int64{}, Data: n}}
 }
 
-func mlpInput(t *testing.T) []Tensor {
+func mlpInput(t testing.TB) []Tensor {
 	n := readNpy(t, artifacts["mlp"], "goldens/case0/inputs/x.npy")
 	return []Tensor{{Datatype: "FP32", Shape: n.Shape, Data: n.Data}}
 }
