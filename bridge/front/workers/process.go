@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"sync"
 	"syscall"
@@ -147,8 +148,12 @@ func isClosed(ch chan struct{}) bool {
 	}
 }
 
-// supervise runs the process until stopped, starting it again whenever it exits.
+// supervise runs the process until stopped, starting it again whenever it exits. It keeps
+// its OS thread: PDEATHSIG fires when the THREAD that started the child exits, and a thread
+// that ran a goroutine that locked it and exited (cgo code may) is ended by the runtime; this
+// one lives until every process it started has exited.
 func (pr *process) supervise() {
+	runtime.LockOSThread()
 	p := pr.pool
 	backoff := firstBackoff
 	for {
