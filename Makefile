@@ -43,7 +43,7 @@ help:
 # native engine (docs/native-engine.md) has a plugin on a fresh clone.
 FRONT := $(VENV)/bin/jaxport-front
 NATIVE_GOLDENS := $(VENV)/bin/jaxport-native-goldens
-FRONT_SRC := $(wildcard bridge/front/*.go bridge/front/*/*.go bridge/front/cmd/*/*.go clients/go/gen/inference/*.go clients/go/gen/jaxport/v1/*.go) bridge/front/go.mod bridge/front/go.sum
+FRONT_SRC := $(wildcard bridge/front/*/*.go bridge/front/cmd/*/*.go clients/go/gen/inference/*.go clients/go/gen/jaxport/v1/*.go) bridge/front/go.mod bridge/front/go.sum
 
 setup: $(STAMP) $(FRONT) $(NATIVE_GOLDENS)
 
@@ -64,7 +64,7 @@ GO_MISSING := echo "error: make setup builds the native front (jaxport serve's d
 
 $(FRONT): $(FRONT_SRC) | $(STAMP)
 	@command -v go >/dev/null || { $(GO_MISSING); }
-	@$(call GO_BUILD,$@,.)
+	@$(call GO_BUILD,$@,./cmd/jaxport-front)
 
 $(NATIVE_GOLDENS): $(FRONT_SRC) | $(STAMP)
 	@command -v go >/dev/null || { $(GO_MISSING); }
@@ -180,7 +180,7 @@ front:
 	@command -v go >/dev/null || { echo "error: make front needs Go >= 1.26 (go on PATH)" >&2; exit 1; }
 	mkdir -p $(VENV)/bin
 	@$(GO_CGO); cd bridge/front && CGO_ENABLED=$$cgo go vet ./...
-	@$(call GO_BUILD,$(FRONT),.)
+	@$(call GO_BUILD,$(FRONT),./cmd/jaxport-front)
 	@$(call GO_BUILD,$(NATIVE_GOLDENS),./cmd/jaxport-native-goldens)
 
 # The conformance suite against other OIP servers (issue 19; not part of `make test`): KServe's

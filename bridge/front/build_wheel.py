@@ -108,7 +108,8 @@ def copy_sources(dest: Path) -> None:
 def build_front(binary: Path) -> None:
     """A static, path-free front at `binary`."""
     binary.parent.mkdir(parents=True, exist_ok=True)
-    proc = subprocess.run([go(), "build", "-trimpath", "-ldflags=-s -w", "-o", str(binary), "."],
+    proc = subprocess.run([go(), "build", "-trimpath", "-ldflags=-s -w", "-o", str(binary),
+                           "./cmd/jaxport-front"],
                           cwd=FRONT_SRC, capture_output=True, text=True,
                           env={**os.environ, "CGO_ENABLED": "0"})
     if proc.returncode != 0:

@@ -63,7 +63,7 @@ def build_front(out_dir: Path) -> Path:
         raise FrontBuildError("Go toolchain not found (`go` on PATH): the native front needs "
                               "Go >= 1.26 to build bridge/front")
     binary = Path(out_dir) / "jaxport-front"
-    proc = subprocess.run([go, "build", "-o", str(binary), "."], cwd=FRONT_SRC,
+    proc = subprocess.run([go, "build", "-o", str(binary), "./cmd/jaxport-front"], cwd=FRONT_SRC,
                           capture_output=True, text=True, timeout=600)
     if proc.returncode != 0:
         raise FrontBuildError(f"go build of bridge/front failed:\n{proc.stderr}")

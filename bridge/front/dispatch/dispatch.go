@@ -48,10 +48,10 @@ type Executable interface {
 	Close()
 }
 
-// Workers is the backend of the Python workers (package workers behind an adapter): it opens
-// a version with an engine (exported, pjrt) in every worker, starting them on first use.
+// Workers is the backend of the Python workers (package workers, adapted in workers.go): it
+// opens a version with an engine (exported, pjrt) in every worker, starting them on first use.
 type Workers interface {
-	Open(ctx context.Context, key, location, engine string) (Executable, error)
+	Open(ctx context.Context, a Artifact, engine string) (Executable, error)
 }
 
 // Artifact is one model version to open: what the repository hands its loader.
@@ -193,7 +193,7 @@ func (d *Dispatcher) open(ctx context.Context, a Artifact) (Executable, string, 
 			"Python is configured: start the front with --worker-python PATH (env JAXPORT_WORKER_PYTHON), as jaxport "+
 			"serve does", reason)
 	}
-	exe, err := d.o.Workers.Open(ctx, a.Model+"/"+a.Version, a.Location, engine)
+	exe, err := d.o.Workers.Open(ctx, a, engine)
 	if err != nil {
 		return nil, "", "", err
 	}

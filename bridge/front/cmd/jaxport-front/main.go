@@ -14,11 +14,13 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"syscall"
 	"time"
 
 	"github.com/jaxport/jaxport/bridge/front/compression"
+	"github.com/jaxport/jaxport/bridge/front/config"
 	"github.com/jaxport/jaxport/bridge/front/dispatch"
 	"github.com/jaxport/jaxport/bridge/front/native"
 	"github.com/jaxport/jaxport/bridge/front/rest"
@@ -26,6 +28,7 @@ import (
 	"github.com/jaxport/jaxport/bridge/front/server"
 	"github.com/jaxport/jaxport/bridge/front/shm"
 	"github.com/jaxport/jaxport/bridge/front/telemetry"
+	"github.com/jaxport/jaxport/bridge/front/workers"
 	"google.golang.org/grpc"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
@@ -43,8 +46,8 @@ const (
 func main() { os.Exit(run(os.Args[1:])) }
 
 // newLogger writes JSON lines (ts, level, logger, msg, fields).
-func newLogger() *slog.Logger {
-	h := slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{
+func newLogger(level slog.Level) *slog.Logger {
+	h := slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level,
 		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
 			if len(groups) == 0 && a.Key == slog.TimeKey {
 				return slog.String("ts", a.Value.Time().UTC().Format("2006-01-02T15:04:05.000+00:00"))
@@ -67,42 +70,47 @@ func writePortFile(path string, content map[string]int) error {
 	return os.Rename(tmp, path)
 }
 
+// prog names the program in error lines: "jaxport serve" when jaxport serve exec'ed the
+// front, else "jaxport-front".
+var prog = "jaxport-front"
+
 func fail(status int, format string, args ...any) int {
-	fmt.Fprintf(os.Stderr, "jaxport front: error: "+format+"\n", args...)
+	fmt.Fprintf(os.Stderr, "%s: error: "+format+"\n", append([]any{prog}, args...)...)
 	return status
 }
 
 func run(argv []string) int {
-	log := newLogger()
-	slog.SetDefault(log)
-	o, err := parseLegacy(argv)
-	if err == errHelp {
-		fmt.Println("usage: jaxport-front --config JSON")
+	prog = config.Prog(os.Args[0])
+	o, err := config.Parse(prog, argv, os.Environ())
+	if err == config.ErrHelp {
+		fmt.Print(config.Usage(prog))
 		return 0
 	}
 	if err != nil {
-		return fail(2, "%v", err)
+		return fail(config.ExitCode(err), "%v", err)
 	}
+	log := newLogger(o.SlogLevel())
+	slog.SetDefault(log)
 
 	// Transport security and tracing, before anything listens.
-	creds, err := security.ServerCredentials(o.tlsCert, o.tlsKey, o.tlsClientCA)
+	creds, err := security.ServerCredentials(o.TLSCert, o.TLSKey, o.TLSClientCA)
 	if err != nil {
 		return fail(1, "%v", err)
 	}
-	tracing, err := telemetry.Start(o.traceEndpoint)
+	tracing, err := telemetry.Start(o.TraceOTLPEndpoint)
 	if err != nil {
 		return fail(1, "%v", err)
 	}
 	defer tracing.Flush()
 	serverOptions := []grpc.ServerOption{grpc.ForceServerCodecV2(server.Codec()),
-		grpc.MaxRecvMsgSize(o.maxMessageBytes), grpc.MaxSendMsgSize(o.maxMessageBytes)}
+		grpc.MaxRecvMsgSize(o.MaxMessageBytes), grpc.MaxSendMsgSize(o.MaxMessageBytes)}
 	if creds != nil {
 		serverOptions = append(serverOptions, grpc.Creds(creds))
 	}
 	serverOptions = append(serverOptions, tracing.ServerOptions()...) // before the token check: refusals traced
 	var token []byte
-	if o.authTokenFile != "" {
-		if token, err = security.ReadTokenFile(o.authTokenFile); err != nil {
+	if o.AuthTokenFile != "" {
+		if token, err = security.ReadTokenFile(o.AuthTokenFile); err != nil {
 			return fail(1, "%v", err)
 		}
 		serverOptions = append(serverOptions, security.TokenInterceptors(token)...)
@@ -112,11 +120,11 @@ func run(argv []string) int {
 	var eng *native.Engine
 	nativeOff := ""
 	switch {
-	case o.pjrtPlugin == "":
+	case o.PJRTPlugin == "":
 		nativeOff = "the native engine is off (--pjrt-plugin none)"
 		log.Info("native engine off (--pjrt-plugin none): every model is served by the workers")
 	default:
-		if eng, err = native.Load(o.pjrtPlugin); err != nil {
+		if eng, err = native.Load(o.PJRTPlugin); err != nil {
 			nativeOff = "the native engine is off: " + err.Error()
 			log.Warn("native engine off: every model is served by the workers", "reason", err.Error())
 		} else {
@@ -126,38 +134,48 @@ func run(argv []string) int {
 	if _, explicit := os.LookupEnv("GOMAXPROCS"); !explicit {
 		runtime.GOMAXPROCS(runtime.NumCPU()) // the front executes: every core
 	}
-	d := dispatch.New(dispatch.Options{Native: eng, NativeOff: nativeOff, Engine: o.engine,
+	var pool *workers.Pool
+	var backend dispatch.Workers
+	if o.WorkerPython != "" { // started when the first model that needs them is loaded
+		pool = workers.New(workers.WithPython(o.WorkerPython), workers.WithProcesses(o.Workers),
+			workers.WithCPUDevices(o.CPUDevices), workers.WithCompiledShapes(o.CompiledShapes),
+			workers.WithMaxFrameBytes(o.MaxMessageBytes+64<<10), workers.WithLogger(log))
+		defer pool.Close()
+		backend = dispatch.WorkerPool(pool)
+	}
+	d := dispatch.New(dispatch.Options{Native: eng, NativeOff: nativeOff, Engine: o.Engine, Workers: backend,
 		Batching: func(model string) *dispatch.Batching {
-			delay, preferred, listed, on := o.batchingFor(model)
+			delayUs, preferred, on := o.BatchingFor(model)
 			if !on {
 				return nil
 			}
-			return &dispatch.Batching{MaxQueueDelay: delay, Preferred: preferred, Listed: listed}
+			listed := slices.ContainsFunc(o.BatchingModels, func(m config.ModelBatching) bool { return m.Name == model })
+			return &dispatch.Batching{MaxQueueDelay: time.Duration(delayUs) * time.Microsecond, Preferred: preferred, Listed: listed}
 		},
-		BatchQueueSize: o.batchQueueSize, Admission: dispatch.NewAdmission(o.maxInflight, o.maxQueue), Log: log})
-	repo := newStaticRepo(o.repository, o.modelName, d)
+		BatchQueueSize: o.BatchQueueSize, Admission: dispatch.NewAdmission(o.MaxInflightPerModel, o.MaxQueuePerModel), Log: log})
+	repo := newStaticRepo(o.Repository, o.ModelName, d)
 	var registry *shm.Registry
-	if o.systemSharedMemory {
+	if o.SystemSharedMemory {
 		registry = shm.New(shm.Root, shm.MaxRegions)
 		defer registry.Close()
 	}
 	svc := server.New(server.Options{Repository: repo, SharedMemory: registry, Tracing: tracing,
-		Metrics: telemetry.NewMetrics(), Dispatcher: d, Log: log})
+		Metrics: telemetry.NewMetrics(), Dispatcher: d, Log: log, Extra: func() string { return workerMetrics(pool, o.Workers) }})
 
 	// Listen: gRPC, REST, metrics.
-	address := net.JoinHostPort(o.host, strconv.Itoa(o.port))
+	address := net.JoinHostPort(o.Host, strconv.Itoa(o.Port))
 	lis, err := net.Listen("tcp", address)
 	if err != nil {
 		return fail(1, "cannot listen on %s: %v", address, err)
 	}
 	httpPort := -1
 	var restServer *rest.Server
-	if o.httpPort >= 0 {
-		tlsConfig, err := security.TLSConfig(o.tlsCert, o.tlsKey, o.tlsClientCA)
+	if o.HTTPPort >= 0 {
+		tlsConfig, err := security.TLSConfig(o.TLSCert, o.TLSKey, o.TLSClientCA)
 		if err != nil {
 			return fail(1, "%v", err)
 		}
-		restServer, httpPort, err = rest.Listen(svc, net.JoinHostPort(o.host, strconv.Itoa(o.httpPort)), tlsConfig, token, o.maxMessageBytes)
+		restServer, httpPort, err = rest.Listen(svc, net.JoinHostPort(o.Host, strconv.Itoa(o.HTTPPort)), tlsConfig, token, o.MaxMessageBytes)
 		if err != nil {
 			return fail(1, "cannot serve REST on --http-port: %v", err)
 		}
@@ -166,10 +184,10 @@ func run(argv []string) int {
 	health := svc.Register(srv)
 	port := lis.Addr().(*net.TCPAddr).Port
 	metricsPort := -1
-	if o.metricsPort >= 0 {
-		ml, err := net.Listen("tcp", net.JoinHostPort(o.host, strconv.Itoa(o.metricsPort)))
+	if o.MetricsPort >= 0 {
+		ml, err := net.Listen("tcp", net.JoinHostPort(o.Host, strconv.Itoa(o.MetricsPort)))
 		if err != nil {
-			return fail(1, "cannot serve metrics on %s:%d: %v", o.host, o.metricsPort, err)
+			return fail(1, "cannot serve metrics on %s:%d: %v", o.Host, o.MetricsPort, err)
 		}
 		metricsPort = ml.Addr().(*net.TCPAddr).Port
 		ms := &http.Server{Handler: svc.MetricsHandler(), ReadHeaderTimeout: 10 * time.Second}
@@ -178,18 +196,18 @@ func run(argv []string) int {
 	if restServer != nil {
 		restServer.Serve()
 	}
-	if o.portFile != "" {
-		if err := writePortFile(o.portFile, map[string]int{"grpc_port": port, "metrics_port": metricsPort,
+	if o.PortFile != "" {
+		if err := writePortFile(o.PortFile, map[string]int{"grpc_port": port, "metrics_port": metricsPort,
 			"http_port": httpPort, "pid": os.Getpid()}); err != nil {
-			return fail(1, "cannot write --port-file %s: %v", o.portFile, err)
+			return fail(1, "cannot write --port-file %s: %v", o.PortFile, err)
 		}
 	}
-	fmt.Printf("jaxport front: listening on %s:%d\n", o.host, port)
+	fmt.Printf("jaxport front: listening on %s:%d\n", o.Host, port)
 	if metricsPort >= 0 {
-		fmt.Printf("jaxport front: metrics on http://%s:%d/metrics\n", o.host, metricsPort)
+		fmt.Printf("jaxport front: metrics on http://%s:%d/metrics\n", o.Host, metricsPort)
 	}
 	if httpPort >= 0 {
-		fmt.Printf("jaxport front: REST on %s:%d/v2\n", o.host, httpPort)
+		fmt.Printf("jaxport front: REST on %s:%d/v2\n", o.Host, httpPort)
 	}
 	log.Info("listening", "grpc_port", port, "http_port", httpPort, "gomaxprocs", runtime.GOMAXPROCS(0))
 	served := make(chan error, 1)
@@ -219,7 +237,7 @@ func run(argv []string) int {
 	// Drain: not ready, no new RPCs, in-flight ones finish within the grace period.
 	svc.Drain()
 	health.Shutdown()
-	log.Info("draining", "grace_period_s", o.gracePeriod.Seconds())
+	log.Info("draining", "grace_period_s", o.GracePeriod.Seconds())
 	drained := make(chan struct{})
 	restCtx, restCut := context.WithCancel(context.Background())
 	defer restCut()
@@ -243,7 +261,7 @@ func run(argv []string) int {
 	status := exitDrained
 	select {
 	case <-drained:
-	case <-time.After(o.gracePeriod):
+	case <-time.After(o.GracePeriod):
 		status = exitCut
 		srv.Stop() // cancels the calls still running: their callers get CANCELLED/UNAVAILABLE
 		restCut()
@@ -254,4 +272,19 @@ func run(argv []string) int {
 	}
 	log.Info("stopped", "exit_status", status)
 	return status
+}
+
+// workerMetrics: the worker processes running now and restarted so far.
+func workerMetrics(pool *workers.Pool, configured int) string {
+	running, restarts := 0, int64(0)
+	if pool != nil {
+		running, restarts = len(pool.PIDs()), pool.Restarts()
+	}
+	return fmt.Sprintf("# HELP jaxport_front_workers Worker processes by state\n"+
+		"# TYPE jaxport_front_workers gauge\n"+
+		"jaxport_front_workers{state=\"configured\"} %d\n"+
+		"jaxport_front_workers{state=\"running\"} %d\n"+
+		"# HELP jaxport_front_worker_restarts_total Worker processes restarted after exiting\n"+
+		"# TYPE jaxport_front_worker_restarts_total counter\n"+
+		"jaxport_front_worker_restarts_total %d\n", configured, running, restarts)
 }
