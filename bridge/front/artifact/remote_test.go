@@ -119,7 +119,7 @@ func TestIndex(t *testing.T) {
 		`{"jaxport_index": 1, "models": {"m": [1, "2"]}}`: src + `: models['m'] must be a list of positive integers, got [1, "2"]`,
 		`{"jaxport_index": 2, "models": {}}`: src + `: expected an object with "jaxport_index": 1 (write it with python -m ` +
 			`jaxport.artifact.index)`,
-		`{"jaxport_index": 1}`: src + `: needs either "models" (a repository) or "versions" (a model directory)`,
+		`{"jaxport_index": 1}`:                               src + `: needs either "models" (a repository) or "versions" (a model directory)`,
 		`{"jaxport_index": 1, "models": {}, "versions": []}`: src + `: needs either "models" (a repository) or "versions" (a model directory)`,
 	} {
 		write(text)
