@@ -7,9 +7,9 @@ import (
 
 // BenchmarkExecuteMLP: one Execute round trip of the 4x16 MLP on one worker (frames, the
 // worker's queue, XLA), sequentially and from parallel callers. Not part of the unit tests:
-// `go test -run '^$' -bench . ./workers`. Measured on the shared 2-core machine: 382 us
-// sequential, 175 us with 16 callers, of which the worker's execute (decode, jit call,
-// encode) is ~90 us.
+// `go test -run '^$' -bench . ./workers`. On the shared 2-core machine (load ~6): median
+// ~260 us sequential, ~120-160 us with 16 callers; the worker's own execute (decode, jit
+// call, encode) is ~90 us of it.
 func BenchmarkExecuteMLP(b *testing.B) {
 	if _, _, err := SetUpForExamples(); err != nil {
 		b.Fatal(err)
