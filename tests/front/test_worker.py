@@ -39,9 +39,11 @@ FP32_ATOL, FP32_RTOL = 1e-5, 1e-4  # `jaxport verify`'s float32 rule (docs/artif
 MAX_FRAME = 64 << 20
 SPIN_FOREVER = 1 << 30  # rounds: an execution that does not end while the test runs
 
-MODELS = Path(__file__).resolve().parents[1] / "models"
-sys.path.insert(0, str(MODELS))
+TESTS = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(TESTS / "models"), str(TESTS / "artifact")]
 import mlp  # noqa: E402  (tests/models/mlp.py)
+from loopback_http import serving  # noqa: E402  (tests/artifact: a real HTTP server)
+from moto_s3 import AWS_VARS, s3_serving  # noqa: E402  (tests/artifact: a real S3 server)
 
 
 def spin(params: dict, x: jax.Array, n: jax.Array) -> jax.Array:
@@ -121,7 +123,7 @@ class Worker:
     """A worker process started as the front starts one (a listening socket as --listen-fd),
     and the one connection to it."""
 
-    def __init__(self, tmp: Path, *flags: str) -> None:
+    def __init__(self, tmp: Path, *flags: str, env: dict[str, str] | None = None) -> None:
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         listener.bind(str(tmp / "w.sock"))
         listener.listen(1)
@@ -130,7 +132,7 @@ class Worker:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "jaxport.bridge.worker", "--listen-fd",
                  str(listener.fileno()), "--compiled-shapes", "4", "--max-frame-bytes",
-                 str(MAX_FRAME), *flags], pass_fds=(listener.fileno(),), stderr=err)
+                 str(MAX_FRAME), *flags], pass_fds=(listener.fileno(),), stderr=err, env=env)
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock.settimeout(300)
         self.sock.connect(str(tmp / "w.sock"))  # waits in the backlog until accepted
@@ -268,6 +270,41 @@ def test_hello_load_execute_unload(tmp_path: Path, artifacts: dict[str, Path]) -
     assert w.reply(w.send(UNLOAD, b'{"model": 7}')) == (OK, b"")
     assert w.execute(7, [x]) == (FAILED_PRECONDITION, b"model 7 is not loaded on this worker")
     assert w.close() == 0  # the front's connection closed: the worker exits
+
+
+def test_load_by_url(tmp_path: Path, artifacts: dict[str, Path]) -> None:
+    """file://, http:// and s3:// (real servers on 127.0.0.1) load as a local directory does,
+    every file checked; a chunk tampered with in the bucket is refused as on disk."""
+    import shutil
+
+    root = tmp_path / "repo"
+    shutil.copytree(artifacts["mlp"], root / "mlp")
+    shutil.copytree(artifacts["mlp"], root / "tampered")
+    chunk = root / "tampered" / "weights" / "params.w1" / "c" / "0" / "0"
+    chunk.write_bytes(chunk.read_bytes()[:-1] + b"\x00")
+    x, want = mlp_golden(artifacts)
+    with serving(root) as http, s3_serving(root) as s3:
+        env = {k: v for k, v in os.environ.items() if k not in AWS_VARS}
+        env.update(s3.env, AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "none"),
+                   AWS_CONFIG_FILE=str(tmp_path / "none"))
+        w = Worker(tmp_path, env=env)
+        urls = {"file": (root / "mlp").as_uri(), "http": f"{http.url}/mlp",
+                "s3": f"{s3.url}/mlp"}
+        for number, (scheme, url) in enumerate(urls.items(), 1):
+            body = {"model": number, "key": "mlp/1", "location": url, "engine": "exported"}
+            code, answer = w.reply(w.send(LOAD, json.dumps(body).encode()))
+            assert code == OK, (scheme, answer)
+            code, got = w.execute(number, [x])
+            assert code == OK, (scheme, got)
+            np.testing.assert_allclose(read_block(got)[0], want, rtol=FP32_RTOL,
+                                       atol=FP32_ATOL)
+        assert "/mlp/weights/params.w1/c/0/0" in http.requests  # read over HTTP
+        for url in (f"{s3.url}/tampered", (root / "tampered").as_uri()):
+            body = {"model": 9, "key": "tampered/1", "location": url, "engine": "exported"}
+            code, why = w.reply(w.send(LOAD, json.dumps(body).encode()))
+            assert code == FAILED_PRECONDITION
+            assert why.startswith(b"checksum verification failed: ") and b"params.w1" in why
+        assert w.close() == 0
 
 
 def test_expired_deadline_is_not_executed(worker: Worker, artifacts: dict[str, Path]) -> None:
