@@ -34,7 +34,7 @@ InputSig = tuple[tuple[int, ...], np.dtype]
 
 
 def configure_jax(cpu_devices: int = 0) -> None:
-    """Process-wide JAX settings the bridge needs, before the first computation.
+    """Process-wide JAX settings a worker needs, before the first computation.
 
     64-bit dtypes (INT64/FP64/UINT64) as-is. CPU programs run on the calling thread instead of
     being dispatched to XLA's execute threads: every request waits for its outputs anyway, and
@@ -130,7 +130,7 @@ class PolymorphicEngine(ExportedEngine):
     The request's sizes were checked against the dimensions' rules by the front; jax checks
     them again inside.
 
-    `compilations` counts the executables built (misses), for statistics and tests."""
+    `compilations` counts the executables built (misses), for tests."""
 
     def __init__(
         self,
