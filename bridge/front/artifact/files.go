@@ -26,20 +26,23 @@ import (
 type Artifact struct {
 	Store    Store
 	Manifest *jaxportv1.Manifest
-	files    map[string]*jaxportv1.FileEntry
+	// ManifestSHA256 is the hex sha256 of manifest.json as read (a repository in poll mode
+	// reloads a version whose manifest changed).
+	ManifestSHA256 string
+	files          map[string]*jaxportv1.FileEntry
 }
 
 // Open reads and checks the artifact in store: manifest.json (ReadManifest) and the path rule
 // for every path it names. Errors are *Error, one line.
 func Open(ctx context.Context, s Store) (*Artifact, error) {
-	m, err := ReadManifest(ctx, s)
+	m, digest, err := readManifest(ctx, s)
 	if err != nil {
 		return nil, err
 	}
 	if err := checkPaths(s, m); err != nil {
 		return nil, err
 	}
-	a := &Artifact{Store: s, Manifest: m, files: map[string]*jaxportv1.FileEntry{}}
+	a := &Artifact{Store: s, Manifest: m, ManifestSHA256: digest, files: map[string]*jaxportv1.FileEntry{}}
 	for _, f := range m.GetFiles() {
 		a.files[f.GetPath()] = f
 	}

@@ -3,6 +3,8 @@ package artifact
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -43,26 +45,50 @@ var (
 // ReadManifest reads, parses and validates the manifest.json of store (the Python reader's
 // manifest.load: same checks, same messages, each naming the manifest by its full path or URL).
 func ReadManifest(ctx context.Context, s Store) (*jaxportv1.Manifest, error) {
+	m, _, err := readManifest(ctx, s)
+	return m, err
+}
+
+// ManifestDigest is the hex sha256 of store's manifest.json ("" when it has none), without
+// parsing it: what a repository in poll mode compares to see a version change.
+func ManifestDigest(ctx context.Context, s Store) (string, error) {
+	data, err := ReadFile(ctx, s, ManifestFile)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:]), nil
+}
+
+func readManifest(ctx context.Context, s Store) (*jaxportv1.Manifest, string, error) {
 	source := s.Display(ManifestFile)
 	if dir := s.Local(); dir != "" {
 		path := filepath.Join(dir, ManifestFile)
 		if st, err := os.Lstat(path); err == nil && st.Mode()&fs.ModeSymlink != 0 {
 			if _, err := ResolveInside(dir, ManifestFile, path); err != nil {
-				return nil, err
+				return nil, "", err
 			}
 		}
 	}
 	data, err := ReadFile(ctx, s, ManifestFile)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, errorf(source + ": no manifest.json; is this a jaxport artifact directory?")
+		return nil, "", errorf(source + ": no manifest.json; is this a jaxport artifact directory?")
 	}
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	if !utf8.Valid(data) {
-		return nil, errorf(source + " is not UTF-8 text")
+		return nil, "", errorf(source + " is not UTF-8 text")
 	}
-	return ParseManifest(data, source)
+	m, err := ParseManifest(data, source)
+	if err != nil {
+		return nil, "", err
+	}
+	sum := sha256.Sum256(data)
+	return m, hex.EncodeToString(sum[:]), nil
 }
 
 // ParseManifest parses and validates manifest JSON; source names it in errors.
