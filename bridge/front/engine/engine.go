@@ -1,20 +1,28 @@
 //go:build cgo
 
-// Package engine is the native execution engine: it opens a jaxport artifact directory
-// (docs/artifact-format.md), compiles its fixed-shape StableHLO programs through the PJRT C API
-// (github.com/gomlx/gopjrt, the plugin loaded with dlopen) and executes them with the
-// parameters resident as device buffers, with no Python anywhere. docs/native-engine.md.
+// Package engine is the native execution engine: it opens a jaxport artifact
+// (docs/artifact-format.md; a directory or a URL, read through package artifact), compiles its
+// fixed-shape StableHLO programs through the PJRT C API (github.com/gomlx/gopjrt, the plugin
+// loaded with dlopen) and executes them with the parameters resident as device buffers, with
+// no Python anywhere. docs/native-engine.md.
 //
-// Files: manifest.go (manifest, paths, checksums, Refused), weights.go (zarr3 reader),
+// Files: manifest.go (Refused), weights.go (the zarr3 reader, through package artifact),
 // window.go (StableHLO version window, XLA flags), eligible.go (what runs natively),
-// plugin.go (plugin choice and loading), engine.go (Open, Program.Execute; cgo only),
+// plugin.go (plugin choice and loading), engine.go (OpenArtifact, Program.Execute; cgo only),
 // nocgo.go (the same API in a CGO_ENABLED=0 build, refusing every model).
 package engine
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"sync"
+	"time"
+	"unsafe"
+
+	"github.com/jaxport/jaxport/bridge/front/artifact"
 
 	"github.com/gomlx/gopjrt/dtypes"
 	"github.com/gomlx/gopjrt/pjrt"
@@ -81,6 +89,7 @@ type Model struct {
 	Name     string
 	Manifest *jaxportv1.Manifest
 	Programs []*Program // fixed-shape programs in manifest order (the polymorphic one skipped)
+	Load     LoadStats  // what opening it cost (the load log line)
 	params   map[string]*pjrt.Buffer
 }
 
@@ -95,13 +104,53 @@ type Program struct {
 	inputAt []int          // @main position of Inputs[i]
 }
 
-// Open loads the artifact in dir as model `name` (the serving name; the manifest's name when
-// empty) on plugin p. Whatever it cannot run comes back as *Refused, one line.
+// OpenOption configures OpenArtifact.
+type OpenOption func(*openConfig)
+
+type openConfig struct {
+	parallel int
+	staging  bool
+}
+
+// WithParallelism reads at most n chunk files at once (default: artifact.Parallelism).
+func WithParallelism(n int) OpenOption { return func(c *openConfig) { c.parallel = n } }
+
+// WithHostStaging reads each parameter into host memory and uploads it, freeing the host copy
+// once the device buffer exists: what a plugin whose device memory is not the host's (cuda)
+// gets; on the CPU plugin parameters are read straight into their device buffers.
+func WithHostStaging() OpenOption { return func(c *openConfig) { c.staging = true } }
+
+// stagingBudget bounds the host memory parameters being staged hold at once (one larger
+// parameter still goes through, alone).
+const stagingBudget = 256 << 20
+
+// Open loads the artifact in directory dir as model name (TEMPORARY for the callers that
+// still pass a directory: OpenArtifact takes the opened artifact, from any store).
 func Open(p *Plugin, dir, name string) (*Model, error) {
-	m, err := ReadManifest(dir)
+	a, err := openDir(context.Background(), dir)
 	if err != nil {
 		return nil, &Refused{Model: orName(name, dir), Reason: err.Error()}
 	}
+	return OpenArtifact(context.Background(), p, a, name)
+}
+
+// OpenArtifact opens artifact a (its manifest read and checked, from a directory or a URL) as
+// model name (the serving name; the manifest's name when empty) on plugin p: every listed file
+// checked against its sha256 (the weights and programs as they are read), every parameter read
+// once (chunks in parallel) and placed on the device with no host copy left, every fixed-shape
+// program compiled, all three at once. What the engine cannot run (Eligible, the StableHLO
+// window, a program that does not compile) is a *Refused, one line; a file that is missing or
+// does not match the manifest is the *artifact.Error the reader gave (the version cannot be
+// served by any engine).
+func OpenArtifact(ctx context.Context, p *Plugin, a *artifact.Artifact, name string, opts ...OpenOption) (*Model, error) {
+	var cfg openConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if p.Platform != "cpu" {
+		cfg.staging = true
+	}
+	m := a.Manifest
 	name = orName(name, m.GetName())
 	refuse := func(format string, args ...any) error {
 		return &Refused{Model: name, Reason: fmt.Sprintf(format, args...)}
@@ -112,19 +161,288 @@ func Open(p *Plugin, dir, name string) (*Model, error) {
 	if err := p.Window.Admits(m.GetVersions().GetStablehloTarget(), p.Path); err != nil {
 		return nil, refuse("%v", err)
 	}
+	began := time.Now()
 	model := &Model{Name: name, Manifest: m, params: map[string]*pjrt.Buffer{}}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	// Every parameter once (the programs share weights/), its zarr.json read first: the plan
+	// says which files the weights' readers check themselves.
+	var args []*jaxportv1.Argument
+	seen := map[string]bool{}
+	var fixed []*jaxportv1.Program
 	for _, spec := range m.GetPrograms() {
 		if spec.GetPolymorphic() {
 			continue
 		}
-		prog, err := model.compile(p, dir, spec)
+		fixed = append(fixed, spec)
+		for _, arg := range spec.GetArguments() {
+			if arg.GetRole() == jaxportv1.ArgumentRole_ARGUMENT_ROLE_PARAMETER && !seen[arg.GetName()] {
+				seen[arg.GetName()] = true
+				args = append(args, arg)
+			}
+		}
+	}
+	plans, err := planAll(ctx, a, args, artifact.Parallelism(a.Store))
+	if err != nil {
+		return nil, err
+	}
+	read := map[string]bool{}
+	for _, plan := range plans {
+		for _, f := range plan.files() {
+			read[f] = true
+		}
+	}
+	for _, spec := range fixed {
+		read[spec.GetMlirbcFile()] = true
+	}
+
+	var wg sync.WaitGroup
+	var verifyErr, weightsErr, compileErr error
+	var verifySecs, weightsSecs, compileSecs float64
+	reader := newWeightReader(a, cfg.parallel)
+	exes := make([]*pjrt.LoadedExecutable, len(fixed))
+	wg.Go(func() {
+		t := time.Now()
+		verifyErr = a.VerifyFiles(ctx, func(rel string) bool { return read[rel] })
+		verifySecs = since(t)
+		if verifyErr != nil {
+			cancel()
+		}
+	})
+	wg.Go(func() {
+		t := time.Now()
+		weightsErr = model.placeParameters(ctx, p.client, reader, plans, cfg.staging)
+		weightsSecs = since(t)
+		if weightsErr != nil {
+			cancel()
+		}
+	})
+	wg.Go(func() {
+		t := time.Now()
+		for i, spec := range fixed {
+			if exes[i], compileErr = compile(ctx, p, a, spec); compileErr != nil {
+				cancel()
+				break
+			}
+		}
+		compileSecs = since(t)
+	})
+	wg.Wait()
+	fail := func(err error) (*Model, error) {
+		for _, exe := range exes {
+			if exe != nil {
+				_ = exe.Destroy()
+			}
+		}
+		model.Close()
+		return nil, err
+	}
+	// A file that does not match its checksum first (whichever reader met it), then what the
+	// weights or the compiler said.
+	for _, err := range []error{verifyErr, weightsErr, compileErr} {
+		if isChecksum(err) {
+			return fail(err)
+		}
+	}
+	for _, err := range []error{verifyErr, weightsErr} {
+		if err != nil && !errors.Is(err, context.Canceled) {
+			return fail(err)
+		}
+	}
+	if compileErr != nil && !errors.Is(compileErr, context.Canceled) {
+		var ae *artifact.Error
+		if errors.As(compileErr, &ae) {
+			return fail(compileErr)
+		}
+		return fail(refuse("%v", compileErr))
+	}
+	if err := ctx.Err(); err != nil {
+		return fail(err)
+	}
+	for i, spec := range fixed {
+		prog, err := model.program(p, spec, exes[i])
 		if err != nil {
+			exes[i] = nil // model.Close destroys the programs it has
+			for _, exe := range exes[i+1:] {
+				_ = exe.Destroy()
+			}
 			model.Close()
 			return nil, refuse("%v", err)
 		}
 		model.Programs = append(model.Programs, prog)
 	}
+	model.Load = LoadStats{Bytes: reader.bytes, Chunks: reader.chunks, Seconds: since(began), WeightsSeconds: weightsSecs,
+		Phases: map[string]float64{"checksum": verifySecs, "weights": weightsSecs, "compile": compileSecs}}
+	if weightsSecs > 0 {
+		model.Load.GiBPerSecond = float64(reader.bytes) / (1 << 30) / weightsSecs
+	}
 	return model, nil
+}
+
+func isChecksum(err error) bool {
+	var ae *artifact.Error
+	return errors.As(err, &ae) && ae.Checksum
+}
+
+// planAll plans every parameter (their zarr.json read at most parallel at once).
+func planAll(ctx context.Context, a *artifact.Artifact, args []*jaxportv1.Argument, parallel int) ([]*paramPlan, error) {
+	plans := make([]*paramPlan, len(args))
+	errs := make([]error, len(args))
+	slots := make(chan struct{}, max(1, parallel))
+	var wg sync.WaitGroup
+	for i, arg := range args {
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			plans[i], errs[i] = planParameter(ctx, a, arg)
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if isChecksum(err) {
+			return nil, err
+		}
+	}
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return plans, nil
+}
+
+// placeParameters reads every parameter into a device buffer: on the CPU plugin straight into
+// the buffer's own memory (a buffer created over memory of ours, which PJRT then owns);
+// staging: into host memory, uploaded, the host copy freed at once (at most stagingBudget of
+// host memory in use, one larger parameter alone).
+func (model *Model) placeParameters(ctx context.Context, client *pjrt.Client, r *weightReader, plans []*paramPlan, staging bool) error {
+	var mu sync.Mutex
+	var first error
+	record := func(name string, b *pjrt.Buffer, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if b != nil {
+			model.params[name] = b
+		}
+		if err != nil && (first == nil || isChecksum(err) && !isChecksum(first)) {
+			first = err
+		}
+	}
+	budget := &byteBudget{limit: stagingBudget}
+	var wg sync.WaitGroup
+	for _, plan := range plans {
+		wg.Go(func() {
+			var b *pjrt.Buffer
+			var err error
+			if staging {
+				b, err = placeStaged(ctx, client, r, plan, budget)
+			} else {
+				b, err = placeShared(ctx, client, r, plan)
+			}
+			record(plan.arg.GetName(), b, err)
+		})
+	}
+	wg.Wait()
+	return first
+}
+
+// placeShared reads a parameter straight into a new device buffer's memory (CPU plugin).
+func placeShared(ctx context.Context, client *pjrt.Client, r *weightReader, plan *paramPlan) (*pjrt.Buffer, error) {
+	dt, dims, err := bufferShape(plan.arg)
+	if err != nil {
+		return nil, err
+	}
+	if plan.size == 0 {
+		return uploadBytes(client, make([]byte, 1)[:0], dt, dims)
+	}
+	b, flat, err := client.NewSharedBuffer(dt, dims)
+	if err != nil {
+		return nil, fmt.Errorf("parameter %s: device buffer: %v", plan.arg.GetName(), oneLine(err.Error()))
+	}
+	dst := unsafe.Slice((*byte)(reflect.ValueOf(flat).UnsafePointer()), plan.size)
+	if err := r.read(ctx, plan, dst); err != nil {
+		_ = b.Destroy()
+		return nil, err
+	}
+	return b, nil
+}
+
+// placeStaged reads a parameter into host memory of its own, uploads it and frees the memory.
+func placeStaged(ctx context.Context, client *pjrt.Client, r *weightReader, plan *paramPlan, budget *byteBudget) (*pjrt.Buffer, error) {
+	dt, dims, err := bufferShape(plan.arg)
+	if err != nil {
+		return nil, err
+	}
+	if err := budget.acquire(ctx, plan.size); err != nil {
+		return nil, err
+	}
+	defer budget.release(plan.size)
+	host := pjrt.AlignedAlloc(uintptr(plan.size)+1, pjrt.BufferAlignment)
+	if host == nil {
+		return nil, fmt.Errorf("parameter %s: cannot allocate %d bytes of host memory", plan.arg.GetName(), plan.size)
+	}
+	defer pjrt.AlignedFree(host)
+	dst := unsafe.Slice((*byte)(host), plan.size)
+	if err := r.read(ctx, plan, dst); err != nil {
+		return nil, err
+	}
+	return uploadBytes(client, dst, dt, dims)
+}
+
+func bufferShape(arg *jaxportv1.Argument) (dtypes.DType, []int, error) {
+	t, ok := dtypeOf[arg.GetDtype().GetNumpy()]
+	if !ok {
+		return t, nil, fmt.Errorf("parameter %s: dtype %s has no PJRT buffer type here", arg.GetName(), arg.GetDtype().GetNumpy())
+	}
+	dims := make([]int, len(arg.GetShape()))
+	for i, d := range arg.GetShape() {
+		dims[i] = int(d)
+	}
+	return t, dims, nil
+}
+
+func uploadBytes(client *pjrt.Client, data []byte, t dtypes.DType, dims []int) (*pjrt.Buffer, error) {
+	return client.BufferFromHost().FromRawData(data, t, dims).Done()
+}
+
+// byteBudget bounds bytes in use; a request above the limit waits until nothing else is in use.
+type byteBudget struct {
+	mu    sync.Mutex
+	cond  *sync.Cond
+	limit int64
+	used  int64
+}
+
+func (b *byteBudget) acquire(ctx context.Context, n int64) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.cond == nil {
+		b.cond = sync.NewCond(&b.mu)
+	}
+	stop := context.AfterFunc(ctx, func() {
+		b.mu.Lock()
+		b.cond.Broadcast()
+		b.mu.Unlock()
+	})
+	defer stop()
+	for b.used > 0 && b.used+n > b.limit {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		b.cond.Wait()
+	}
+	b.used += n
+	return ctx.Err()
+}
+
+func (b *byteBudget) release(n int64) {
+	b.mu.Lock()
+	b.used -= n
+	if b.cond != nil {
+		b.cond.Broadcast()
+	}
+	b.mu.Unlock()
 }
 
 func orName(name, fallback string) string {
@@ -134,8 +452,10 @@ func orName(name, fallback string) string {
 	return fallback
 }
 
-func (model *Model) compile(p *Plugin, dir string, spec *jaxportv1.Program) (*Program, error) {
-	code, err := readListedFile(dir, model.Manifest, spec.GetMlirbcFile())
+// compile reads a fixed-shape program's StableHLO (a listed file: sha256-checked) and
+// compiles it on p.
+func compile(ctx context.Context, p *Plugin, a *artifact.Artifact, spec *jaxportv1.Program) (*pjrt.LoadedExecutable, error) {
+	code, err := a.ReadListed(ctx, spec.GetMlirbcFile())
 	if err != nil {
 		return nil, err
 	}
@@ -143,46 +463,49 @@ func (model *Model) compile(p *Plugin, dir string, spec *jaxportv1.Program) (*Pr
 	if err != nil {
 		return nil, fmt.Errorf("%s does not compile on %s: %v", spec.GetMlirbcFile(), p.Path, err)
 	}
+	return exe, nil
+}
+
+// program binds a compiled program's @main arguments: the model's parameters, the platform
+// index; inputs are Execute's.
+func (model *Model) program(p *Plugin, spec *jaxportv1.Program, exe *pjrt.LoadedExecutable) (*Program, error) {
 	prog := &Program{Spec: spec, Results: spec.GetResults(), exe: exe, client: p.client,
 		args: make([]*pjrt.Buffer, len(spec.GetArguments()))}
 	if n := exe.NumOutputs; n != len(spec.GetResults()) {
+		_ = exe.Destroy()
 		return nil, fmt.Errorf("%s compiled to %d results, the manifest lists %d", spec.GetMlirbcFile(), n, len(spec.GetResults()))
 	}
 	for i, a := range spec.GetArguments() {
+		var err error
 		switch a.GetRole() {
 		case jaxportv1.ArgumentRole_ARGUMENT_ROLE_INPUT:
 			prog.Inputs = append(prog.Inputs, a)
 			prog.inputAt = append(prog.inputAt, i)
 		case jaxportv1.ArgumentRole_ARGUMENT_ROLE_PARAMETER:
-			if prog.args[i], err = model.parameter(p.client, dir, a); err != nil {
-				return nil, err
+			if prog.args[i] = model.params[a.GetName()]; prog.args[i] == nil {
+				err = fmt.Errorf("parameter %s was not placed", a.GetName())
 			}
 		case jaxportv1.ArgumentRole_ARGUMENT_ROLE_PLATFORM_INDEX:
-			if prog.args[i], err = platformIndex(p, model.Manifest, a); err != nil {
-				return nil, err
-			}
+			prog.args[i], err = platformIndex(p, model.Manifest, a)
 		default:
-			return nil, fmt.Errorf("%s argument %s has role %s", spec.GetMlirbcFile(), a.GetName(), a.GetRole())
+			err = fmt.Errorf("%s argument %s has role %s", spec.GetMlirbcFile(), a.GetName(), a.GetRole())
+		}
+		if err != nil {
+			prog.destroyOwn()
+			return nil, err
 		}
 	}
 	return prog, nil
 }
 
-// parameter reads, checks and uploads a parameter once per model (programs share weights/).
-func (model *Model) parameter(client *pjrt.Client, dir string, a *jaxportv1.Argument) (*pjrt.Buffer, error) {
-	if b, ok := model.params[a.GetName()]; ok {
-		return b, nil
+// destroyOwn frees the program's executable and the buffers it owns (the platform index).
+func (prog *Program) destroyOwn() {
+	_ = prog.exe.Destroy()
+	for i, b := range prog.args {
+		if b != nil && prog.Spec.GetArguments()[i].GetRole() == jaxportv1.ArgumentRole_ARGUMENT_ROLE_PLATFORM_INDEX {
+			_ = b.Destroy()
+		}
 	}
-	data, err := ReadParameter(dir, a)
-	if err != nil {
-		return nil, err
-	}
-	b, err := upload(client, data, a.GetDtype(), a.GetShape())
-	if err != nil {
-		return nil, fmt.Errorf("parameter %s: %v", a.GetName(), err)
-	}
-	model.params[a.GetName()] = b
-	return b, nil
 }
 
 // platformIndex is the scalar naming the plugin's platform among the manifest's platforms,
@@ -269,12 +592,7 @@ func (prog *Program) Execute(inputs [][]byte) ([][]byte, error) {
 // Close frees the model's executables and device buffers.
 func (model *Model) Close() {
 	for _, prog := range model.Programs {
-		_ = prog.exe.Destroy()
-		for i, b := range prog.args {
-			if b != nil && prog.Spec.GetArguments()[i].GetRole() == jaxportv1.ArgumentRole_ARGUMENT_ROLE_PLATFORM_INDEX {
-				_ = b.Destroy()
-			}
-		}
+		prog.destroyOwn()
 	}
 	for _, b := range model.params {
 		_ = b.Destroy()

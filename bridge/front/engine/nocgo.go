@@ -3,7 +3,10 @@
 package engine
 
 import (
+	"context"
 	"errors"
+
+	"github.com/jaxport/jaxport/bridge/front/artifact"
 
 	jaxportv1 "github.com/jaxport/jaxport/clients/go/gen/jaxport/v1"
 )
@@ -26,6 +29,7 @@ type Model struct {
 	Name     string
 	Manifest *jaxportv1.Manifest
 	Programs []*Program
+	Load     LoadStats
 }
 
 // Program is never compiled in this build.
@@ -38,8 +42,22 @@ type Program struct {
 // LoadPlugin fails: no cgo.
 func LoadPlugin(string) (*Plugin, error) { return nil, errNoCgo }
 
-// Open refuses: no cgo.
+// OpenOption configures OpenArtifact (nothing to configure in this build).
+type OpenOption func()
+
+// WithParallelism is accepted and ignored in this build.
+func WithParallelism(int) OpenOption { return func() {} }
+
+// WithHostStaging is accepted and ignored in this build.
+func WithHostStaging() OpenOption { return func() {} }
+
+// Open refuses: no cgo (TEMPORARY, as the cgo build's).
 func Open(_ *Plugin, _ string, name string) (*Model, error) {
+	return nil, &Refused{Model: name, Reason: errNoCgo.Error()}
+}
+
+// OpenArtifact refuses: no cgo.
+func OpenArtifact(_ context.Context, _ *Plugin, _ *artifact.Artifact, name string, _ ...OpenOption) (*Model, error) {
 	return nil, &Refused{Model: name, Reason: errNoCgo.Error()}
 }
 

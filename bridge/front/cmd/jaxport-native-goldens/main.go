@@ -30,6 +30,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -40,6 +41,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jaxport/jaxport/bridge/front/artifact"
 	"github.com/jaxport/jaxport/bridge/front/engine"
 	jaxportv1 "github.com/jaxport/jaxport/clients/go/gen/jaxport/v1"
 )
@@ -93,18 +95,28 @@ type row struct {
 
 func runDir(p *engine.Plugin, dir string, timed, par int, results string, out *json.Encoder) (int, error) {
 	name := filepath.Base(filepath.Clean(dir))
-	if results != "" {
-		if m, err := engine.ReadManifest(dir); err == nil {
-			if why := engine.Eligible(m, p.Platform); why != "" {
-				_ = out.Encode(map[string]any{"model": name, "not_native": why})
-				return 0, nil
-			}
-		}
-	}
-	model, err := engine.Open(p, dir, name)
+	ctx := context.Background()
+	store, err := artifact.Locate(dir)
 	if err != nil {
 		return 2, err
 	}
+	a, err := artifact.Open(ctx, store)
+	if err != nil {
+		return 2, err
+	}
+	if results != "" {
+		if why := engine.Eligible(a.Manifest, p.Platform); why != "" {
+			_ = out.Encode(map[string]any{"model": name, "not_native": why})
+			return 0, nil
+		}
+	}
+	model, err := engine.OpenArtifact(ctx, p, a, name)
+	if err != nil {
+		return 2, err
+	}
+	fmt.Fprintf(os.Stderr, "%s: opened in %.2f s, %d weight bytes at %.2f GiB/s (%d chunks; checksum %.2f s, weights %.2f s, compile %.2f s)\n",
+		name, model.Load.Seconds, model.Load.Bytes, model.Load.GiBPerSecond, model.Load.Chunks,
+		model.Load.Phases["checksum"], model.Load.Phases["weights"], model.Load.Phases["compile"])
 	defer model.Close()
 	status := 0
 	for _, c := range model.Manifest.GetGoldens() {
