@@ -17,6 +17,7 @@ def suite_repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def serve_cluster(suite_repository: Path) -> Iterator[ServeCluster]:
-    """Two Ray nodes, two replicas (one per node) serving the suite through Serve's gRPC proxy."""
-    with running_serve_cluster(suite_repository) as cluster:
+    """Two Ray nodes, two replicas (one per node), each running a front over the suite's
+    repository; Serve's gRPC proxy in front of them too."""
+    with running_serve_cluster(suite_repository, nodes=2, replicas=2) as cluster:
         yield cluster
