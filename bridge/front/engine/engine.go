@@ -16,11 +16,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"reflect"
 	"slices"
 	"sync"
 	"time"
-	"unsafe"
 
 	"github.com/jaxport/jaxport/bridge/front/artifact"
 
@@ -91,6 +89,7 @@ type Model struct {
 	Programs []*Program // fixed-shape programs in manifest order (the polymorphic one skipped)
 	Load     LoadStats  // what opening it cost (the load log line)
 	params   map[string]*pjrt.Buffer
+	release  []func() // memory of ours under parameter buffers, freed after them
 }
 
 // Program is one compiled fixed-shape program of a model.
@@ -319,11 +318,14 @@ func planAll(ctx context.Context, a *artifact.Artifact, args []*jaxportv1.Argume
 func (model *Model) placeParameters(ctx context.Context, client *pjrt.Client, r *weightReader, plans []*paramPlan, staging bool) error {
 	var mu sync.Mutex
 	var first error
-	record := func(name string, b *pjrt.Buffer, err error) {
+	record := func(name string, b *pjrt.Buffer, release func(), err error) {
 		mu.Lock()
 		defer mu.Unlock()
 		if b != nil {
 			model.params[name] = b
+		}
+		if release != nil {
+			model.release = append(model.release, release)
 		}
 		if err != nil && (first == nil || isChecksum(err) && !isChecksum(first)) {
 			first = err
@@ -334,13 +336,14 @@ func (model *Model) placeParameters(ctx context.Context, client *pjrt.Client, r 
 	for _, plan := range plans {
 		wg.Go(func() {
 			var b *pjrt.Buffer
+			var release func()
 			var err error
 			if staging {
 				b, err = placeStaged(ctx, client, r, plan, budget)
 			} else {
-				b, err = placeShared(ctx, client, r, plan)
+				b, release, err = placeShared(ctx, client, r, plan)
 			}
-			record(plan.arg.GetName(), b, err)
+			record(plan.arg.GetName(), b, release, err)
 		})
 	}
 	wg.Wait()
@@ -348,24 +351,25 @@ func (model *Model) placeParameters(ctx context.Context, client *pjrt.Client, r 
 }
 
 // placeShared reads a parameter straight into a new device buffer's memory (CPU plugin).
-func placeShared(ctx context.Context, client *pjrt.Client, r *weightReader, plan *paramPlan) (*pjrt.Buffer, error) {
+func placeShared(ctx context.Context, client *pjrt.Client, r *weightReader, plan *paramPlan) (*pjrt.Buffer, func(), error) {
 	dt, dims, err := bufferShape(plan.arg)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if plan.size == 0 {
-		return uploadBytes(client, make([]byte, 1)[:0], dt, dims)
+		b, err := uploadBytes(client, make([]byte, 1)[:0], dt, dims)
+		return b, nil, err
 	}
-	b, flat, err := client.NewSharedBuffer(dt, dims)
+	b, dst, release, err := deviceMemory(client, dt, dims, plan.size)
 	if err != nil {
-		return nil, fmt.Errorf("parameter %s: device buffer: %v", plan.arg.GetName(), oneLine(err.Error()))
+		return nil, nil, fmt.Errorf("parameter %s: device buffer of %d bytes: %v", plan.arg.GetName(), plan.size, oneLine(err.Error()))
 	}
-	dst := unsafe.Slice((*byte)(reflect.ValueOf(flat).UnsafePointer()), plan.size)
 	if err := r.read(ctx, plan, dst); err != nil {
 		_ = b.Destroy()
-		return nil, err
+		release()
+		return nil, nil, err
 	}
-	return b, nil
+	return b, release, nil
 }
 
 // placeStaged reads a parameter into host memory of its own, uploads it and frees the memory.
@@ -378,12 +382,14 @@ func placeStaged(ctx context.Context, client *pjrt.Client, r *weightReader, plan
 		return nil, err
 	}
 	defer budget.release(plan.size)
-	host := pjrt.AlignedAlloc(uintptr(plan.size)+1, pjrt.BufferAlignment)
-	if host == nil {
-		return nil, fmt.Errorf("parameter %s: cannot allocate %d bytes of host memory", plan.arg.GetName(), plan.size)
+	if plan.size == 0 {
+		return uploadBytes(client, make([]byte, 1)[:0], dt, dims)
 	}
-	defer pjrt.AlignedFree(host)
-	dst := unsafe.Slice((*byte)(host), plan.size)
+	dst, free, err := hostMemory(plan.size)
+	if err != nil {
+		return nil, fmt.Errorf("parameter %s: %d bytes of host memory: %v", plan.arg.GetName(), plan.size, err)
+	}
+	defer free()
 	if err := r.read(ctx, plan, dst); err != nil {
 		return nil, err
 	}
@@ -597,5 +603,8 @@ func (model *Model) Close() {
 	for _, b := range model.params {
 		_ = b.Destroy()
 	}
-	model.Programs, model.params = nil, nil
+	for _, release := range model.release {
+		release()
+	}
+	model.Programs, model.params, model.release = nil, nil, nil
 }

@@ -26,7 +26,7 @@ var (
 
 // testPlugin is the CPU plugin `make pjrt-plugin` puts in the checkout (or $JAXPORT_PJRT_PLUGIN);
 // a test that needs it fails without it.
-func testPlugin(t *testing.T) *Plugin {
+func testPlugin(t testing.TB) *Plugin {
 	t.Helper()
 	pluginOnce.Do(func() {
 		choice := os.Getenv(PluginEnv)
@@ -41,7 +41,7 @@ func testPlugin(t *testing.T) *Plugin {
 	return plugin
 }
 
-func openAt(t *testing.T, where string) *artifact.Artifact {
+func openAt(t testing.TB, where string) *artifact.Artifact {
 	t.Helper()
 	s, err := artifact.Locate(where)
 	if err != nil {
