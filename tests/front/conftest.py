@@ -1,11 +1,12 @@
-"""Fixtures of the native front's tests: the Go binaries (the front, jaxport-native-goldens) built
-once, a repository exported once, a real front (+ Python workers) on 127.0.0.1 port 0.
+"""Fixtures of the front's tests: the Go binaries (cmd/jaxport-front, jaxport-native-goldens)
+built once, a repository exported once, a real front on 127.0.0.1 port 0 (Python workers
+started only for models that need them).
 
-The front (`bridge/front`, Go) is built with `go build` into a session temp dir; without Go
-the session fails with one line saying so (never skipped). Fronts are started through
-`support.bridge.BridgeProcess` with the configuration `jaxport serve` hands them
-(`front_helpers.front_command`); they report their ports in the same port file and answer
-health SERVING once every worker has loaded the repository.
+The front (`bridge/front/cmd/jaxport-front`, Go) is built with `go build` into a session temp
+dir; without Go the session fails with one line saying so (never skipped). Fronts are started
+through `support.bridge.BridgeProcess` as `jaxport serve` starts them
+(`front_helpers.front_command`); they report their ports in the port file and answer health
+SERVING once the initial load has finished (every model open on the engine that serves it).
 """
 
 from __future__ import annotations
@@ -120,15 +121,14 @@ def repository(tmp_path_factory: pytest.TempPathFactory, artifacts: dict[str, Pa
 
 @pytest.fixture(scope="session")
 def gate(tmp_path_factory: pytest.TempPathFactory) -> Gate:
-    """The test gate of the shared front's workers (holds executions on the test's signal)."""
+    """The test gate of the shared front (holds executions on the test's signal)."""
     return Gate(tmp_path_factory.mktemp("front-gate"))
 
 
 @pytest.fixture(scope="session")
 def front(front_binary: Path, repository: Path, gate: Gate,
           tmp_path_factory: pytest.TempPathFactory) -> Iterator[BridgeProcess]:
-    """A front with two workers serving the shared repository (models the native engine can
-    run execute in the front: the default engine)."""
+    """A front serving the shared repository (every model native: no worker starts)."""
     with BridgeProcess(repository, env=gate.env, workdir=tmp_path_factory.mktemp("front"),
                        command=front_command(front_binary, "--workers", "2")) as f:
         yield f
@@ -143,8 +143,8 @@ def workers_gate(tmp_path_factory: pytest.TempPathFactory) -> Gate:
 @pytest.fixture(scope="session")
 def workers_front(front_binary: Path, repository: Path, workers_gate: Gate,
                   tmp_path_factory: pytest.TempPathFactory) -> Iterator[BridgeProcess]:
-    """`front` with every model on its two Python workers, for tests whose subject is the
-    workers (killed, held, routed among, counted per worker): the native engine would answer
+    """`front` with every model on two Python workers (--pjrt-plugin none), for tests whose
+    subject is the workers (killed, stopped, restarted): the native engine would answer
     without them (native serving: test_native_serving.py)."""
     with BridgeProcess(repository, "--pjrt-plugin", "none", env=workers_gate.env,
                        workdir=tmp_path_factory.mktemp("workers-front"),

@@ -15,7 +15,8 @@ from support.bridge import FRONT_SRC, FrontBuildError, serve_command
 from support.bridge import build_front as support_build_front
 
 __all__ = ["FEATURES", "FRONT_SRC", "NEVER_US", "PLUGIN", "SIZES", "beyond_plugin", "build_front",
-           "front_command", "go_or_fail", "rows_model", "rows_params", "rows_request"]
+           "front_command", "go_or_fail", "rows_model", "rows_params", "rows_request",
+           "worker_records"]
 # XLA's CPU PJRT plugin the native engine loads (`make pjrt-plugin`).
 PLUGIN = FRONT_SRC.parents[1] / "build" / "pjrt" / "pjrt_c_api_cpu_plugin.so"
 # The batching model `rows` (exported by conftest's `batched_repo`): FEATURES inputs per row,
@@ -55,6 +56,13 @@ def beyond_plugin(artifact: Path, dest: Path) -> Path:
     return copy
 
 
+def worker_records(server) -> list[dict[str, object]]:
+    """The front's log records of each worker process it started (worker index, pid), in
+    order: a restarted worker appears again with its new pid."""
+    return [r for r in server.log_records()
+            if r.get("logger") == "jaxport.front" and r.get("msg") == "execution worker started"]
+
+
 def go_or_fail() -> str:
     """The `go` binary; pytest.fail with one line when Go is missing."""
     go = shutil.which("go")
@@ -75,7 +83,6 @@ def build_front(out_dir: Path) -> Path:
 
 def front_command(binary: Path, *args: str) -> list[str]:
     """A command line for BridgeProcess (which appends the serve flags) that runs `binary` as
-    `jaxport serve` does: serve checks the flags and execs the front (same PID) with its one
-    resolved configuration (`jaxport.bridge.cli.front_command`). Its defaults are serve's
-    (2 workers): a test that needs one worker says `--workers 1`."""
+    `jaxport serve` does: serve execs the front (same PID) with the flags and its own Python
+    as --worker-python."""
     return [*serve_command(), "--front-binary", str(binary), *args]

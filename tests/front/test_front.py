@@ -1,8 +1,8 @@
-"""The native front (Go) + Python workers: answers equal to JAX's, errors with the servicer's
-status and message (the workers run the servicer, the front only moves bytes), health,
-reflection (v1 and v1alpha), state-changing RPCs reaching every worker, message limits,
-streams, TLS and tokens, metrics merged over the workers, and worker supervision (a SIGKILLed
-worker is restarted; a request it was executing fails UNAVAILABLE).
+"""The front (cmd/jaxport-front, Go), the one server: answers equal to JAX's, errors with
+their status and message (the front's validation and repository), health, reflection (v1 and
+v1alpha), model control (load/unload in explicit mode), message limits, streams, TLS and
+tokens, metrics counted by the front for every model, and worker supervision (a SIGKILLed
+worker is restarted and its models re-loaded; faults in test_front_faults.py).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import jax
 import ml_dtypes
 import numpy as np
 import pytest
-from front_helpers import front_command
+from front_helpers import front_command, worker_records
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2
 from jaxport.protocol.gen.inference import grpc_service_pb2 as pb
@@ -62,11 +62,6 @@ def slow_request(n: int = 1) -> pb.ModelInferRequest:
     req.raw_input_contents.append(np.full((256, 256), 0.01, np.float32).tobytes())
     req.raw_input_contents.append(np.int32(n).tobytes())
     return req
-
-
-def worker_ready_records(front: BridgeProcess) -> list[dict[str, object]]:
-    return [r for r in front.log_records()
-            if r.get("logger") == "jaxport.front" and r.get("msg") == "worker ready"]
 
 
 def wait_for(predicate, what: str, timeout: float = 120.0) -> None:
@@ -246,18 +241,29 @@ def test_stream_answers_in_order_errors_in_place(front: BridgeProcess) -> None:
             mlp_reference(value), rtol=1e-5, atol=1e-6)
 
 
-def test_unload_and_load_reach_every_worker(front: BridgeProcess) -> None:
-    f = stub(front)
-    f.RepositoryModelUnload(pb.RepositoryModelUnloadRequest(model_name="mixed"), timeout=60)
-    try:
-        # Calls spread over both workers: every one of them must have unloaded it.
-        assert not any(f.ModelReady(pb.ModelReadyRequest(name="mixed")).ready
-                       for _ in range(8))
+def test_unload_and_load(front_binary: Path, repository: Path, tmp_path: Path) -> None:
+    """Explicit model control: unload stops serving a model (UNAVAILABLE), load serves it
+    again; the default mode (none) refuses both, as Triton does."""
+    args = ["--model-control-mode", "explicit", "--load-model", "*"]
+    with BridgeProcess(repository, *args, workdir=tmp_path / "front",
+                       command=front_command(front_binary)) as server:
+        f = stub(server)
+        f.RepositoryModelUnload(pb.RepositoryModelUnloadRequest(model_name="mixed"), timeout=60)
+        assert not f.ModelReady(pb.ModelReadyRequest(name="mixed"), timeout=30).ready
         err = rpc_error(f.ModelMetadata, pb.ModelMetadataRequest(name="mixed"))
         assert err.code() == grpc.StatusCode.UNAVAILABLE
-    finally:
         f.RepositoryModelLoad(pb.RepositoryModelLoadRequest(model_name="mixed"), timeout=120)
-    assert all(f.ModelReady(pb.ModelReadyRequest(name="mixed")).ready for _ in range(8))
+        assert f.ModelReady(pb.ModelReadyRequest(name="mixed"), timeout=30).ready
+
+
+def test_load_and_unload_refused_by_default(front: BridgeProcess) -> None:
+    f = stub(front)
+    for call, req in ((f.RepositoryModelUnload, pb.RepositoryModelUnloadRequest(model_name="mlp")),
+                      (f.RepositoryModelLoad, pb.RepositoryModelLoadRequest(model_name="mlp"))):
+        err = rpc_error(call, req, timeout=60)
+        assert err.code() == grpc.StatusCode.UNAVAILABLE, err.details()
+        assert "model-control-mode" in err.details() or "polling" in err.details(), err.details()
+    assert f.ModelReady(pb.ModelReadyRequest(name="mlp"), timeout=30).ready
 
 
 def test_concurrent_requests(front: BridgeProcess) -> None:
@@ -282,42 +288,17 @@ def test_killed_worker_is_restarted(workers_front: BridgeProcess) -> None:
     f = stub(workers_front)
     x = np.ones((2, 8), np.float32)
     f.ModelInfer(mlp_request(x), timeout=60)
-    before = worker_ready_records(workers_front)
+    before = worker_records(workers_front)
     victim = before[-1]
     os.kill(int(victim["pid"]), signal.SIGKILL)
     wait_for(lambda: any(r["worker"] == victim["worker"] and r["pid"] != victim["pid"]
-                         for r in worker_ready_records(workers_front)[len(before):]),
+                         for r in worker_records(workers_front)[len(before):]),
              f"worker {victim['worker']} restarted")
-    workers_front.wait_ready()
     for i in range(8):
         out = f.ModelInfer(mlp_request(x, rid=f"after{i}"), timeout=60)
         np.testing.assert_allclose(
             np.frombuffer(out.raw_output_contents[0], np.float32).reshape(2, 4),
             mlp_reference(x), rtol=1e-5, atol=1e-6)
-
-
-# workers_front: the workers are the subject (the native engine would answer without them).
-def test_request_on_a_killed_worker_fails_unavailable(workers_front: BridgeProcess,
-                                                      workers_gate: Gate) -> None:
-    f = stub(workers_front)
-    before = len(worker_ready_records(workers_front))
-    workers_gate.hold("slow")
-    try:
-        call = f.ModelInfer.future(slow_request(), timeout=120)
-        workers_gate.wait_held("slow", 1, calls=[call])
-        # Only executions held now: markers of earlier tests on the same gate are not counted.
-        (tag,) = workers_gate.held_tags("slow")
-        os.kill(int(tag.split(".", 1)[0]), signal.SIGKILL)
-        err = call.exception(timeout=120)
-    finally:
-        workers_gate.release("slow")
-    # The killed execution never leaves the gate: forget it so the gate counts from zero.
-    workers_gate.forget("slow", tag)
-    assert err is not None and err.code() == grpc.StatusCode.UNAVAILABLE
-    assert err.details() == WORKER_GONE
-    wait_for(lambda: len(worker_ready_records(workers_front)) > before, "killed worker restarted")
-    workers_front.wait_ready()
-    assert f.ModelInfer(mlp_request(np.ones((2, 8), np.float32)), timeout=60).id == "r1"
 
 
 # -- separate fronts -----------------------------------------------------------------------------
@@ -334,11 +315,11 @@ def test_message_limit(front_binary: Path, repository: Path, tmp_path: Path) -> 
 
 def test_sigterm_stops_front_and_workers(front_binary: Path, repository: Path,
                                          tmp_path: Path) -> None:
-    f = BridgeProcess(repository, workdir=tmp_path / "front",
+    f = BridgeProcess(repository, "--pjrt-plugin", "none", workdir=tmp_path / "front",
                       command=front_command(front_binary, "--workers", "2"))
     with f:
         assert stub(f).ServerLive(pb.ServerLiveRequest()).live
-        pids = {int(r["pid"]) for r in worker_ready_records(f)}
+        pids = {int(r["pid"]) for r in worker_records(f)}
         assert len(pids) == 2
         f.send_signal(signal.SIGTERM)
         assert f.wait(60) == 0
@@ -349,26 +330,18 @@ def test_sigterm_stops_front_and_workers(front_binary: Path, repository: Path,
 
 
 def test_usage_error_is_one_line(front_binary: Path, repository: Path) -> None:
-    """The front run by hand: a flag instead of its configuration, and a configuration it
-    cannot use, are one line each, status 2."""
-    import json
+    """The front run by hand: a flag it does not know, and a value it cannot use, are one
+    line each, status 2, naming the flag."""
     import subprocess
 
-    from jaxport.bridge import cli
-
-    proc = subprocess.run([str(front_binary), "--workers", "0"], capture_output=True,
-                          text=True, timeout=60)
-    assert proc.returncode == 2
-    assert proc.stderr == ('jaxport front: error: unexpected argument "--workers": the front '
-                           "takes --config JSON, written by jaxport serve\n")
-    command = cli.front_command(front_binary, ["--repository", str(repository)])
-    config = json.loads(command[-1])
-    proc = subprocess.run([*command[:-1], json.dumps({**config, "workers": 0})],
-                          capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 2
-    assert proc.stderr == "jaxport front: error: --config: workers must be >= 1, got 0\n"
-
-
+    for args, line in (
+            (["--repository", str(repository), "--bogus"],
+             "jaxport-front: error: unrecognized argument: --bogus (see `jaxport-front --help`)\n"),
+            (["--repository", str(repository), "--workers", "0"],
+             "jaxport-front: error: --workers must be >= 1, got 0\n")):
+        proc = subprocess.run([str(front_binary), *args], capture_output=True, text=True,
+                              timeout=60)
+        assert (proc.returncode, proc.stderr) == (2, line)
 
 
 def test_mtls_and_token(front_binary: Path, repository: Path, tmp_path: Path) -> None:
@@ -409,42 +382,41 @@ def test_bad_tls_flag_is_refused_in_one_line(front_binary: Path, repository: Pat
                                                  tmp_path: Path) -> None:
     import subprocess
 
-    from jaxport.bridge import cli
-
-    # The front run by hand (jaxport serve's own pre-flight would refuse this first).
-    proc = subprocess.run(cli.front_command(
-        front_binary, ["--repository", str(repository), "--port", "0",
-                       "--tls-cert", str(tmp_path / "missing.pem")]),
-        capture_output=True, text=True, timeout=60)
+    # The front run by hand.
+    proc = subprocess.run([str(front_binary), "--repository", str(repository), "--port", "0",
+                           "--tls-cert", str(tmp_path / "missing.pem")],
+                          capture_output=True, text=True, timeout=60)
     assert proc.returncode == 1
-    assert proc.stderr == ("jaxport front: error: TLS needs both --tls-cert and --tls-key; "
+    assert proc.stderr == ("jaxport-front: error: TLS needs both --tls-cert and --tls-key; "
                            "--tls-key is missing\n")
 
 
-# workers_front: the workers are the subject (the native engine would answer without them).
-def test_metrics_merge_every_worker(workers_front: BridgeProcess) -> None:
-    assert workers_front.metrics_port > 0
-    before = workers_front.metrics()
-    f = stub(workers_front)
-    for i in range(6):
-        f.ModelInfer(mlp_request(np.ones((2, 8), np.float32), rid=str(i)), timeout=60)
-    rpc_error(f.ModelInfer, pb.ModelInferRequest(model_name="mlp", id="bad"))
-    after = workers_front.metrics()
+def test_metrics_count_every_model_in_the_front(front: BridgeProcess,
+                                                 workers_front: BridgeProcess) -> None:
+    """One registry, the front's, whichever engine executes: no worker label."""
+    for server in (front, workers_front):
+        before = server.metrics()
+        f = stub(server)
+        for i in range(6):
+            f.ModelInfer(mlp_request(np.ones((2, 8), np.float32), rid=str(i)), timeout=60)
+        rpc_error(f.ModelInfer, pb.ModelInferRequest(model_name="mlp", id="bad"))
+        after = server.metrics()
 
-    def delta(sample: str, **labels: str) -> float:
-        def total(m: dict) -> float:
-            return sum(v for (name, ls), v in m.items()
-                       if name == sample and labels.items() <= dict(ls).items())
-        return total(after) - total(before)
+        def delta(sample: str, after: dict = after, before: dict = before, **labels: str
+                  ) -> float:
+            def total(m: dict) -> float:
+                return sum(v for (name, ls), v in m.items()
+                           if name == sample and labels.items() <= dict(ls).items())
+            return total(after) - total(before)
 
-    assert delta("jaxport_inference_success_total", model="mlp") == 6
-    assert delta("jaxport_inference_failure_total", model="mlp", code="INVALID_ARGUMENT") == 1
-    assert delta("jaxport_grpc_requests_total", method=f"/{SERVICE}/ModelInfer", code="OK") == 6
-    workers = {dict(ls)["worker"] for (name, ls) in workers_front.metrics(per_worker=True)
-               if name == "jaxport_model_ready"}
-    assert workers == {"0", "1"}
-    assert after[("jaxport_front_workers", (("state", "ready"),))] == 2
-
+        assert delta("jaxport_inference_success_total", model="mlp") == 6
+        assert delta("jaxport_inference_failure_total", model="mlp", code="INVALID_ARGUMENT") == 1
+        assert delta("jaxport_grpc_requests_total", method=f"/{SERVICE}/ModelInfer", code="OK") == 6
+        assert after[("jaxport_model_ready", (("model", "mlp"), ("version", "1")))] == 1
+        assert not any(("worker", w) in ls for (_, ls) in server.metrics(per_worker=True)
+                       for w in ("0", "1", "front"))
+    assert workers_front.metrics()[("jaxport_front_workers", (("state", "running"),))] == 2
+    assert front.metrics()[("jaxport_front_workers", (("state", "running"),))] == 0
 
 
 def test_large_tensor(front: BridgeProcess) -> None:
