@@ -1,6 +1,7 @@
 package artifact_test
 
 import (
+	"encoding/pem"
 	"errors"
 	"io/fs"
 	"net/http"
@@ -129,4 +130,29 @@ func TestIndex(t *testing.T) {
 	write(`{nope`)
 	_, err = artifact.ReadIndex(ctx, s)
 	wantPrefix(t, err, src+" is not JSON: ")
+}
+
+// TestHTTPSWithAPrivateCA: TENSORSTORE_CA_BUNDLE (what the Python reader's TensorStore takes)
+// names the CA an https:// repository's certificate is signed by; without it, one line.
+func TestHTTPSWithAPrivateCA(t *testing.T) {
+	dir := copied(t)
+	srv := httptest.NewTLSServer(http.FileServer(http.Dir(dir)))
+	defer srv.Close()
+	bundle := filepath.Join(t.TempDir(), "ca.pem")
+	must(t, os.WriteFile(bundle, pemOf(srv.Certificate().Raw), 0o644))
+	s, err := artifact.Locate(srv.URL, artifact.WithEnv(artifacttest.Getenv(map[string]string{artifact.CABundleEnv: bundle})))
+	must(t, err)
+	a, err := artifact.Open(ctx, s)
+	must(t, err)
+	must(t, a.VerifyFiles(ctx, nil))
+	plain, err := artifact.Locate(srv.URL, artifact.WithEnv(artifacttest.Getenv(nil)))
+	must(t, err)
+	_, err = artifact.Open(ctx, plain)
+	wantPrefix(t, err, srv.URL+"/manifest.json: cannot read: tls: failed to verify certificate: x509: certificate signed by unknown authority")
+	_, err = artifact.Locate(srv.URL, artifact.WithEnv(artifacttest.Getenv(map[string]string{artifact.CABundleEnv: "/nonexistent/ca.pem"})))
+	wantError(t, err, "/nonexistent/ca.pem: cannot read: no such file or directory")
+}
+
+func pemOf(der []byte) []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
 }

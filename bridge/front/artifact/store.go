@@ -15,6 +15,8 @@ package artifact
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -127,7 +129,15 @@ func Locate(where string, opts ...Option) (Store, error) {
 		opt(&o)
 	}
 	if o.client == nil {
-		o.client = &http.Client{Transport: newTransport()}
+		t := newTransport()
+		roots, err := caRoots(o.env)
+		if err != nil {
+			return nil, err
+		}
+		if roots != nil {
+			t.TLSClientConfig = &tls.Config{RootCAs: roots}
+		}
+		o.client = &http.Client{Transport: t}
 	}
 	m := urlScheme.FindStringSubmatch(where)
 	if m == nil {
@@ -157,6 +167,48 @@ func Locate(where string, opts ...Option) (Store, error) {
 			"artifacts to a local directory, serve them over HTTP or put them in S3",
 			pyRepr(where), scheme, strings.Join(supported, ", ")))
 	}
+}
+
+// CA variables the Python reader's TensorStore takes for https:// with a private CA: a PEM
+// bundle, or a directory of PEM certificates. Either replaces the system's CAs (as curl's
+// CAINFO/CAPATH do); neither set: the system's.
+const (
+	CABundleEnv = "TENSORSTORE_CA_BUNDLE"
+	CAPathEnv   = "TENSORSTORE_CA_PATH"
+)
+
+// caRoots is the CA pool the environment names (nil: the system's).
+func caRoots(getenv func(string) string) (*x509.CertPool, error) {
+	bundle, dir := getenv(CABundleEnv), getenv(CAPathEnv)
+	if bundle == "" && dir == "" {
+		return nil, nil
+	}
+	pool := x509.NewCertPool()
+	var files []string
+	if bundle != "" {
+		files = append(files, bundle)
+	}
+	if dir != "" {
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			return nil, errorf(fmt.Sprintf("%s=%s: %s", CAPathEnv, dir, reason(err)))
+		}
+		for _, e := range entries {
+			if !e.IsDir() {
+				files = append(files, filepath.Join(dir, e.Name()))
+			}
+		}
+	}
+	for _, f := range files {
+		pem, err := os.ReadFile(f)
+		if err != nil {
+			return nil, errorf(fmt.Sprintf("%s: cannot read: %s", f, reason(err)))
+		}
+		if !pool.AppendCertsFromPEM(pem) && f == bundle {
+			return nil, errorf(fmt.Sprintf("%s=%s: no PEM certificate in it", CABundleEnv, bundle))
+		}
+	}
+	return pool, nil
 }
 
 // localStore is a directory on the local file system.

@@ -157,3 +157,23 @@ func TestPollModeRescansOnItsOwn(t *testing.T) {
 		t.Fatalf("serving %v; Close must close it", served)
 	}
 }
+
+// TestPollModeDoesNotRetryWhatCannotChange: a version that resolves outside the repository is
+// refused once, not again at every rescan (nor logged again) while it stays so.
+func TestPollModeDoesNotRetryWhatCannotChange(t *testing.T) {
+	root := makeRepository(t, t.TempDir(), map[string][]int{"mlp": {1}})
+	outside := t.TempDir()
+	artifacttest.CopyTree(t, artifacttest.Backcompat(), filepath.Join(outside, "art"))
+	must(t, os.MkdirAll(filepath.Join(root, "escape"), 0o755))
+	must(t, os.Symlink(filepath.Join(outside, "art"), filepath.Join(root, "escape", "1")))
+	r, log := newRepo(t, root, repository.Options{Mode: "poll", PollEvery: time.Hour})
+	r.Start(ctx)
+	r.Rescan(ctx)
+	r.Rescan(ctx)
+	if n := len(log.records("path outside the repository")); n != 1 {
+		t.Fatalf("refused %d times", n)
+	}
+	if st, _ := r.Status("escape", 1); st.Reason != "'escape/1' resolves outside the repository; refused" {
+		t.Fatalf("%+v", st)
+	}
+}

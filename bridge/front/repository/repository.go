@@ -422,6 +422,9 @@ func (r *Repository[S]) loadVersion(ctx context.Context, name string, version ui
 	if errors.As(storeErr, &outside) {
 		r.log.Warn("path outside the repository", "path", outside.path, "target", outside.target)
 	}
+	if storeErr != nil && digest == "" {
+		digest = "refused: " + storeErr.Error() // what Rescan compares: tried again once it changes
+	}
 	if stamp == "" && storeErr == nil {
 		stamp = filesStamp(store) // before reading: a change while loading is a change
 	}
