@@ -257,13 +257,15 @@ func (m *Model) execute(ctx context.Context, program int, inputs []request.Tenso
 		return nil, m.internal(fmt.Errorf("program %d returned %d results, the manifest lists %d", program,
 			len(results), len(m.Manifest.GetPrograms()[program].GetResults())))
 	}
-	if pm.checks != nil || pm.checkErr != nil {
+	switch {
+	case pm.checkErr != nil:
+		if err := uncheckedFailure(m.Manifest.GetChecks(), m.Manifest.GetPrograms()[program].GetResults(), results, pm.checkErr); err != nil {
+			return nil, err
+		}
+	case pm.checks != nil:
 		raw := make([][]byte, len(results))
 		for i, r := range results {
 			raw[i] = r.Data
-		}
-		if pm.checkErr != nil {
-			return nil, m.internal(fmt.Errorf("check results cannot be read: %v", pm.checkErr))
 		}
 		fired, err := pm.checks.Failure(raw)
 		if err != nil {

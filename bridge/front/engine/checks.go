@@ -347,3 +347,9 @@ func (p piece) render(leaves []payloadLeaf, payload [][]byte) string {
 	}
 	return v.format(p.spec)
 }
+
+// KindStatus is the status a check of kind reaches a caller with (false: not a kind).
+func KindStatus(kind string) (codes.Code, bool) {
+	c, ok := checkStatus[kind]
+	return c, ok
+}
