@@ -31,6 +31,8 @@ func TestMain(m *testing.M) {
 
 var ctx = context.Background()
 
+var quiet = slog.New(slog.DiscardHandler)
+
 // served is what the tests' loader opens: a real read of the version (every listed file
 // checked against its sha256, as an engine's load does), and the in-flight accounting the
 // front's models have.

@@ -30,7 +30,7 @@ func touchManifest(t *testing.T, dir string) {
 func TestPollModeFollowsTheRepository(t *testing.T) {
 	root := makeRepository(t, t.TempDir(), map[string][]int{"mlp": {1}, "other": {1}})
 	counts := &loads{}
-	r, err := repository.New[*served](root, verifyingLoader(counts), repository.Options{Mode: "poll", PollEvery: time.Hour})
+	r, err := repository.New[*served](root, verifyingLoader(counts), repository.Options{Mode: "poll", PollEvery: time.Hour, Log: quiet})
 	must(t, err)
 	defer r.Close()
 	r.Start(ctx)
@@ -123,7 +123,7 @@ func TestPollModeRescansOnItsOwn(t *testing.T) {
 	var mu sync.Mutex
 	states := map[string]string{}
 	changed := make(chan struct{}, 1)
-	r, err := repository.New[*served](root, verifyingLoader(nil), repository.Options{Mode: "poll",
+	r, err := repository.New[*served](root, verifyingLoader(nil), repository.Options{Mode: "poll", Log: quiet,
 		PollEvery: 10 * time.Millisecond, OnChange: func(s repository.Status) {
 			mu.Lock()
 			states[s.Name+"/"+s.VersionString()] = s.State

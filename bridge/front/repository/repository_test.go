@@ -332,3 +332,16 @@ func TestNotFoundNamesAtMostTenKnownModels(t *testing.T) {
 	_, err = empty.Get("nope", "")
 	wantStatus(t, err, codes.NotFound, "unknown model 'nope' (no models in the repository)", true)
 }
+
+func TestOptionsAreChecked(t *testing.T) {
+	for o, want := range map[*repository.Options]string{
+		{Policy: "newest"}:    "version policy must be one of latest, all, got 'newest'",
+		{Mode: "auto"}:        "model control mode must be one of none, explicit, poll, got 'auto'",
+		{SingleModel: "../x"}: "model name '../x' is not valid (" + repository.NameRule + ")",
+	} {
+		_, err := repository.New[*served](t.TempDir(), verifyingLoader(nil), *o)
+		if err == nil || err.Error() != want {
+			t.Errorf("%+v: %v", *o, err)
+		}
+	}
+}
