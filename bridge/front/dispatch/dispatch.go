@@ -19,6 +19,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/jaxport/jaxport/bridge/front/artifact"
 	"github.com/jaxport/jaxport/bridge/front/native"
 	"github.com/jaxport/jaxport/bridge/front/request"
 	"github.com/jaxport/jaxport/bridge/front/status"
@@ -57,8 +58,8 @@ type Workers interface {
 // Artifact is one model version to open: what the repository hands its loader.
 type Artifact struct {
 	Model, Version string
-	Manifest       *jaxportv1.Manifest // read and checked
-	Dir            string              // the local artifact directory ("" for one by URL)
+	Artifact       *artifact.Artifact  // its store and manifest (read and checked)
+	Manifest       *jaxportv1.Manifest // = Artifact.Manifest
 	Location       string              // the directory or URL the workers open
 	Labels         map[string][]string // classification labels by output (read from its labels files)
 }
@@ -123,6 +124,9 @@ func LoadError(format string, args ...any) error {
 // in one line) and returns it ready: READY from now on. The error is the version's reason.
 func (d *Dispatcher) Load(ctx context.Context, a Artifact) (*Model, error) {
 	began := time.Now()
+	if a.Manifest == nil && a.Artifact != nil {
+		a.Manifest = a.Artifact.Manifest
+	}
 	m := a.Manifest
 	batching := d.o.Batching(a.Model)
 	if batching != nil && len(m.GetDimensions()) > 0 {
@@ -158,8 +162,10 @@ func (d *Dispatcher) Load(ctx context.Context, a Artifact) (*Model, error) {
 	if reason != "" {
 		attrs = append(attrs, "reason", reason)
 	}
-	if engine == EngineNative {
-		attrs = append(attrs, "plugin", d.o.Native.Path())
+	if n, ok := exe.(*native.Model); ok {
+		load := n.Load()
+		attrs = append(attrs, "plugin", d.o.Native.Path(), "weight_bytes", load.Bytes,
+			"weights_gib_per_s", load.GiBPerSecond)
 	}
 	attrs = append(attrs, "batching", model.batcher != nil, "load_seconds", time.Since(began).Seconds())
 	d.o.Log.Info("model served", attrs...)
@@ -175,10 +181,8 @@ func (d *Dispatcher) open(ctx context.Context, a Artifact) (Executable, string, 
 		engine, reason = d.o.Engine, fmt.Sprintf("--engine %s was asked for", d.o.Engine)
 	case d.o.Native == nil:
 		reason = d.o.NativeOff
-	case a.Dir == "":
-		reason = "its repository is not a local directory (the native engine opens local artifacts only)"
 	default:
-		exe, err := d.o.Native.Open(ctx, a.Dir, a.Model, a.Manifest)
+		exe, err := d.o.Native.Open(ctx, a.Artifact, a.Model)
 		if err == nil {
 			return exe, EngineNative, "", nil
 		}

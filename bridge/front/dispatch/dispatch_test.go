@@ -21,7 +21,7 @@ func fp32(name string, shape ...int64) *jaxportv1.TensorSpec {
 }
 
 func artifactOf(m *jaxportv1.Manifest) Artifact {
-	return Artifact{Model: "m", Version: "1", Manifest: m, Dir: "/nowhere", Location: "/nowhere"}
+	return Artifact{Model: "m", Version: "1", Manifest: m, Location: "/nowhere"}
 }
 
 func TestWithoutWorkersAModelThatNeedsThemIsUnavailableNamingTheFlag(t *testing.T) {

@@ -10,9 +10,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jaxport/jaxport/bridge/front/artifact"
 	"github.com/jaxport/jaxport/bridge/front/engine"
 	"github.com/jaxport/jaxport/bridge/front/request"
-	jaxportv1 "github.com/jaxport/jaxport/clients/go/gen/jaxport/v1"
 )
 
 // Engine is a loaded PJRT plugin.
@@ -56,10 +56,11 @@ type program struct {
 	shapes   [][]int64 // every result's shape, in @main order
 }
 
-// Open opens the artifact in dir as model name (m: its manifest, already read and checked).
+// Open opens artifact a (any store: a directory, file://, http(s)://, s3://) as model name.
 // A *Refusal says why the engine cannot run it (the caller serves it elsewhere); any other
-// error is a failure to load it.
-func (e *Engine) Open(ctx context.Context, dir, name string, m *jaxportv1.Manifest) (*Model, error) {
+// error (a missing or tampered file) is the version's failure to load, whatever the engine.
+func (e *Engine) Open(ctx context.Context, a *artifact.Artifact, name string) (*Model, error) {
+	m := a.Manifest
 	if why := engine.Eligible(m, e.plugin.Platform); why != "" {
 		return nil, &Refusal{why}
 	}
@@ -70,7 +71,7 @@ func (e *Engine) Open(ctx context.Context, dir, name string, m *jaxportv1.Manife
 		return nil, &Refusal{"a VJP export (its gradient programs run on the workers)"}
 	}
 	began := time.Now()
-	em, err := engine.Open(e.plugin, dir, name)
+	em, err := engine.OpenArtifact(ctx, e.plugin, a, name)
 	if err != nil {
 		if r, ok := err.(*engine.Refused); ok {
 			return nil, &Refusal{r.Reason}
@@ -78,6 +79,9 @@ func (e *Engine) Open(ctx context.Context, dir, name string, m *jaxportv1.Manife
 		return nil, err
 	}
 	model := &Model{m: em, programs: map[int]*program{}, loadSeconds: map[string]float64{}}
+	for phase, secs := range em.Load.Phases {
+		model.loadSeconds[phase] = secs
+	}
 	for _, prog := range em.Programs {
 		at := -1
 		for i, spec := range m.GetPrograms() {
@@ -105,7 +109,9 @@ func (e *Engine) Open(ctx context.Context, dir, name string, m *jaxportv1.Manife
 		}
 		model.programs[at] = p
 	}
-	model.loadSeconds["compile"] = time.Since(began).Seconds()
+	if _, ok := model.loadSeconds["compile"]; !ok {
+		model.loadSeconds["compile"] = time.Since(began).Seconds()
+	}
 	warm := time.Now()
 	for _, p := range model.programs { // zeros, check results ignored (zeros may trip checks)
 		in := make([][]byte, len(p.prog.Inputs))
@@ -130,8 +136,11 @@ func (m *Model) Programs() []int {
 	return out
 }
 
-// LoadSeconds: the load's phases.
+// LoadSeconds: the load's phases (checksum, weights, compile, warmup).
 func (m *Model) LoadSeconds() map[string]float64 { return m.loadSeconds }
+
+// Load: what reading the weights cost (bytes, GiB/s), for the load log line.
+func (m *Model) Load() engine.LoadStats { return m.m.Load }
 
 // Execute runs manifest program `program` on inputs (manifest input order, the program's
 // shapes) and returns every result in @main order (outputs and check results) with its shape.

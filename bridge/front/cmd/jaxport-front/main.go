@@ -23,6 +23,7 @@ import (
 	"github.com/jaxport/jaxport/bridge/front/config"
 	"github.com/jaxport/jaxport/bridge/front/dispatch"
 	"github.com/jaxport/jaxport/bridge/front/native"
+	"github.com/jaxport/jaxport/bridge/front/repository"
 	"github.com/jaxport/jaxport/bridge/front/rest"
 	"github.com/jaxport/jaxport/bridge/front/security"
 	"github.com/jaxport/jaxport/bridge/front/server"
@@ -91,6 +92,10 @@ func run(argv []string) int {
 	}
 	log := newLogger(o.SlogLevel())
 	slog.SetDefault(log)
+	// A repository that cannot be served is a usage mistake, before anything listens.
+	if err := repository.CheckRoot(context.Background(), o.Repository, o.ModelName); err != nil {
+		return fail(2, "%v", err)
+	}
 
 	// Transport security and tracing, before anything listens.
 	creds, err := security.ServerCredentials(o.TLSCert, o.TLSKey, o.TLSClientCA)
@@ -153,13 +158,19 @@ func run(argv []string) int {
 			return &dispatch.Batching{MaxQueueDelay: time.Duration(delayUs) * time.Microsecond, Preferred: preferred, Listed: listed}
 		},
 		BatchQueueSize: o.BatchQueueSize, Admission: dispatch.NewAdmission(o.MaxInflightPerModel, o.MaxQueuePerModel), Log: log})
-	repo := newStaticRepo(o.Repository, o.ModelName, d)
+	repo, err := repository.New[*dispatch.Model](o.Repository, loader(d), repository.Options{
+		Policy: o.ModelVersionPolicy, Mode: o.ModelControlMode, LoadModels: o.LoadModels,
+		PollEvery: o.RepositoryPoll, SingleModel: o.ModelName, Log: log})
+	if err != nil {
+		return fail(2, "%v", err)
+	}
+	defer repo.Close()
 	var registry *shm.Registry
 	if o.SystemSharedMemory {
 		registry = shm.New(shm.Root, shm.MaxRegions)
 		defer registry.Close()
 	}
-	svc := server.New(server.Options{Repository: repo, SharedMemory: registry, Tracing: tracing,
+	svc := server.New(server.Options{Repository: served{repo}, SharedMemory: registry, Tracing: tracing,
 		Metrics: telemetry.NewMetrics(), Dispatcher: d, Log: log, Extra: func() string { return workerMetrics(pool, o.Workers) }})
 
 	// Listen: gRPC, REST, metrics.
@@ -217,7 +228,7 @@ func run(argv []string) int {
 	loaded := make(chan struct{})
 	go func() {
 		began := time.Now()
-		repo.loadAll(context.Background())
+		repo.Start(context.Background())
 		svc.SetReady()
 		for _, s := range []string{"", server.ServiceName} {
 			health.SetServingStatus(s, healthpb.HealthCheckResponse_SERVING)
