@@ -4,17 +4,20 @@
   grpc) at import time: a tool that only reads manifests and weights stays light;
 - the bridge imports nothing from `jaxport.exporter`;
 - the exporter never imports the bridge;
-- the execution worker behind the native front (`worker`, `frames`, `connection`) and the Ray
-  Serve application (`ray`) reach neither grpcio's server module (`jaxport.bridge.server`) nor
-  its interceptor (`jaxport.bridge.interceptor`): they assemble the core from `core` and map
-  errors with `status`;
+- the server is the Go front (bridge/front); what stays Python in the bridge has one job each:
+  `jaxport serve` (`cli`) only finds and execs the front, so it imports nothing but the
+  standard library; the execution worker (`worker`, `frames`, `connection`, `engines`,
+  `loading`, `logs`) executes what the front validated and speaks frames (docs/frames.md), so
+  it reaches no gRPC and no generated protocol stubs; the Ray application (`ray`) supervises
+  a front per replica and forwards Serve's proxy calls, so it reaches neither the worker nor
+  jax;
 - the client distribution (`jaxport-client`, its wheel built here as `make client-wheel` builds
-  it) carries no bridge module, none of the server's codecs (`jaxport.bridge.messages`) and no
-  manifest schema (the artifact package's `jaxport.artifact.gen`).
+  it) carries no bridge or exporter module and no manifest schema (the artifact package's
+  `jaxport.artifact.gen`).
 
 Checked twice: statically over every import statement in the source (function-level imports
-included, so a lazy import cannot sneak around the rule; for the worker and the Ray app over
-every bridge module they reach), and at run time in a fresh process.
+included, so a lazy import cannot sneak around the rule; for the worker, `jaxport serve` and
+the Ray app over every bridge module they reach), and at run time in a fresh process.
 """
 
 from __future__ import annotations
@@ -131,11 +134,16 @@ def test_the_rule_itself_catches_a_wrong_import(tmp_path: Path, monkeypatch) -> 
     ]
 
 
-# --- the worker and the Ray app stay off grpcio's server ---------------------------------------
+# --- what stays Python in the bridge has one job each ----------------------------------------
 
-# The execution worker (its process, framing and connection modules) and the Ray Serve app.
-WORKER_AND_RAY = ("worker", "frames", "connection", "ray")
-GRPCIO_SERVER = ("jaxport.bridge.server", "jaxport.bridge.interceptor")
+#: The execution worker's modules: what a worker process runs.
+WORKER = ("worker", "frames", "connection", "engines", "loading", "logs")
+#: What each Python entry point must not reach (prefixes), and why.
+FORBIDDEN_REACH = {
+    ("worker",): (("grpc", "jaxport.protocol.gen"), "the worker speaks frames, not gRPC"),
+    ("ray",): (("jax", "jaxlib", "jaxport.bridge.worker", "jaxport.bridge.engines",
+                "jaxport.bridge.loading"), "a replica only runs a front and forwards to it"),
+}
 
 
 def _bridge_file(module: str) -> Path | None:
@@ -165,23 +173,48 @@ def _bridge_reach(starts: tuple[str, ...]) -> dict[str, list[str]]:
     return chains
 
 
-def test_worker_and_ray_app_reach_neither_grpcio_server_nor_interceptor() -> None:
-    reach = _bridge_reach(WORKER_AND_RAY)
-    assert "jaxport.bridge.core" in reach and "jaxport.bridge.status" in reach
-    bad = sorted(" -> ".join(chain) for name, chain in reach.items()
-                 if any(name == g or name.startswith(g + ".") for g in GRPCIO_SERVER))
-    assert not bad, "\n".join(bad)
+def _reach_violations(starts: tuple[str, ...], forbidden: tuple[str, ...]) -> list[str]:
+    return sorted(" -> ".join(chain) for name, chain in _bridge_reach(starts).items()
+                  if any(name == f or name.startswith(f + ".") for f in forbidden))
 
 
-def test_loading_worker_and_ray_app_loads_neither_grpcio_server_nor_interceptor() -> None:
-    """At run time, with every bridge module they import (lazily too) loaded as well."""
-    modules = sorted(name for name in _bridge_reach(WORKER_AND_RAY)
-                     if _bridge_file(name) is not None)
-    assert {f"jaxport.bridge.{m}" for m in WORKER_AND_RAY} <= set(modules)
+def test_the_bridge_holds_only_the_expected_python_modules() -> None:
+    """The protocol layer is the Go front's: nothing of it is left in Python."""
+    modules = {p.stem for p in (REPO / "bridge").glob("*.py")} - {"__init__"}
+    assert modules == {"cli", "ray", *WORKER}, sorted(modules)
+
+
+@pytest.mark.parametrize("starts", list(FORBIDDEN_REACH), ids=lambda s: s[0])
+def test_each_entry_point_reaches_only_what_its_job_needs(starts: tuple[str, ...]) -> None:
+    forbidden, why = FORBIDDEN_REACH[starts]
+    bad = _reach_violations(starts, forbidden)
+    assert not bad, why + ":\n" + "\n".join(bad)
+
+
+def test_jaxport_serve_imports_only_the_standard_library() -> None:
+    """`jaxport serve` finds the front and execs it: every module it imports, at any level, is
+    the standard library's (no jaxport module, no numpy, jax or grpc)."""
+    stdlib = set(sys.stdlib_module_names) | {"__future__"}
+    bad = sorted(f"bridge/cli.py:{line} imports {name}" for file, line, name, _ in
+                 _imports("bridge") if file == "cli.py" and name.split(".")[0] not in stdlib)
+    assert not bad, bad
+
+
+@pytest.mark.parametrize(("module", "forbidden"), [
+    ("jaxport.bridge.cli", ("jax", "jaxlib", "grpc", "numpy", "jaxport.protocol")),
+    ("jaxport.bridge.worker", ("grpc", "jaxport.protocol.gen")),
+])
+def test_loading_an_entry_point_loads_none_of_what_it_must_not_reach(
+        module: str, forbidden: tuple[str, ...]) -> None:
+    """At run time, in a fresh process, with the modules it reaches lazily loaded as well."""
+    stem = module.rpartition(".")[2]
+    starts = WORKER if stem == "worker" else (stem,)
+    modules = sorted(name for name in _bridge_reach(starts) if _bridge_file(name) is not None)
     code = (
         "import sys\n"
         + "".join(f"import {m}\n" for m in modules)
-        + f"bad = sorted(m for m in sys.modules if m in {GRPCIO_SERVER!r})\n"
+        + f"bad = sorted(m for m in sys.modules if m.split('.')[0] in {forbidden!r} or "
+        f"m.startswith({tuple(f + '.' for f in forbidden)!r}))\n"
         "print(bad)\n"
         "sys.exit(1 if bad else 0)\n"
     )
@@ -193,35 +226,28 @@ def test_loading_worker_and_ray_app_loads_neither_grpcio_server_nor_interceptor(
 def test_the_reach_follows_lazy_imports_through_other_bridge_modules(
     tmp_path: Path, monkeypatch
 ) -> None:
-    """Not vacuous: the worker importing, inside a function, a module that imports grpcio's
-    server inside a function is caught, with the chain."""
+    """Not vacuous: the worker importing, inside a function, a module that imports grpc inside
+    a function is caught, with the chain; so is a standard-library-only cli that is not."""
     fake = tmp_path / "bridge"
     fake.mkdir()
     for name, text in {
-        "worker.py": "def run():\n    from jaxport.bridge import core\n",
-        "frames.py": "", "connection.py": "", "ray.py": "", "status.py": "",
-        "core.py": "import jaxport.bridge.status\n\ndef f():\n"
-                   "    from jaxport.bridge.server import serve\n",
+        "worker.py": "def run():\n    from jaxport.bridge import helper\n",
+        "frames.py": "", "connection.py": "", "engines.py": "", "loading.py": "", "logs.py": "",
+        "helper.py": "import os\n\ndef f():\n    import grpc\n",
+        "cli.py": "import os\nimport numpy\n",
     }.items():
         (fake / name).write_text(text)
     monkeypatch.setattr(sys.modules[__name__], "REPO", tmp_path)
-    assert _bridge_reach(WORKER_AND_RAY)["jaxport.bridge.server"] == [
-        "bridge/worker.py", "worker.py:2 imports jaxport.bridge.core",
-        "core.py:4 imports jaxport.bridge.server"]
-    with pytest.raises(AssertionError, match=r"core\.py:4 imports jaxport\.bridge\.server"):
-        test_worker_and_ray_app_reach_neither_grpcio_server_nor_interceptor()
+    assert _bridge_reach(WORKER)["grpc"] == [
+        "bridge/worker.py", "worker.py:2 imports jaxport.bridge.helper",
+        "helper.py:4 imports grpc"]
+    with pytest.raises(AssertionError, match=r"helper\.py:4 imports grpc"):
+        test_each_entry_point_reaches_only_what_its_job_needs(("worker",))
+    with pytest.raises(AssertionError, match=r"bridge/cli\.py:2 imports numpy"):
+        test_jaxport_serve_imports_only_the_standard_library()
 
 
 # --- what the client wheel carries ------------------------------------------------------------
-
-
-def _public_names(path: Path) -> set[str]:
-    """The names a module lists in `__all__` (read from its source, not imported)."""
-    for node in ast.parse(path.read_text(encoding="utf-8")).body:
-        if isinstance(node, ast.Assign) and any(
-                isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
-            return set(ast.literal_eval(node.value))
-    raise AssertionError(f"{path} has no __all__")
 
 
 def _defined_names(source: str) -> set[str]:
@@ -246,6 +272,5 @@ def test_client_wheel_carries_no_bridge_server_codec_or_manifest_schema(tmp_path
     assert "jaxport/client/inference.py" in names  # the wheel is the client's
     assert [n for n in names if n.startswith(("jaxport/bridge", "jaxport/exporter"))] == []
     assert [n for n in names if n.startswith("jaxport/artifact") or "manifest" in n] == []
-    server_only = _public_names(REPO / "bridge/messages.py")
-    assert {"decode_request_inputs", "encode_infer_response", "topk_classification"} <= server_only
-    assert sorted(server_only & _defined_names(codecs_source)) == []
+    # The client's codecs are the client's half only: request building, response decoding.
+    assert {"build_infer_request", "decode_infer_response"} <= _defined_names(codecs_source)

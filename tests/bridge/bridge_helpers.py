@@ -11,6 +11,9 @@ import pytest
 from jaxport.artifact import goldens as goldens_io
 from jaxport.artifact import manifest as manifest_io
 from jaxport.protocol import dtypes
+from support.bridge import EXPLICIT
+
+__all__ = ["EXPLICIT", "golden_cases", "make_repository", "rpc_error"]
 
 
 def make_repository(root: Path, artifacts: dict[str, Path], layout: dict[str, list[int]]

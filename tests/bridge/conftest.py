@@ -1,9 +1,12 @@
 """Session fixtures of the bridge tests: artifacts exported once, real bridges on port 0.
 
 Artifacts (`tests/bridge/bridge_models.py`): `mlp` (FP32), `mixed` (BF16/INT64/BOOL inputs,
-three outputs, one parameter jax drops) and `slow` (run time grows with its `n` input). The
-shared repository holds all three as version 1; `bridge` serves it with `--engine exported`,
-`bridge_pjrt` with `--engine pjrt`. Tests that change a repository build their own.
+three outputs, one parameter jax drops), `slow` (run time grows with its `n` input), `mlp2p`
+(lowered for cuda and cpu) and `ignores`. The shared repository holds them all as version 1;
+`bridge` serves it as `jaxport serve` does by default (the native engine where it admits a
+model, the workers for the others) with explicit model control (EXPLICIT: every model loaded
+at the start, load/unload by RPC), `bridge_pjrt` with `--engine pjrt` (every model on the
+workers). Tests that change a repository build their own.
 
 `bridge` runs with the test gate enabled (`gate`, see `support.gate`): a test that needs a
 request still executing holds its model there instead of relying on how long it computes.
@@ -21,7 +24,7 @@ for _p in (Path(__file__).resolve().parents[1], Path(__file__).resolve().parent)
     if str(_p) not in sys.path:
         sys.path.insert(0, str(_p))
 
-from bridge_helpers import make_repository  # noqa: E402
+from bridge_helpers import EXPLICIT, make_repository  # noqa: E402
 from jaxport.protocol.gen.inference import grpc_service_pb2_grpc as pb_grpc  # noqa: E402
 from support.bridge import BridgeProcess  # noqa: E402
 from support.gate import Gate  # noqa: E402
@@ -72,8 +75,8 @@ def gate(tmp_path_factory: pytest.TempPathFactory) -> Gate:
 
 @pytest.fixture(scope="session")
 def bridge(repository: Path, gate: Gate) -> Iterator[BridgeProcess]:
-    """A real bridge serving the shared repository with `--engine exported`, test gate on."""
-    with BridgeProcess(repository, "--engine", "exported", env=gate.env) as b:
+    """A real `jaxport serve` over the shared repository, explicit model control, gate on."""
+    with BridgeProcess(repository, *EXPLICIT, env=gate.env) as b:
         yield b
 
 

@@ -244,7 +244,7 @@ def batched_checked_bridge(tmp_path_factory: pytest.TempPathFactory) -> Iterator
     )
     # A long queue delay so concurrent one-row requests share a 4-row batch.
     with BridgeProcess(
-        repo, "--batching", "--max-queue-delay-us", "200000", "--worker-threads", "16"
+        repo, "--batching", "--max-queue-delay-us", "200000"
     ) as b:
         yield b
 

@@ -1,7 +1,8 @@
-"""Classification labels (issue 14): an output exported with a labels file
-(`export(labels={...})`, `--labels NAME=FILE`) is classified as Triton's `value:index:label`;
-the labels are read once, through the artifact (`Artifact.labels`), when the model is built.
-Outputs without a labels file keep `value:index`."""
+"""Classification labels (issue 14), live: an output exported with a labels file
+(`export(labels={...})`, `--labels NAME=FILE`) is classified as Triton's `value:index:label` by
+a real `jaxport serve`; outputs without a labels file keep `value:index`. The formatting rules
+(per row or whole tensor, an index past the last label, value formatting per datatype) are the
+front's, unit-tested in bridge/front/request (prepare_test.go, rows_test.go)."""
 
 from __future__ import annotations
 
@@ -9,12 +10,8 @@ from pathlib import Path
 
 import jax
 import jax.numpy as jnp
-import jaxport.artifact
 import numpy as np
 import pytest
-from jaxport.bridge import messages
-from jaxport.bridge.loading import load_model
-from jaxport.bridge.model import Model
 from jaxport.protocol.gen.inference import grpc_service_pb2 as pb
 from jaxport.protocol.gen.inference import grpc_service_pb2_grpc as pb_grpc
 from support.bridge import BridgeProcess
@@ -43,49 +40,50 @@ def labelled(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out / "cls" / "1"
 
 
-def _with_artifact(path: Path) -> Model:
-    """The model as the bridge builds it, given its artifact (the labels' one source)."""
-    loaded = load_model("cls", 1, path)
-    return Model(loaded.name, loaded.version, loaded.manifest, loaded.inputs, loaded.outputs,
-                 loaded.programs, loaded.engine_name, loaded.load_seconds,
-                 artifact=jaxport.artifact.open(path))
+@pytest.fixture(scope="module")
+def labelled_bridge(labelled: Path):
+    with BridgeProcess(labelled.parent.parent, "--http-port", "-1") as bridge:
+        yield bridge
 
 
-def test_labels_read_once_from_the_artifact(labelled: Path) -> None:
-    model = _with_artifact(labelled)
-    assert model.labels == {"logits": tuple(LABELS), "counts": ("c0", "c1", "c2", "c3", "c4")}
-    prepared = model.prepare([("x", "FP32", ROWS.shape)], lambda: {"x": ROWS}, None,
-                             {"logits": 3, "counts": 2, "plain": 2})
-    outputs, _ = model.execute(prepared)
-    assert outputs["logits"].tolist() == [
+def _classify(bridge: BridgeProcess, counts: dict[str, int]) -> dict[str, list[list[bytes]]]:
+    """ModelInfer of ROWS asking `class_count` per output; the BYTES answers as rows of
+    entries (each element a 4-byte little-endian length, then its text)."""
+    request = pb.ModelInferRequest(model_name="cls")
+    request.inputs.add(name="x", datatype="FP32", shape=list(ROWS.shape))
+    request.raw_input_contents.append(ROWS.tobytes())
+    for name, k in counts.items():
+        request.outputs.add(name=name).parameters["classification"].int64_param = k
+    response = pb_grpc.GRPCInferenceServiceStub(bridge.channel()).ModelInfer(request, timeout=60)
+    out: dict[str, list[list[bytes]]] = {}
+    for tensor, raw in zip(response.outputs, response.raw_output_contents, strict=True):
+        assert tensor.datatype == "BYTES", tensor
+        entries, i = [], 0
+        while i < len(raw):
+            n = int.from_bytes(raw[i:i + 4], "little")
+            entries.append(raw[i + 4:i + 4 + n])
+            i += 4 + n
+        k = int(tensor.shape[-1])
+        out[tensor.name] = [entries[r:r + k] for r in range(0, len(entries), k)]
+    return out
+
+
+def test_labels_come_from_the_artifact(labelled_bridge: BridgeProcess) -> None:
+    """Per row (the model has batch sizes): `value:index:label` where the artifact has a
+    label, `value:index` for an empty label and for an output without a labels file."""
+    got = _classify(labelled_bridge, {"logits": 3, "counts": 2, "plain": 2})
+    assert got["logits"] == [
         [b"3.000000:3:fish", b"2.250000:1:dog", b"0.500000:0:cat"],
         [b"7.000000:0:cat", b"6.000000:1:dog", b"5.000000:2"],  # class 2's label is empty
     ]
-    assert outputs["counts"].tolist() == [[b"30:3:c3", b"22:1:c1"], [b"70:0:c0", b"60:1:c1"]]
-    assert outputs["plain"].tolist() == [[b"3.000000:3", b"2.250000:1"],
-                                         [b"7.000000:0", b"6.000000:1"]]
+    assert got["counts"] == [[b"30:3:c3", b"22:1:c1"], [b"70:0:c0", b"60:1:c1"]]
+    assert got["plain"] == [[b"3.000000:3", b"2.250000:1"], [b"7.000000:0", b"6.000000:1"]]
 
 
-def test_model_without_artifact_has_no_labels(labelled: Path) -> None:
-    loaded = load_model("cls", 1, labelled)
-    model = Model(loaded.name, loaded.version, loaded.manifest, loaded.inputs, loaded.outputs,
-                  loaded.programs, loaded.engine_name, loaded.load_seconds)
-    assert model.labels == {}
-
-
-def test_label_beyond_the_file_is_left_out() -> None:
-    """Unbatched, the whole tensor is ranked: an index past the last label gets none (Triton's
-    label provider answers no label for it)."""
-    got = messages.topk_classification(np.array([[1, 9, 3], [8, 2, 7]], np.int32), 4, False,
-                                     ["a", "b", "c"])
-    assert got.tolist() == [b"9:1:b", b"8:3", b"7:5", b"3:2:c"]
-
-
-def test_model_config_names_each_outputs_label_file(labelled: Path) -> None:
+def test_model_config_names_each_outputs_label_file(labelled_bridge: BridgeProcess) -> None:
     """ModelConfig's label_filename (Triton's) is the labels file of each output that has one;
     '' for an output without labels."""
-    with BridgeProcess(labelled.parent.parent, "--workers", "1") as bridge:
-        config = pb_grpc.GRPCInferenceServiceStub(bridge.channel()).ModelConfig(
-            pb.ModelConfigRequest(name="cls"), timeout=60).config
+    config = pb_grpc.GRPCInferenceServiceStub(labelled_bridge.channel()).ModelConfig(
+        pb.ModelConfigRequest(name="cls"), timeout=60).config
     assert {o.name: o.label_filename for o in config.output} == {
         "logits": "labels/logits.txt", "counts": "labels/counts.txt", "plain": ""}

@@ -39,10 +39,10 @@ def infer(stub, model: str, inputs: dict[str, np.ndarray], **kw) -> pb.ModelInfe
     return stub.ModelInfer(codecs.build_infer_request(model, inputs, **kw), timeout=30)
 
 
-@pytest.mark.parametrize("engine", ["exported", "pjrt"])
+@pytest.mark.parametrize("engine", ["default", "pjrt"])
 @pytest.mark.parametrize("model", ["mlp", "mixed", "mlp2p", "ignores"])
 def test_outputs_equal_goldens(engine, model, artifacts, stub, stub_pjrt):
-    client = stub if engine == "exported" else stub_pjrt
+    client = stub if engine == "default" else stub_pjrt
     cases = golden_cases(artifacts[model])
     assert cases, f"{model} has no goldens"
     for case, inputs, expected in cases:
@@ -65,7 +65,7 @@ def test_engines_agree_on_every_golden(artifacts, stub, stub_pjrt):
             b = codecs.decode_infer_response(infer(stub_pjrt, model, inputs))
             assert list(a) == list(b)
             for name in a:
-                assert_close(b[name], a[name], f"pjrt vs exported {model}/{case}/{name}")
+                assert_close(b[name], a[name], f"pjrt vs default {model}/{case}/{name}")
 
 
 def test_multi_platform_artifact_binds_the_platform_index(artifacts):
@@ -76,14 +76,14 @@ def test_multi_platform_artifact_binds_the_platform_index(artifacts):
     assert manifest.programs[0].arguments[0].name == "platform_index"
 
 
-@pytest.mark.parametrize("engine", ["exported", "pjrt"])
+@pytest.mark.parametrize("engine", ["default", "pjrt"])
 def test_inputs_jax_dropped_are_still_inputs(engine, artifacts, stub, stub_pjrt):
     from jaxport.artifact import manifest as manifest_io
 
     manifest = manifest_io.load(artifacts["ignores"])
     assert {(d.name, d.kind) for d in manifest.dropped_leaves} == {
         ("unused", "input"), ("params.z", "parameter")}
-    client = stub if engine == "exported" else stub_pjrt
+    client = stub if engine == "default" else stub_pjrt
     meta = client.ModelMetadata(pb.ModelMetadataRequest(name="ignores"))
     assert [t.name for t in meta.inputs] == ["x", "unused"]
     x = np.array([2.0, 4.0], np.float32)
@@ -180,14 +180,14 @@ def test_model_metadata_from_manifest(stub):
         ("h", "BF16", [3, 4]), ("s", "INT64", [3]), ("m", "BOOL", [3])]
 
 
-@pytest.mark.parametrize("engine", ["exported", "pjrt"])
+@pytest.mark.parametrize("engine", ["default", "pjrt"])
 def test_model_config_minimal_triton(engine, stub, stub_pjrt):
-    client = stub if engine == "exported" else stub_pjrt
+    client = stub if engine == "default" else stub_pjrt
     config = client.ModelConfig(pb.ModelConfigRequest(name="mixed")).config
     assert config.name == "mixed" and config.max_batch_size == 0
     # The default engine's models are executed by the front's native engine (docs/native-
     # engine.md, Serving); an explicit `--engine pjrt` keeps the model on the workers.
-    serving = {"exported": "native", "pjrt": "pjrt"}[engine]
+    serving = {"default": "native", "pjrt": "pjrt"}[engine]
     assert config.backend == f"jaxport-{serving}"
     assert config.parameters["engine"].string_value == serving
     assert [(i.name, i.data_type, list(i.dims)) for i in config.input] == [
@@ -226,12 +226,12 @@ def test_model_statistics_count_requests(stub_pjrt):
         ("mlp", "1"), ("mixed", "1"), ("slow", "1"), ("mlp2p", "1"), ("ignores", "1")}
 
 
-@pytest.mark.parametrize("engine", ["exported", "pjrt"])
+@pytest.mark.parametrize("engine", ["default", "pjrt"])
 def test_concurrent_requests_each_get_their_own_answer(engine, artifacts, stub, stub_pjrt):
     """16 callers, 96 requests over three models at once: no mixing, no lost response."""
     from concurrent.futures import ThreadPoolExecutor
 
-    client = stub if engine == "exported" else stub_pjrt
+    client = stub if engine == "default" else stub_pjrt
     work = [(m, c) for m in ("mlp", "mixed", "ignores") for c in golden_cases(artifacts[m])]
     jobs = [(i, work[i % len(work)]) for i in range(96)]
 

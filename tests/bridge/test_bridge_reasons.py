@@ -16,7 +16,7 @@ from bridge_helpers import make_repository, rpc_error
 from jaxport.protocol import codecs
 from jaxport.protocol.gen.inference import grpc_service_pb2 as pb
 from jaxport.protocol.gen.inference import grpc_service_pb2_grpc as pb_grpc
-from support.bridge import BridgeProcess
+from support.bridge import EXPLICIT, BridgeProcess
 
 X = np.ones((2, 8), np.float32)
 
@@ -48,7 +48,7 @@ def repo(tmp_path_factory: pytest.TempPathFactory, artifacts: dict[str, Path]) -
 
 @pytest.fixture(scope="module")
 def server(repo: Path) -> Iterator[BridgeProcess]:
-    with BridgeProcess(repo) as b:
+    with BridgeProcess(repo, *EXPLICIT) as b:  # the test loads models again
         yield b
 
 

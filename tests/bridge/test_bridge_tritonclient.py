@@ -7,14 +7,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-from support.bridge import BridgeProcess
+from support.bridge import EXPLICIT, BridgeProcess
 
 SCRIPT = Path(__file__).with_name("triton_interop.py")
 
 
 def test_tritonclient_interop(repository: Path):
-    # Its own bridge: the script unloads and reloads a model.
-    with BridgeProcess(repository) as bridge:
+    # Its own bridge: the script unloads and reloads a model (explicit model control).
+    with BridgeProcess(repository, *EXPLICIT) as bridge:
         proc = subprocess.run(
             [sys.executable, str(SCRIPT), "--url", bridge.address, "--repository",
              str(repository)],

@@ -25,6 +25,7 @@ import grpc
 import jax
 import numpy as np
 import pytest
+from bridge_helpers import EXPLICIT
 from jaxport.client import InferenceClient, InferenceServerError
 from support.bridge import BridgeProcess
 
@@ -115,7 +116,7 @@ def test_a_size_outside_the_rule_is_invalid_argument(bridge: BridgeProcess, b: i
 
 
 def test_batching_refuses_the_model_at_load(seq_repo: Path) -> None:
-    with BridgeProcess(seq_repo, "--batching") as server, \
+    with BridgeProcess(seq_repo, "--batching", *EXPLICIT) as server, \
             InferenceClient(server.address) as client:
         for name in ("seq", "seqb"):
             with pytest.raises(InferenceServerError) as info:
@@ -130,7 +131,7 @@ def test_batching_refuses_the_model_at_load(seq_repo: Path) -> None:
 def test_pjrt_engine_serves_the_buckets_padding_t_up_to_them(seq_repo: Path) -> None:
     params = seq.init(jax.random.key(0))
     reference = jax.jit(seq.predict)
-    with BridgeProcess(seq_repo, "--engine", "pjrt") as server, \
+    with BridgeProcess(seq_repo, "--engine", "pjrt", *EXPLICIT) as server, \
             InferenceClient(server.address) as client:
         assert client.model_metadata("seqb").inputs[0].shape == (-1, -1)
         for i, t in enumerate((128, 512, 136, 8)):  # 136 runs padded to 512, 8 to 128
@@ -160,29 +161,25 @@ def test_pjrt_engine_serves_the_buckets_padding_t_up_to_them(seq_repo: Path) -> 
 
 
 def test_compiled_shapes_are_an_lru(seq_repo: Path) -> None:
-    """jax compiles one executable per concrete shape: the engine keeps the most recent
-    `--compiled-shapes` (2 here) and recompiles an evicted shape on its next request."""
+    """What a worker executes (`jaxport.bridge.loading`, in process): jax compiles one
+    executable per concrete shape of a polymorphic program, and the engine keeps the most
+    recent `compiled_shapes` (`--compiled-shapes`, 2 here), recompiling an evicted shape on its
+    next request."""
     from jaxport.bridge import engines
-    from jaxport.bridge.loading import load_model
-    from jaxport.bridge.settings import Settings, SettingsError
+    from jaxport.bridge.loading import load
 
-    settings = Settings.from_argv(["--repository", str(seq_repo), "--compiled-shapes", "2"],
-                                  environ={})
-    with pytest.raises(SettingsError, match="--compiled-shapes must be >= 1, got 0"):
-        Settings.from_argv(["--repository", "r", "--compiled-shapes", "0"], environ={})
-    model = load_model("seq", 1, seq_repo / "seq" / "1",
-                       compiled_shapes=settings.compiled_shapes)
-    engine = next(iter(model.programs.values())).engine
+    loaded = load(seq_repo / "seq" / "1", engine="exported", compiled_shapes=2)
+    (program,) = loaded.programs.values()
+    assert program.polymorphic
+    engine = program.engine
     assert isinstance(engine, engines.PolymorphicEngine)
     assert engine.compilations == 1  # the warm-up, at every dimension's minimum
     assert engine.cached_shapes() == [((1, 8), (1, 8))]
 
     def run(b: int, t: int) -> None:
         inputs = _inputs(b, t, 0)
-        outputs, _ = model.execute(model.prepare(
-            [(n, "INT32" if n == "tokens" else "BOOL", a.shape) for n, a in inputs.items()],
-            lambda: inputs))
-        assert outputs["per_token"].shape == (b, t, seq.WIDTH)
+        results = program.execute([inputs["tokens"], inputs["mask"]])
+        assert any(r.shape == (b, t, seq.WIDTH) for r in results), [r.shape for r in results]
 
     run(2, 16)
     run(2, 24)  # evicts (1, 8)

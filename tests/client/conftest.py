@@ -24,7 +24,7 @@ for _p in (Path(__file__).resolve().parents[1], Path(__file__).resolve().parent)
 
 from client_helpers import TOKEN, Server  # noqa: E402
 from client_models import export_repository  # noqa: E402
-from support.bridge import BridgeProcess  # noqa: E402
+from support.bridge import EXPLICIT, BridgeProcess  # noqa: E402
 from support.certs import Pki, make_pki  # noqa: E402
 from support.gate import Gate  # noqa: E402
 
@@ -43,8 +43,9 @@ def gate(tmp_path_factory: pytest.TempPathFactory) -> Gate:
 
 @pytest.fixture(scope="session")
 def bridge(repository: Path, gate: Gate) -> Iterator[BridgeProcess]:
-    """A real bridge (`--engine exported`) serving the session repository, test gate on."""
-    with BridgeProcess(repository, env=gate.env) as b:
+    """A real `jaxport serve` over the session repository, explicit model control (the client
+    tests load and unload), test gate on."""
+    with BridgeProcess(repository, *EXPLICIT, env=gate.env) as b:
         yield b
 
 

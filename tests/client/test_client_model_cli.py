@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from client_models import echo
 from jaxport.client import InferenceClient
-from support.bridge import BridgeProcess
+from support.bridge import EXPLICIT, BridgeProcess
 
 JAXPORT = Path(sys.executable).parent / "jaxport"
 X = np.arange(6, dtype=np.float32).reshape(2, 3)
@@ -52,7 +52,7 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def bridge(repo: Path) -> Iterator[BridgeProcess]:
-    with BridgeProcess(repo) as b:
+    with BridgeProcess(repo, *EXPLICIT) as b:  # load/unload change what it serves
         yield b
 
 

@@ -77,6 +77,7 @@ def bridge(hostile_repo, gate: Gate) -> Iterator:
     """One plain bridge with default limits over the hostile repository, for the session; its
     executions can be held through `gate`."""
     from bridge_launch import start_bridge
+    from support.bridge import EXPLICIT
 
-    with start_bridge(hostile_repo.root, env=gate.env) as b:
+    with start_bridge(hostile_repo.root, *EXPLICIT, env=gate.env) as b:  # tests load/unload
         yield b

@@ -619,11 +619,11 @@ def fuzz_bridge(repository: Path, extra_env: dict[str, str] | None = None,
                 front_binary: Path | None = None):
     """A server as the campaign wants it (`jaxport serve`: the native front and two workers,
     `front_binary` if given): shared memory on, a short grace period."""
-    from support.bridge import BridgeProcess
+    from support.bridge import EXPLICIT, BridgeProcess
 
     extra = ["--front-binary", str(front_binary)] if front_binary is not None else []
     bridge = BridgeProcess(repository, "--system-shared-memory", "--grace-period-s",
-                           str(GRACE_S), "--worker-threads", "64", *extra, env=extra_env)
+                           str(GRACE_S), *EXPLICIT, *extra, env=extra_env)
     bridge.start()
     try:
         yield bridge

@@ -107,22 +107,3 @@ def wait_admission(bridge, model: str, outcomes: tuple[str, ...], at_least: floa
     return counts
 
 
-def is_worker_refusal(exc: grpc.RpcError) -> bool:
-    """grpc's own refusal of a call beyond --worker-threads (maximum_concurrent_rpcs)."""
-    return (exc.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
-            and "Concurrent RPC limit" in (exc.details() or ""))
-
-
-def call_when_a_worker_is_free(method, request, timeout: float = 60.0, **kw):
-    """`method(request)`, sent again while grpc refuses it for want of a free worker thread.
-
-    A call that ended on the client may still occupy its server worker for a moment (grpc
-    retires it after sending the status), so the next call can find every worker taken."""
-    end = time.monotonic() + timeout
-    while True:
-        try:
-            return method(request, timeout=timeout, **kw)
-        except grpc.RpcError as exc:
-            if not is_worker_refusal(exc) or time.monotonic() > end:
-                raise
-        time.sleep(0.02)

@@ -1,9 +1,9 @@
-"""Admission control and message limits on a live bridge with tiny limits
-(1 execution slot and a line of 2 per model, 6 worker threads, 1 MiB messages).
+"""Admission control and message limits on a live `jaxport serve` with tiny limits
+(1 execution slot and a line of 2 per model version, 1 MiB messages). The front admits every
+call, whichever engine executes it (docs/front.md): there is no other queue a call can wait in.
 
 - a burst above capacity is shed at once with RESOURCE_EXHAUSTED, the admitted ones complete;
 - a message over the size limit gets RESOURCE_EXHAUSTED;
-- a call beyond the worker threads is refused at once (RESOURCE_EXHAUSTED), not parked;
 - a request whose deadline passes while it waits gets DEADLINE_EXCEEDED and is NOT executed,
   and a caller that cancels while waiting is not executed either: ModelStatistics'
   execution_count does not move for them, and the bridge logs "request not executed".
@@ -16,8 +16,6 @@ proven by the bridge shedding a probe sent after the waiters (it sheds only with
 from __future__ import annotations
 
 import contextlib
-import threading
-import time
 from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -29,10 +27,8 @@ from bridge_launch import start_bridge
 from jaxport.protocol.gen.inference import grpc_service_pb2 as pb
 from live import (
     admission_counts,
-    call_when_a_worker_is_free,
     execution_count,
     fuzzy_request,
-    is_worker_refusal,
     make_repository,
     slow_request,
     stub,
@@ -44,9 +40,6 @@ from support.gate import Gate
 
 MAX_MESSAGE = 1024 * 1024
 MAX_QUEUE = 2
-# 1 running + 2 waiting + 1 being shed, and 2 spare for calls grpc has answered but not yet
-# retired (see `call_when_a_worker_is_free`).
-WORKERS = 6
 # A probe that finds room in the line (a waiter has not arrived yet) gives up after this long;
 # only then can the bridge have admitted the waiter behind it (never a premise of a verdict).
 PROBE_TIMEOUT_S = 30.0
@@ -59,12 +52,8 @@ def _tight_bridge(tmp_path_factory, artifacts, *extra: str) -> Iterator:
     gate = Gate(tmp_path_factory.mktemp("gate"))
     with start_bridge(
         repo,
-        # Admission and --worker-threads are per worker process (docs/front.md): with one
-        # worker, these limits are the server's.
-        "--workers", "1",
         "--max-inflight-per-model", "1",
         "--max-queue-per-model", str(MAX_QUEUE),
-        "--worker-threads", str(WORKERS),
         "--max-message-bytes", str(MAX_MESSAGE),
         *extra,
         env=gate.env,
@@ -79,13 +68,6 @@ def _tight_bridge(tmp_path_factory, artifacts, *extra: str) -> Iterator:
 @pytest.fixture(scope="module")
 def tight(tmp_path_factory, artifacts):
     yield from _tight_bridge(tmp_path_factory, artifacts)
-
-
-@pytest.fixture(scope="module")
-def tight_workers(tmp_path_factory, artifacts):
-    """`tight` with every model on the Python workers (their threads are the subject; native
-    serving is tested in tests/front/test_native_serving.py)."""
-    yield from _tight_bridge(tmp_path_factory, artifacts, "--pjrt-plugin", "none")
 
 
 @contextlib.contextmanager
@@ -114,7 +96,7 @@ def _line_up(b, s, requests: list[pb.ModelInferRequest]) -> list[grpc.Future]:
         for i, call in enumerate(calls):
             if call.done():  # shed because a probe reached the line first: send it again
                 exc = call.exception()
-                assert exc is not None and (_is_shed(exc) or is_worker_refusal(exc)), exc
+                assert exc is not None and _is_shed(exc), exc
                 calls[i] = s.ModelInfer.future(requests[i], timeout=300)
         counts = admission_counts(b, SLOW_MODEL)
         try:
@@ -126,7 +108,7 @@ def _line_up(b, s, requests: list[pb.ModelInferRequest]) -> list[grpc.Future]:
                 # It waited in the line; wait until the bridge has dropped it from there.
                 wait_admission(b, SLOW_MODEL, REFUSED, counts["expired"] + counts["cancelled"] + 1)
             else:
-                assert _is_shed(exc) or is_worker_refusal(exc), exc
+                assert _is_shed(exc), exc
             continue
         raise AssertionError("a probe was executed while the only slot was held")
     raise AssertionError(f"{[r.id for r in requests]} never all waited in the line")
@@ -141,14 +123,9 @@ def test_burst_above_capacity_is_shed_immediately(tight) -> None:
         # Slot and line are full, and stay full until the test releases the gate: each of the
         # 10 calls of the burst must be answered RESOURCE_EXHAUSTED now, while the request in
         # the slot is still held (a call parked for the slot would never be answered).
-        worker_retries = 0
         for i in range(10):
-            while True:
-                with pytest.raises(grpc.RpcError) as info:
-                    s.ModelInfer(slow_request(10, f"burst{i}"), timeout=120)
-                if not is_worker_refusal(info.value):
-                    break
-                worker_retries += 1
+            with pytest.raises(grpc.RpcError) as info:
+                s.ModelInfer(slow_request(10, f"burst{i}"), timeout=120)
             assert _is_shed(info.value), info.value
             outcomes[info.value.code().name] += 1
         assert gate.held(SLOW_MODEL) == 1 and not hold.done()
@@ -161,8 +138,7 @@ def test_burst_above_capacity_is_shed_immediately(tight) -> None:
     outcomes["OK"] += len(waiting)
     shed = admission_counts(b, SLOW_MODEL)["shed"] - shed_before
     print(f"\nlimits(live): 1 running (held), 2 waiting, then a burst of 10 -> {dict(outcomes)}, "
-          f"all shed while the slot was held ({worker_retries} calls resent for want of a "
-          f"worker thread; {shed:.0f} sheds counted, probes included)")
+          f"all shed while the slot was held ({shed:.0f} sheds counted, probes included)")
     assert outcomes == {"OK": 2, "RESOURCE_EXHAUSTED": 10}
     assert shed >= 10
 
@@ -174,10 +150,9 @@ def test_message_over_the_size_limit_is_resource_exhausted(tight) -> None:
     with pytest.raises(grpc.RpcError) as info:
         s.ModelInfer(req, timeout=60)
     assert info.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
-    assert not is_worker_refusal(info.value), info.value.details()
     print(f"\nlimits(live): {req.ByteSize()} byte message over the {MAX_MESSAGE} byte limit -> "
           f"{info.value.code().name}: {info.value.details()}")
-    assert call_when_a_worker_is_free(s.ModelInfer, fuzzy_request()).model_name == FUZZ_MODEL
+    assert s.ModelInfer(fuzzy_request(), timeout=60).model_name == FUZZ_MODEL
 
 
 def test_expired_and_cancelled_waiters_are_never_executed(tight) -> None:
@@ -188,7 +163,7 @@ def test_expired_and_cancelled_waiters_are_never_executed(tight) -> None:
     with ThreadPoolExecutor(2) as pool, _holding(s, gate, pool) as hold:
         # Its deadline passes while it waits behind the held request.
         with pytest.raises(grpc.RpcError) as info:
-            call_when_a_worker_is_free(s.ModelInfer, slow_request(10, "late"), timeout=1.0)
+            s.ModelInfer(slow_request(10, "late"), timeout=1.0)
         assert info.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED, info.value
         refused_before = counts_before["expired"] + counts_before["cancelled"]
         wait_admission(b, SLOW_MODEL, REFUSED, refused_before + 1)
@@ -239,43 +214,3 @@ def test_short_deadline_on_a_running_request_is_deadline_exceeded(tight) -> None
     assert still_held == 1  # answered while the execution was still running
     # The execution finishes once released; the model serves again.
     assert s.ModelInfer(slow_request(10, "after"), timeout=120).id == "after"
-
-
-def test_more_calls_than_worker_threads_are_refused_not_parked(tight_workers) -> None:
-    """RPCs beyond --worker-threads must not wait in an executor queue admission cannot see.
-    Worker threads are the workers' (a native stream holds none): `tight_workers`."""
-    _b, s, _ = tight_workers
-    release = threading.Event()
-
-    def one_then_idle(k: int):
-        yield fuzzy_request(request_id=f"stream{k}")
-        release.wait(300)  # an open stream holds its worker without asking for a model slot
-
-    def open_stream(k: int):
-        end = time.monotonic() + 60
-        while True:  # a worker may still be retiring an earlier call: then open it again
-            st = s.ModelStreamInfer(one_then_idle(k), timeout=600)
-            try:  # answered once: its handler holds a worker
-                assert next(st).infer_response.id == f"stream{k}"
-                return st
-            except grpc.RpcError as exc:
-                if not is_worker_refusal(exc) or time.monotonic() > end:
-                    raise
-            time.sleep(0.02)
-
-    streams = []
-    try:
-        for k in range(WORKERS):
-            streams.append(open_stream(k))
-        # Every worker stays busy until `release`: a parked call would get no answer before
-        # its deadline; a refused one is answered now.
-        with pytest.raises(grpc.RpcError) as info:
-            s.ModelInfer(fuzzy_request(), timeout=120)
-    finally:
-        release.set()
-    assert all(list(st) == [] for st in streams)
-    print(f"\nlimits(live): {WORKERS} workers busy -> another call {info.value.code().name}: "
-          f"{info.value.details()}")
-    assert info.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
-    after = call_when_a_worker_is_free(s.ModelInfer, fuzzy_request(request_id="after"))
-    assert after.id == "after"

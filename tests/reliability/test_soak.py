@@ -31,8 +31,9 @@ SLOW_EVERY = 10  # one request in ten runs the `slow` model (200 rounds), the re
 @pytest.mark.timeout(int(SECONDS) + 240)
 def test_soak_concurrency_64(tmp_path, artifacts) -> None:
     repo = make_repository(tmp_path / "repo", artifacts, [FUZZ_MODEL, SLOW_MODEL])
-    # Enough worker threads that all 64 callers are admitted or queued, never shed.
-    with start_bridge(repo, "--worker-threads", str(CONCURRENCY + 32)) as b:
+    # A line long enough that all 64 callers are admitted or queued, never shed (the front's
+    # admission: --max-inflight-per-model running + --max-queue-per-model waiting).
+    with start_bridge(repo, "--max-queue-per-model", str(CONCURRENCY)) as b:
         channel = b.channel()
         s = stub(channel)
         s.ModelInfer(fuzzy_request(), timeout=30)

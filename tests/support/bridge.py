@@ -35,8 +35,12 @@ from types import TracebackType
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-__all__ = ["BridgeProcess", "BridgeStartError", "FrontBuildError", "build_front",
+__all__ = ["EXPLICIT", "BridgeProcess", "BridgeStartError", "FrontBuildError", "build_front",
            "serve_command"]
+
+#: The flags of a test server that loads or unloads models: Triton's explicit model control,
+#: every model loaded at the start (`jaxport serve`'s default, mode none, refuses load/unload).
+EXPLICIT = ("--model-control-mode", "explicit", "--load-model", "*")
 
 START_TIMEOUT_S = 120.0
 MAX_MESSAGE_BYTES = 256 * 1024 * 1024

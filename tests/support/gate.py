@@ -1,6 +1,5 @@
-"""`Gate`: the test side of the bridge's test gate (`jaxport.bridge.testing` in the workers,
-`bridge/front/gate.go` for the executions the front runs natively: the same files, so one
-`Gate` holds and counts both; a marker's pid is the process that executes).
+"""`Gate`: the test side of the server's test gate (bridge/front/dispatch/gate.go: the front
+gates every execution, whichever engine runs it; a marker's pid is the front's).
 
 A bridge started with `env=gate.env` holds every execution of model M while the test holds M:
 
@@ -24,7 +23,7 @@ from pathlib import Path
 
 __all__ = ["ENV", "Gate"]
 
-ENV = "JAXPORT_TEST_GATE_DIR"  # = jaxport.bridge.testing.ENV (not imported: no JAX needed here)
+ENV = "JAXPORT_TEST_GATE_DIR"  # read by the front (bridge/front/dispatch/gate.go)
 POLL_S = 0.01
 
 

@@ -12,7 +12,8 @@ removed; `jaxport export` rewrites the model's and the repository's index when t
     python -m jaxport.artifact.index REPO       # or MODEL_DIR (a directory of versions)
 
 The reader (`read`) checks the structure only; what a valid model name or version is, is the
-bridge's rule (`jaxport.bridge.repository`), applied to what the index lists.
+server's rule (bridge/front/repository: `CheckName`, `VersionNumber`), applied to what the index
+lists.
 """
 
 from __future__ import annotations

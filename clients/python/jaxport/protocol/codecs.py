@@ -1,11 +1,11 @@
 """Pure conversions between Open Inference Protocol messages and numpy arrays: the client's
 side (a request from arrays, arrays from a response) and the rules both sides share.
 
-No I/O, no grpc: the Python client calls these, and so does the server's side of the same
-conversions, `jaxport.bridge.messages` (a request into arrays, arrays into a response, Triton's
-classification extension), which ships with the bridge, not in this client distribution. They
-are unit-tested without a server. Protocol rules are enforced here, at the boundary, with
-`InvalidArgumentError`s that name the tensor and say expected vs got:
+No I/O, no grpc: the Python client calls these. The server's side of the protocol (a request
+into tensors, tensors into a response, Triton's classification extension) is the Go front's
+(bridge/front/request), not Python. The codecs are unit-tested without a server. Protocol
+rules are enforced here, at the client's boundary, with `InvalidArgumentError`s that name the
+tensor and say expected vs got (the server checks the same rules again on what it receives):
 
 - a tensor's datatype is one of `dtypes.DTYPES`; it has at most MAX_RANK dimensions, each
   an integer >= 0;
@@ -25,7 +25,7 @@ Shared memory (Triton's system-shared-memory extension): a tensor whose paramete
 `shared_memory_region` / `shared_memory_byte_size` [/ `shared_memory_offset`] has its bytes
 in a registered region, not in the message. The codecs stay pure: they parse and check those
 parameters (`SharedMemoryRef`) and call a caller-supplied `SharedMemoryResolver` that returns
-the region's bytes as a memoryview (the bridge's registry, or a client's own mapping); they
+the region's bytes as a memoryview (a client's own mapping); they
 never open anything themselves. Such an input has no `raw_input_contents` entry; such an
 output gets an empty `raw_output_contents` entry (Triton's layout, which keeps tritonclient's
 per-index lookup aligned) and its reference in the output's parameters.

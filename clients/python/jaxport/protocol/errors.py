@@ -1,10 +1,9 @@
 """Domain errors of the inference protocol, each carrying the gRPC status it maps to.
 
-Raised by the codecs and by the bridge's model core, which must not import grpc: each class
-carries a `Code`, an enum independent of grpc whose members are named like the
-`grpc.StatusCode` members (and, being a StrEnum, equal those names as strings). ONE table in the
-bridge (`jaxport.bridge.status`) maps `Code` to `grpc.StatusCode`, with `err.message` as
-details. Anything that is not a ProtocolError is a bug and becomes INTERNAL there.
+Raised by the client's codecs and by the execution worker (which answers a frame's error with
+the code, docs/frames.md), neither of which imports grpc: each class carries a `Code`, an enum
+independent of grpc whose members are named like the `grpc.StatusCode` members (and, being a
+StrEnum, equal those names as strings).
 """
 
 from __future__ import annotations
