@@ -1,35 +1,45 @@
-// Package batch is the native engine's dynamic batcher (issue 26, docs/native-engine.md
-// "Batching in the front"): a port of bridge/batcher.py's DynamicBatcher to raw bytes, with the
-// same batch formation, padding, error isolation, status codes and message texts, so a model
-// the front executes itself batches exactly as a worker batches it.
+// Package batch is the server's dynamic batcher, the one for every model that batches
+// whichever backend executes it (docs/performance.md "Batching policy" sets it beside
+// Triton's).
 //
 // A model exported with `--batch-sizes 1,8,32` has one fixed-shape program per batch size.
 // Submit queues one request of 1..max rows (its inputs: one raw little-endian C-order buffer
 // per model input, rows*InputRowBytes[i] bytes each); one goroutine per Batcher forms batches,
-// concatenates their rows into one buffer per input, pads up to the smallest exported batch
-// size holding them, runs Exec once and hands every request its own rows of every output.
+// concatenates their rows into one buffer per input, pads up to an exported batch size, runs
+// Exec once and hands every request its own rows of every output.
 //
-// Batch formation (bridge/batcher.py `_take_batch`), each time the previous execution ended:
-//   - the queue is taken in arrival order; a request is never split across executions;
-//   - the batch is due at once when its rows reach a preferred batch size (Config.Preferred,
-//     default the largest exported size) or when the next queued request would not fit in the
-//     largest exported size; otherwise it is due once the OLDEST queued request has waited
-//     MaxQueueDelay (0: at once with whatever is queued), or when Close was called;
-//   - it runs on the smallest exported size >= its rows, padded with copies of its last real
-//     row (bridge/batcher.py `pad_rows`: never zeros, so a row-wise runtime check trips on
-//     padding only if it trips on a real row); padding rows never reach a response.
+// Batch formation, each time the previous execution ended (the queue is taken in arrival
+// order; a request is never split across executions):
+//   - a request that arrives while the batcher is idle (no execution running) and its queue
+//     is empty is executed at once: nothing else waits, so waiting for company would only
+//     delay it (Triton's dynamic batcher waits max_queue_delay for it);
+//   - otherwise the batch is due when its rows reach a preferred batch size (Config.Preferred,
+//     default the largest exported size), when the next queued request would not fit in the
+//     largest exported size, once the OLDEST queued request has waited MaxQueueDelay (0: at
+//     once with whatever is queued), or when Close was called;
+//   - a due batch whose rows are not an exported size runs either on the smallest exported
+//     size holding them, padded, or, when a prefix of its requests fills a smaller exported
+//     size exactly, on that size alone, full, the rest staying queued for the next execution
+//     (with the requests that arrive meanwhile): whichever costs less per real row, by the
+//     execution times this batcher has measured per size (an exponential average; sizes not
+//     run yet estimated by a straight line through the measured ones; nothing measured: the
+//     same cost for every size, so padding wins). Under load, executions so run the largest
+//     exported size the queue fills and only the last program of a burst is padded; a model
+//     whose cost hardly grows with its rows (the transport dominates) pads instead of running
+//     twice;
+//   - padding rows are copies of the batch's last real row (never zeros, so a row-wise runtime
+//     check trips on padding only if it trips on a real row); they never reach a response.
 //
-// Executions of one Batcher run one at a time (Python's single worker thread), on the
-// Batcher's own goroutine; requests queue meanwhile and form the next batch.
+// Executions of one Batcher run one at a time, on the Batcher's own goroutine; requests queue
+// meanwhile and form the next batch.
 //
 // Errors (grpc status errors; <name> is Config.Name quoted as Python's repr quotes it, e.g.
-// 'mlp/1'):
-//   - rows outside 1..max (callers normally refuse these before; the texts are the ones
-//     DynamicBatcher.check_rows gives when a model batches): INVALID_ARGUMENT
-//     "model <name>: request batch size 9 exceeds the model's max_batch_size 8 (exported batch
-//     sizes [1, 8]); split the request" and "model <name>: batch dimension of input 'x' is 0;
-//     send >= 1 row"; inputs of the wrong count or byte length (a caller's bug):
-//     INVALID_ARGUMENT naming the input;
+// 'mlp/1', the words the workers' messages use):
+//   - rows outside 1..max (callers normally refuse these before): INVALID_ARGUMENT "model
+//     <name>: request batch size 9 exceeds the model's max_batch_size 8 (exported batch sizes
+//     [1, 8]); split the request" and "model <name>: batch dimension of input 'x' is 0; send
+//     >= 1 row"; inputs of the wrong count or byte length (a caller's bug): INVALID_ARGUMENT
+//     naming the input;
 //   - queue full (MaxQueue requests waiting, the executing batch not counted): UNAVAILABLE
 //     "model <name>: batching queue is full (N requests waiting); retry later";
 //   - after Close: UNAVAILABLE "model <name> is shutting down";
@@ -37,31 +47,30 @@
 //     DEADLINE_EXCEEDED "model <name>: deadline exceeded while waiting to be batched; request
 //     not executed". A request whose caller went away (ctx cancelled) also leaves unexecuted:
 //     CANCELLED "model <name>: caller went away while waiting to be batched; request not
-//     executed". (Python's batcher has no caller-liveness check: it executes such a request and
-//     the answer goes nowhere; here its rows do not take space in a batch.) Once its batch has
-//     been formed a request runs to the end and Submit returns its outputs.
+//     executed"; its rows do not take space in a batch. Once its batch has been formed a
+//     request runs to the end and Submit returns its outputs.
 //   - Exec failing for a batch of several requests: each request is re-run alone (on the
 //     smallest size holding its rows) so a failure caused by one request's rows (a runtime
 //     check, a NaN) reaches only that request; a request gets the error Exec returned for the
 //     execution that held it, unchanged (so a status error from Exec reaches the caller as
 //     is). Exec returning outputs of the wrong count or length, or panicking: INTERNAL naming
-//     the output (the Python text names its shape, which raw bytes do not carry).
+//     the output.
 //
-// Statistics: Submit's Timing is bridge/batcher.py's BatchTiming: Queue (submitted to its
-// execution's start), Execute (that execution's wall time), BatchSize (the program run),
-// Rows, First (the first request of its execution: the one that counts the execution) and
-// BatchRows (real rows of the execution, padding excluded). Stats gives the counters of
-// BatchStats.
+// Statistics: Submit's Timing: Queue (submitted to its execution's start), Execute (that
+// execution's wall time), BatchSize (the program run), Rows, First (the first request of its
+// execution: the one that counts the execution) and BatchRows (real rows of the execution,
+// padding excluded): ModelStatistics counts inference_count in rows and execution_count in
+// executions from them. Stats gives the batcher's own counters.
 //
 // Every input and output has a leading batch dimension (Config.BatchedInputs/BatchedOutputs,
-// nil = all): New refuses a model with one that has not, as bridge/batcher.py requires (the
-// exporter marks every input and output of a model exported with batch sizes as batched).
+// nil = all): New refuses a model with one that has not (the exporter marks every input and
+// output of a model exported with batch sizes as batched).
 //
 // Buffers: each execution's inputs are one buffer per input, reused from one execution to the
 // next (executions are serialized), each request's rows copied into it once; a batch of one
 // request with exactly an exported size is passed without a copy (the caller's buffers). Exec
-// must neither modify nor keep its inputs, and must return freshly allocated outputs: each request gets
-// sub-slices of them (capacity clipped to its own rows), no copy.
+// must neither modify nor keep its inputs, and must return freshly allocated outputs: each
+// request gets sub-slices of them (capacity clipped to its own rows), no copy.
 package batch
 
 import (
@@ -81,7 +90,7 @@ import (
 // of input i; it returns every output of the model (batchSize rows each), in Config order.
 type Exec func(batchSize int, inputs [][]byte) ([][]byte, error)
 
-// Config says how one model batches (bridge/batcher.py BatchingConfig plus the row layout).
+// Config says how one model batches: its exported sizes, the queue's rules and the row layout.
 type Config struct {
 	BatchSizes     []int         // exported batch sizes (any order; kept ascending)
 	Preferred      []int         // dispatch at once at these rows; default: the largest size
@@ -94,9 +103,12 @@ type Config struct {
 	BatchedInputs  []bool        // nil: all; a false entry is refused (see the package doc)
 	BatchedOutputs []bool        // nil: all; a false entry is refused
 	Name           string        // "model/version" as messages name it
+	// Costs: what one execution of an exported size took where it was timed before (e.g. the
+	// warm-up at load); optional, the first estimates of the sizes (see the package doc).
+	Costs map[int]time.Duration
 }
 
-// Timing is where one request's time went (bridge/batcher.py BatchTiming).
+// Timing is where one request's time went.
 type Timing struct {
 	Queue     time.Duration // from Submit to the start of its execution
 	Execute   time.Duration // its execution's wall time
@@ -106,7 +118,7 @@ type Timing struct {
 	BatchRows int           // real rows of its execution (padding excluded)
 }
 
-// Stats are the batcher's counters (bridge/batcher.py BatchStats).
+// Stats are the batcher's counters.
 type Stats struct {
 	Requests          int         // requests queued
 	Batches           int         // successful executions
@@ -117,6 +129,8 @@ type Stats struct {
 	Expired           int         // left the queue unexecuted: deadline passed
 	Cancelled         int         // left the queue unexecuted: caller went away
 	BatchSizeCounts   map[int]int // successful executions by exported batch size
+	Immediate         int         // requests that found the batcher idle and empty: run at once
+	Splits            int         // due batches run as a smaller full program, the rest left queued
 }
 
 // Batcher gathers concurrent requests of one model into executions of its exported sizes.
@@ -129,14 +143,19 @@ type Batcher struct {
 	prefMax   int
 	preferred []bool // indexed by rows 0..maxRows
 	programOf []int  // smallest exported size >= rows, indexed by rows 0..maxRows
+	exported  []bool // indexed by rows 0..maxRows: an exported size
+	now       func() time.Time
 
 	mu         sync.Mutex
 	queue      []*request
 	queuedRows int
 	waiting    bool // the worker waits for a submit (wake) or the oldest's delay
+	executing  bool // an execution is running (or its batch is being formed)
 	closed     bool
 	stats      Stats
-	// hook: tests only (nil otherwise), called with mu held on "queued" and "closing".
+	cost       costs
+	// hook: tests only (nil otherwise), called with mu held on "queued", "closing" and
+	// "waiting" (the worker waits for company or for the oldest's delay).
 	hook func(event string)
 
 	wake    chan struct{} // cap 1: a waiting worker has something new to look at
@@ -160,6 +179,7 @@ type request struct {
 	rows     int
 	inputs   [][]byte
 	enqueued time.Time
+	idle     bool // found the batcher idle and its queue empty: due at once
 	state    int
 	done     chan struct{} // cap 1: the worker's one signal
 	out      [][]byte
@@ -167,9 +187,11 @@ type request struct {
 	err      error
 }
 
-// New checks cfg (the rules and texts of bridge/batcher.py BatchingConfig) and starts the
-// batcher's goroutine; Close stops it.
-func New(cfg Config, exec Exec) (*Batcher, error) {
+// New checks cfg and starts the batcher's goroutine; Close stops it.
+func New(cfg Config, exec Exec) (*Batcher, error) { return newBatcher(cfg, exec, time.Now) }
+
+// newBatcher is New on the clock now (tests: a clock of their own).
+func newBatcher(cfg Config, exec Exec, now func() time.Time) (*Batcher, error) {
 	sizes := slices.Clone(cfg.BatchSizes)
 	slices.Sort(sizes)
 	sizes = slices.Compact(sizes)
@@ -213,6 +235,9 @@ func New(cfg Config, exec Exec) (*Batcher, error) {
 		prefMax:   preferred[len(preferred)-1],
 		preferred: make([]bool, maxRows+1),
 		programOf: make([]int, maxRows+1),
+		exported:  make([]bool, maxRows+1),
+		now:       now,
+		cost:      newCosts(sizes),
 		wake:      make(chan struct{}, 1),
 		stopped:   make(chan struct{}),
 		bufs:      make([][]byte, len(cfg.InputRowBytes)),
@@ -222,6 +247,12 @@ func New(cfg Config, exec Exec) (*Batcher, error) {
 	b.pool.New = func() any { return &request{done: make(chan struct{}, 1)} }
 	for _, p := range preferred {
 		b.preferred[p] = true
+	}
+	for _, s := range sizes {
+		b.exported[s] = true
+	}
+	for s, d := range cfg.Costs {
+		b.cost.seed(s, d)
 	}
 	for rows, k := 1, 0; rows <= maxRows; rows++ {
 		for sizes[k] < rows {
@@ -274,7 +305,7 @@ func (b *Batcher) Submit(ctx context.Context, rows int, inputs [][]byte) ([][]by
 		return nil, Timing{}, err
 	}
 	r := b.pool.Get().(*request)
-	r.ctx, r.rows, r.inputs, r.enqueued, r.state = ctx, rows, inputs, time.Now(), queued
+	r.ctx, r.rows, r.inputs, r.state = ctx, rows, inputs, queued
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
@@ -295,6 +326,10 @@ func (b *Batcher) Submit(ctx context.Context, rows int, inputs [][]byte) ([][]by
 			"model %s: batching queue is full (%d requests waiting); retry later", b.quoted, b.cfg.MaxQueue)
 	}
 	wasEmpty := len(b.queue) == 0
+	r.enqueued, r.idle = b.now(), wasEmpty && !b.executing
+	if r.idle {
+		b.stats.Immediate++
+	}
 	b.queue = append(b.queue, r)
 	b.queuedRows += rows
 	b.stats.Requests++
@@ -328,7 +363,7 @@ func (b *Batcher) Submit(ctx context.Context, rows int, inputs [][]byte) ([][]by
 	return out, timing, err
 }
 
-// check refuses what cannot be batched, with bridge/batcher.py check_rows' texts.
+// check refuses what cannot be batched.
 func (b *Batcher) check(rows int, inputs [][]byte) error {
 	if len(inputs) != len(b.cfg.InputRowBytes) {
 		return status.Errorf(codes.InvalidArgument, "model %s: %d inputs given, the model takes %d (%s)",
@@ -392,8 +427,8 @@ func (b *Batcher) put(r *request) {
 }
 
 // Close stops taking requests (UNAVAILABLE "... is shutting down"), executes the queued ones
-// without waiting for company (as bridge/batcher.py close drains its queue), and returns once
-// the last execution has ended. Safe to call more than once.
+// without waiting for company, and returns once the last execution has ended. Safe to call
+// more than once.
 func (b *Batcher) Close() {
 	b.once.Do(func() {
 		b.mu.Lock()
@@ -423,8 +458,9 @@ func (b *Batcher) run() {
 	}
 }
 
-// take blocks until a batch is due and pops it (bridge/batcher.py _take_batch); nil when the
-// batcher is closed and its queue empty. A request whose ctx is done by now leaves unexecuted.
+// take blocks until a batch is due and pops it; nil when the batcher is closed and its queue
+// empty. A request whose ctx is done by now leaves unexecuted. The batch it returns is
+// executing from here on (b.executing) until dispatch has run it.
 func (b *Batcher) take(timer *time.Timer) ([]*request, int) {
 	b.mu.Lock()
 	for {
@@ -462,10 +498,11 @@ func (b *Batcher) take(timer *time.Timer) ([]*request, int) {
 			continue
 		}
 		var wait time.Duration
-		if !due && !b.closed {
-			wait = time.Until(b.queue[0].enqueued.Add(b.cfg.MaxQueueDelay))
+		if !due && !b.closed && !b.queue[0].idle {
+			wait = b.queue[0].enqueued.Add(b.cfg.MaxQueueDelay).Sub(b.now())
 		}
-		if wait <= 0 { // due, closing, or the oldest request has waited long enough
+		if wait <= 0 { // due, closing, idle, or the oldest request has waited long enough
+			count, rows = b.planLocked(count, rows)
 			b.batch = append(b.batch[:0], b.queue[:count]...)
 			for _, r := range b.batch {
 				r.state = taken
@@ -474,10 +511,14 @@ func (b *Batcher) take(timer *time.Timer) ([]*request, int) {
 			clear(b.queue[n:])
 			b.queue = b.queue[:n]
 			b.queuedRows -= rows
+			b.executing = true
 			b.mu.Unlock()
 			return b.batch, rows
 		}
 		b.waiting = true
+		if b.hook != nil {
+			b.hook("waiting")
+		}
 		b.mu.Unlock()
 		timer.Reset(wait)
 		select {
@@ -490,8 +531,32 @@ func (b *Batcher) take(timer *time.Timer) ([]*request, int) {
 	}
 }
 
-// dispatch executes one batch and answers its requests; a failing batch of several requests
-// is re-run request by request (bridge/batcher.py _dispatch).
+// planLocked chooses how much of a due batch (the queue's first count requests, rows rows)
+// runs now: all of it on the smallest exported size holding it, or, when a prefix of it fills
+// a smaller exported size exactly and that costs less per real row (b.cost), that prefix
+// alone, full; the rest stays queued.
+func (b *Batcher) planLocked(count, rows int) (int, int) {
+	padded := b.programOf[rows]
+	if padded == rows {
+		return count, rows
+	}
+	fillCount, fill, sum := 0, 0, 0
+	for k := 0; k < count-1; k++ {
+		if sum += b.queue[k].rows; b.exported[sum] {
+			fillCount, fill = k+1, sum
+		}
+	}
+	if fillCount == 0 || !b.cost.cheaperPerRow(fill, fill, padded, rows) {
+		return count, rows
+	}
+	b.stats.Splits++
+	return fillCount, fill
+}
+
+// dispatch executes one batch (b.executing is set) and answers its requests; a failing batch
+// of several requests is re-run request by request. The batcher is idle again (b.executing
+// false) before the requests are answered, so the next request of a caller that waited for
+// this answer finds it idle.
 func (b *Batcher) dispatch(batch []*request, rows int) {
 	outs, t0, t1, size, err := b.execute(batch, rows)
 	if err != nil && len(batch) > 1 {
@@ -499,22 +564,28 @@ func (b *Batcher) dispatch(batch []*request, rows int) {
 		b.stats.IsolatedReruns++
 		b.mu.Unlock()
 		for _, r := range batch {
+			b.mu.Lock()
+			b.executing = true
+			b.mu.Unlock()
 			b.dispatch([]*request{r}, r.rows)
 		}
 		return
 	}
+	b.mu.Lock()
+	b.executing = false
 	if err != nil {
+		b.mu.Unlock()
 		r := batch[0]
 		r.err = err
 		r.done <- struct{}{}
 		return
 	}
-	b.mu.Lock()
 	st := &b.stats
 	st.Batches++
 	st.Rows += rows
 	st.PaddedRows += size - rows
 	st.BatchSizeCounts[size]++
+	b.cost.observe(size, t1.Sub(t0))
 	b.mu.Unlock()
 	views := make([][]byte, len(batch)*len(outs)) // every request's outputs: one allocation
 	offset := 0
@@ -541,9 +612,9 @@ func (b *Batcher) execute(batch []*request, rows int) (outs [][]byte, t0, t1 tim
 	} else {
 		inputs = b.assemble(batch, size)
 	}
-	t0 = time.Now()
+	t0 = b.now()
 	outs, err = b.call(size, inputs)
-	t1 = time.Now()
+	t1 = b.now()
 	if err != nil {
 		return nil, t0, t1, size, err
 	}
@@ -563,7 +634,7 @@ func (b *Batcher) execute(batch []*request, rows int) (outs [][]byte, t0, t1 tim
 }
 
 // assemble copies the batch's rows into the reused input buffers, padded to size rows with
-// copies of the last real row (bridge/batcher.py pad_rows).
+// copies of the last real row.
 func (b *Batcher) assemble(batch []*request, size int) [][]byte {
 	inputs := b.inputs
 	for i, rb := range b.cfg.InputRowBytes {
@@ -598,7 +669,8 @@ func (b *Batcher) call(size int, inputs [][]byte) (outs [][]byte, err error) {
 	return b.exec(size, inputs)
 }
 
-// pyRepr quotes s as Python's repr quotes a printable string (messages match the workers').
+// pyRepr quotes s as Python's repr quotes a printable string (the words of the workers'
+// messages).
 func pyRepr(s string) string {
 	quote := byte('\'')
 	if strings.IndexByte(s, '\'') >= 0 && strings.IndexByte(s, '"') < 0 {

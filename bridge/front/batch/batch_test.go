@@ -2,13 +2,16 @@ package batch
 
 // Tests of the dynamic batcher. Deterministic: an Exec the test holds (it blocks until the test
 // closes a channel) keeps the batcher busy while requests queue in a known order (a test hook
-// reports each one queued), so every batch's composition is known; nothing sleeps.
+// reports each one queued, and when the batcher starts waiting for company), so every batch's
+// composition is known; the cost tests run on a clock of their own that only their Exec moves;
+// nothing sleeps.
 
 import (
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"runtime"
 	"slices"
@@ -65,13 +68,34 @@ type call struct {
 }
 
 // recorder is the test's Exec: it records every call (a copy of its inputs), reports it on
-// entered, waits for hold to close (when set) and answers rowwise unless fail says otherwise.
+// entered, waits for hold to close (when set), moves the test clock by cost(size) when both are
+// set, and answers rowwise unless fail says otherwise.
 type recorder struct {
 	mu      sync.Mutex
 	calls   []call
 	entered chan call
 	hold    chan struct{}
 	fail    func(size int, inputs [][]byte) error
+	clock   *testClock
+	cost    func(size int) time.Duration
+}
+
+// testClock is a clock only the test moves.
+type testClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *testClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *testClock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
 }
 
 func newRecorder() *recorder {
@@ -88,6 +112,9 @@ func (rc *recorder) exec(size int, inputs [][]byte) ([][]byte, error) {
 	rc.mu.Unlock()
 	rc.entered <- c
 	<-rc.hold
+	if rc.clock != nil && rc.cost != nil {
+		rc.clock.advance(rc.cost(size))
+	}
 	if rc.fail != nil {
 		if err := rc.fail(size, inputs); err != nil {
 			return nil, err
@@ -108,23 +135,38 @@ type result struct {
 	err    error
 }
 
-// harness: a batcher over a recorder, with its queued/closing events on a channel.
+// harness: a batcher over a recorder, with its queued/closing events on one channel and its
+// waiting events (the worker waits for company) on another.
 type harness struct {
-	t      *testing.T
-	b      *Batcher
-	rc     *recorder
-	events chan string
+	t       *testing.T
+	b       *Batcher
+	rc      *recorder
+	events  chan string
+	waiting chan struct{}
 }
 
-func newHarness(t *testing.T, cfg Config) *harness {
+func newHarness(t *testing.T, cfg Config) *harness { return newClockHarness(t, cfg, nil) }
+
+// newClockHarness: the batcher on clock (nil: the real one).
+func newClockHarness(t *testing.T, cfg Config, clock *testClock) *harness {
 	t.Helper()
 	rc := newRecorder()
-	b, err := New(cfg, rc.exec)
+	now := time.Now
+	if clock != nil {
+		rc.clock, now = clock, clock.now
+	}
+	b, err := newBatcher(cfg, rc.exec, now)
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{t: t, b: b, rc: rc, events: make(chan string, 256)}
-	b.hook = func(event string) { h.events <- event }
+	h := &harness{t: t, b: b, rc: rc, events: make(chan string, 256), waiting: make(chan struct{}, 256)}
+	b.hook = func(event string) {
+		if event == "waiting" {
+			h.waiting <- struct{}{}
+			return
+		}
+		h.events <- event
+	}
 	t.Cleanup(func() {
 		h.release()
 		b.Close()
@@ -290,7 +332,7 @@ func TestConcatenatesPadsAndSplits(t *testing.T) {
 		}
 	}
 	st := h.b.Stats()
-	want := Stats{Requests: 4, Batches: 2, Rows: 13, PaddedRows: 3, BatchSizeCounts: map[int]int{8: 2}}
+	want := Stats{Requests: 4, Batches: 2, Rows: 13, PaddedRows: 3, BatchSizeCounts: map[int]int{8: 2}, Immediate: 1}
 	if fmt.Sprint(st) != fmt.Sprint(want) {
 		t.Fatalf("stats %+v, want %+v", st, want)
 	}
@@ -324,16 +366,163 @@ func TestPreferredSizesDispatchWithoutWaiting(t *testing.T) {
 	cfg.BatchSizes = []int{1, 2, 4, 8}
 	cfg.Preferred = []int{2}
 	h := newHarness(t, cfg)
-	h.release()
+	first := h.busy()
 	a, b := req(1, 0x10), req(1, 0x20)
-	ra := h.submit(context.Background(), 1, a) // 1 row: waits (the delay never expires)
+	ra := h.submit(context.Background(), 1, a) // 1 row, behind an execution
+	h.release()
+	wantOK(t, "busy", <-first, 8, req(8, 0xF0))
+	<-h.waiting                                // a waits for company (the delay never expires)
 	rb := h.submit(context.Background(), 1, b) // 2 rows: a preferred size, due
 	wantOK(t, "a", <-ra, 1, a)
 	wantOK(t, "b", <-rb, 1, b)
-	wantCall(t, <-h.rc.entered, 2, padded(2, a, b))
-	c := req(3, 0x30) // more rows than the largest preferred size: due at once
+	wantCall(t, h.rc.seen()[1], 2, padded(2, a, b))
+	c := req(3, 0x30) // the batcher is idle again: due at once
 	wantOK(t, "c", <-h.submit(context.Background(), 3, c), 3, c)
-	wantCall(t, <-h.rc.entered, 4, padded(4, c))
+	wantCall(t, h.rc.seen()[2], 4, padded(4, c))
+}
+
+// The idle-engine rule: a request that finds the batcher idle and its queue empty runs at once,
+// whatever its delay; one that arrives behind an execution waits for company (Triton's rule).
+// Asserted through the batcher's own events and counters: a lone request is executed before
+// the batcher ever waits.
+func TestLoneRequestIsExecutedWithoutWaitingItsWindow(t *testing.T) {
+	cfg := testConfig() // the delay is an hour: a lone request that waited would never run
+	h := newHarness(t, cfg)
+	h.release()
+	for i := range 3 { // each finds the batcher idle: it is idle again before it answers
+		in := req(1, byte(0x10*i))
+		ch := make(chan result, 1)
+		go func() {
+			out, timing, err := h.b.Submit(context.Background(), 1, in)
+			ch <- result{out, timing, err}
+		}()
+		select {
+		case r := <-ch:
+			wantOK(t, fmt.Sprintf("lone request %d", i), r, 1, in)
+			if !r.timing.First || r.timing.BatchSize != 1 || r.timing.BatchRows != 1 {
+				t.Fatalf("lone request %d: timing %+v, want its own execution at size 1", i, r.timing)
+			}
+		case <-h.waiting:
+			t.Fatalf("lone request %d: the batcher waited for company", i)
+		}
+	}
+	if st := h.b.Stats(); st.Immediate != 3 || st.Batches != 3 || st.PaddedRows != 0 {
+		t.Fatalf("stats %+v: want 3 requests run at once, 3 executions, no padding", st)
+	}
+
+	// Behind an execution, a request waits for company: the batcher says so, and the next
+	// request joins it (Close sends the batch, its delay never expires).
+	h2 := newHarness(t, cfg)
+	first := h2.busy()
+	a, b := req(1, 0x40), req(2, 0x50)
+	ra := h2.submit(context.Background(), 1, a)
+	h2.release()
+	<-first
+	<-h2.waiting
+	rb := h2.submit(context.Background(), 2, b)
+	h2.b.Close()
+	wantOK(t, "a", <-ra, 1, a)
+	wantOK(t, "b", <-rb, 2, b)
+	wantCall(t, h2.rc.seen()[1], 4, padded(4, a, b))
+	if st := h2.b.Stats(); st.Immediate != 1 {
+		t.Fatalf("stats %+v: only the first request found the batcher idle", st)
+	}
+}
+
+// Under load the batches fill: requests queued behind an execution run together, in one
+// execution of the largest exported size they fill.
+func TestUnderLoadTheBatchesFill(t *testing.T) {
+	cfg := testConfig()
+	cfg.MaxQueueDelay = 0 // due at once: only the execution in progress makes them wait
+	h := newHarness(t, cfg)
+	first := h.busy()
+	var ins [][][]byte
+	var chs []chan result
+	for i := range 8 {
+		ins = append(ins, req(1, byte(0x10+i)))
+		chs = append(chs, h.submit(context.Background(), 1, ins[i]))
+	}
+	h.release()
+	<-first
+	for i, ch := range chs {
+		r := <-ch
+		wantOK(t, fmt.Sprintf("request %d", i), r, 1, ins[i])
+		if r.timing.BatchRows != 8 || r.timing.BatchSize != 8 {
+			t.Fatalf("request %d: timing %+v, want a full batch of 8", i, r.timing)
+		}
+	}
+	st := h.b.Stats()
+	if st.Batches != 2 || st.Rows != 16 || st.PaddedRows != 0 || st.BatchSizeCounts[8] != 2 {
+		t.Fatalf("stats %+v: want two full executions of 8 rows", st)
+	}
+}
+
+// A due batch that is not an exported size runs padded, or as the largest exported size a
+// prefix of it fills when that is cheaper per real row, by the execution times measured (here
+// on the test's clock: the Exec moves it by the cost of its size).
+func TestDueBatchRunsTheCheaperOfPaddingAndAFullSmallerProgram(t *testing.T) {
+	steep := func(size int) time.Duration { return time.Duration(size) * time.Millisecond }
+	flat := func(int) time.Duration { return time.Millisecond }
+	for _, tc := range []struct {
+		name  string
+		cost  func(int) time.Duration
+		sizes []int // executions after the busy one
+		split int
+	}{
+		// 5 rows: 8 rows padded cost 8 ms (1.6 ms per real row), 4 full rows 4 ms (1 ms): split;
+		// the one left and the 4-row request (5 rows) at Close: 1 alone (1 ms a row) beats 8
+		// padded (1.6), then the 4-row request on its own program.
+		{"cost grows with rows", steep, []int{4, 1, 4}, 2},
+		// every program costs the same: padding runs the 5 rows once.
+		{"cost flat", flat, []int{8, 4}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := testConfig()
+			cfg.BatchSizes = []int{1, 2, 4, 8}
+			cfg.Costs = map[int]time.Duration{}
+			for _, s := range cfg.BatchSizes {
+				cfg.Costs[s] = tc.cost(s)
+			}
+			h := newClockHarness(t, cfg, &testClock{t: time.Unix(1000, 0)})
+			h.rc.cost = tc.cost
+			first := h.busy()
+			var chs []chan result
+			for i := range 5 {
+				chs = append(chs, h.submit(context.Background(), 1, req(1, byte(0x10+i))))
+			}
+			four := req(4, 0x60)
+			rf := h.submit(context.Background(), 4, four) // does not fit beside 5 rows: 5 are due
+			h.release()
+			<-first
+			if tc.split > 0 {
+				<-chs[0] // the first four ran
+			} else {
+				<-chs[4] // all five ran
+			}
+			<-h.waiting // the rest waits for company: the delay never expires
+			h.b.Close()
+			for i, ch := range chs {
+				if tc.split > 0 && i == 0 {
+					continue
+				}
+				if tc.split == 0 && i == 4 {
+					continue
+				}
+				wantOK(t, fmt.Sprintf("request %d", i), <-ch, 1, req(1, byte(0x10+i)))
+			}
+			wantOK(t, "four", <-rf, 4, four)
+			var sizes []int
+			for _, c := range h.rc.seen()[1:] {
+				sizes = append(sizes, c.size)
+			}
+			if !slices.Equal(sizes, tc.sizes) {
+				t.Fatalf("executions at sizes %v, want %v", sizes, tc.sizes)
+			}
+			if st := h.b.Stats(); st.Splits != tc.split {
+				t.Fatalf("stats %+v: want %d splits", st, tc.split)
+			}
+		})
+	}
 }
 
 func TestQueueDelayDispatchesAPartialBatch(t *testing.T) {
@@ -730,4 +919,30 @@ func BenchmarkSubmit(b *testing.B) {
 		}
 	})
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+}
+
+func TestCostEstimates(t *testing.T) {
+	ms := func(f float64) float64 { return f / 1e3 }
+	c := newCosts([]int{1, 2, 4, 8, 16})
+	if got := c.estimate(8); got != 0 {
+		t.Fatalf("nothing measured: %v, want 0 (every size the same)", got)
+	}
+	c.observe(4, 4*time.Millisecond)
+	for size, want := range map[int]float64{1: ms(4), 2: ms(4), 4: ms(4), 8: ms(4), 16: ms(4)} {
+		if got := c.estimate(size); math.Abs(got-want) > 1e-12 {
+			t.Fatalf("one size measured: estimate(%d) = %v, want %v", size, got, want)
+		}
+	}
+	c.observe(16, 10*time.Millisecond)
+	c.seed(16, time.Second) // measured already: a seed does not replace it
+	if got, want := c.estimate(8), ms(6); math.Abs(got-want) > 1e-12 {
+		t.Fatalf("between 4 and 16: estimate(8) = %v, want %v (the line through them)", got, want)
+	}
+	c.observe(4, 8*time.Millisecond) // exponential average: a quarter of the way to 8 ms
+	if got, want := c.estimate(4), ms(5); math.Abs(got-want) > 1e-12 {
+		t.Fatalf("after a slower run: estimate(4) = %v, want %v", got, want)
+	}
+	if !c.cheaperPerRow(4, 4, 16, 5) || c.cheaperPerRow(16, 5, 4, 4) {
+		t.Fatal("4 full rows at 5 ms should beat 5 rows padded to 16 at 10 ms")
+	}
 }
