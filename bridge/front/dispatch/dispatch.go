@@ -188,7 +188,7 @@ func (d *Dispatcher) open(ctx context.Context, a Artifact) (Executable, string, 
 		}
 		var refused *native.Refusal
 		if !errors.As(err, &refused) {
-			return nil, "", "", LoadError("%s", err.Error())
+			return nil, "", "", err // a missing or tampered file: the version's reason (the repository words it)
 		}
 		reason = refused.Reason
 	}
