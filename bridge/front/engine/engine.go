@@ -101,6 +101,7 @@ type Program struct {
 	client  *pjrt.Client
 	args    []*pjrt.Buffer // @main arguments; nil where an input goes
 	inputAt []int          // @main position of Inputs[i]
+	calls   calls          // the execute path's reused input buffers (execute.go)
 }
 
 // OpenOption configures OpenArtifact.
@@ -506,6 +507,7 @@ func (model *Model) program(p *Plugin, spec *jaxportv1.Program, exe *pjrt.Loaded
 
 // destroyOwn frees the program's executable and the buffers it owns (the platform index).
 func (prog *Program) destroyOwn() {
+	prog.closeCalls()
 	_ = prog.exe.Destroy()
 	for i, b := range prog.args {
 		if b != nil && prog.Spec.GetArguments()[i].GetRole() == jaxportv1.ArgumentRole_ARGUMENT_ROLE_PLATFORM_INDEX {
@@ -548,51 +550,6 @@ func upload(client *pjrt.Client, data []byte, dt *jaxportv1.DType, shape []int64
 		dims[i] = int(d)
 	}
 	return client.BufferFromHost().FromRawData(data, t, dims).Done()
-}
-
-// Execute runs the program on raw little-endian C-order inputs (one per Inputs entry, exactly
-// its byteSize) and returns every result's raw bytes in @main order (outputs, then checks).
-func (prog *Program) Execute(inputs [][]byte) ([][]byte, error) {
-	if len(inputs) != len(prog.Inputs) {
-		return nil, fmt.Errorf("%s takes %d inputs, got %d", prog.Spec.GetMlirbcFile(), len(prog.Inputs), len(inputs))
-	}
-	args := slices.Clone(prog.args)
-	defer func() {
-		for _, i := range prog.inputAt {
-			if args[i] != nil {
-				_ = args[i].Destroy()
-			}
-		}
-	}()
-	for k, in := range inputs {
-		a := prog.Inputs[k]
-		if uint64(len(in)) != a.GetByteSize() {
-			return nil, fmt.Errorf("input %s: %d bytes, shape %v of %s needs %d",
-				a.GetName(), len(in), a.GetShape(), a.GetDtype().GetNumpy(), a.GetByteSize())
-		}
-		b, err := upload(prog.client, in, a.GetDtype(), a.GetShape())
-		if err != nil {
-			return nil, fmt.Errorf("input %s: %v", a.GetName(), err)
-		}
-		args[prog.inputAt[k]] = b
-	}
-	results, err := prog.exe.Execute(args...).DonateNone().Done()
-	if err != nil {
-		return nil, fmt.Errorf("execute %s: %v", prog.Spec.GetMlirbcFile(), oneLine(err.Error()))
-	}
-	defer func() {
-		for _, r := range results {
-			_ = r.Destroy()
-		}
-	}()
-	out := make([][]byte, len(results))
-	for i, r := range results {
-		out[i] = make([]byte, prog.Results[i].GetByteSize())
-		if err := r.ToHost(out[i]); err != nil {
-			return nil, fmt.Errorf("result %s: %v", prog.Results[i].GetName(), err)
-		}
-	}
-	return out, nil
 }
 
 // Close frees the model's executables and device buffers.
