@@ -7,13 +7,16 @@ that `run.py` exports; the committed files are the language-neutral contract eve
     .venv/bin/python tests/conformance/make_cases.py           # rewrite cases/
     .venv/bin/python tests/conformance/make_cases.py --check   # exit 1 if cases/ is stale
 
+--check compares float outputs under the tolerance of their case (a value that moved within it,
+as XLA's code differs between processors, is listed with how far it moved, not failed) and
+everything else byte for byte (expectations.py).
+
 The format is described in tests/conformance/README.md.
 """
 
 from __future__ import annotations
 
 import argparse
-import filecmp
 import json
 import shutil
 import sys
@@ -27,6 +30,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+import expectations  # noqa: E402
 import models  # noqa: E402
 from jaxport.protocol import dtypes  # noqa: E402
 
@@ -47,10 +51,14 @@ GRPC_COMPRESSION = [*JAXPORT, "grpc-compression"]
 REST_COMPRESSION = [*JAXPORT, "rest-compression"]
 SYSTEM_SHM = [*JAXPORT, "triton-shm"]
 
-#: Per-datatype tolerances for comparing float outputs: |got - want| <= atol + rtol * |want|.
-#: The bridge runs the same XLA program as in-process JAX on the same CPU, so results are
-#: normally bit-identical; the margins allow one rounding step of the narrowest type. BF16 is
-#: looser because it keeps only 8 significant bits (one ulp is 2^-7 relative), FP16 11 bits.
+#: Per-datatype tolerances for comparing float outputs: |got - want| <= atol + rtol * |want|,
+#: the ONE tolerance of a float expectation: runners judge servers with it and
+#: `make_cases.py --check` judges a recomputation with it (expectations.py). XLA's CPU code
+#: differs between processors (FMA contraction, vector width), so a float result may move by an
+#: ulp or two from the machine that wrote the case; each margin is a few ulps of its type at the
+#: suite's magnitudes (|value| < 100): FP32 ~16 ulp at 1.0, FP64 far more, FP16 ~4, BF16 1-2
+#: (8 significant bits). Exact computations (integers, BOOL, the 16 MiB ramp, classification
+#: strings) are compared exactly, and their inputs are chosen so they stay exact.
 TOLERANCES: dict[str, tuple[float, float]] = {
     "FP64": (1e-12, 1e-12),
     "FP32": (1e-6, 1e-6),
@@ -485,6 +493,11 @@ def write_issue14(w: Writer, fam: dict[str, models.SuiteModel]) -> None:
     for suffix, k in (("fp32", 4), ("int64", 3)):
         m = fam[f"cf_{suffix}"]
         x = family_input(suffix, m.inputs["data_in"].dtype, seed=700 + k)
+        if suffix == "fp32":
+            # Multiples of 1/8 under 8 in magnitude: x * scale + shift is exact in FP32 with or
+            # without FMA, so the %f strings, compared exactly, are the same on every processor.
+            x = (np.random.default_rng(700 + k).integers(-63, 64, size=x.shape) / 8
+                 ).astype(np.float32)
         (y,) = models.run_in_process(m, x)
         w.case(f"classify_{suffix}", {
             "description": f"classification of cf_{suffix}'s {suffix.upper()} output "
@@ -623,37 +636,39 @@ def _check_big_ramp() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Write cases/ (default) or check it is current (`--check`)."""
+    """Write cases/ (default) or check it is current (`--check`): expectations.py's rule, float
+    outputs under their tolerance, everything else byte for byte. Writing keeps a committed float
+    expectation that moved only within its tolerance, so regenerating on another processor
+    changes only what really changed."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="fail if cases/ is stale")
+    parser.add_argument("--cases", type=Path, default=CASES,
+                        help="the committed case directory (default: %(default)s)")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="jaxport-cases-") as tmp:
         fresh = Path(tmp) / "cases"
         write_all(fresh)
+        count = len(list(fresh.glob("*.json")))
+        result = expectations.compare_trees(fresh, args.cases) if args.cases.is_dir() else None
         if args.check:
-            cmp = filecmp.dircmp(fresh, CASES)
-            bad = _differences(cmp)
-            if bad:
-                print("make_cases.py --check: cases/ is stale:", *bad, sep="\n  ", file=sys.stderr)
-                print("Run .venv/bin/python tests/conformance/make_cases.py", file=sys.stderr)
+            if result is None:
+                print(f"make_cases.py --check: no case directory {args.cases}", file=sys.stderr)
                 return 1
-            print(f"make_cases.py --check: {len(list(fresh.glob('*.json')))} cases up to date")
-            return 0
-        if CASES.exists():
-            shutil.rmtree(CASES)
-        shutil.copytree(fresh, CASES)
-    print(f"make_cases.py: wrote {len(list(CASES.glob('*.json')))} cases to {CASES}")
+            rc, lines = expectations.report(result)
+            if lines:
+                print("\n".join(lines), file=sys.stderr if rc else sys.stdout)
+            if rc == 0:
+                print(f"make_cases.py --check: {count} cases up to date")
+            return rc
+        for name in result.moved_files if result else []:
+            shutil.copy2(args.cases / name, fresh / name)
+        if args.cases.exists():
+            shutil.rmtree(args.cases)
+        shutil.copytree(fresh, args.cases)
+    kept = f" (kept {len(result.moved_files)} committed float expectations that moved within " \
+        "their tolerance)" if result and result.moved_files else ""
+    print(f"make_cases.py: wrote {count} cases to {args.cases}{kept}")
     return 0
-
-
-def _differences(cmp: filecmp.dircmp[str], prefix: str = "") -> list[str]:
-    out = [f"missing: {prefix}{n}" for n in cmp.left_only]
-    out += [f"stale: {prefix}{n}" for n in cmp.right_only]
-    _, mismatch, errors = filecmp.cmpfiles(cmp.left, cmp.right, cmp.common_files, shallow=False)
-    out += [f"differs: {prefix}{n}" for n in mismatch + errors]
-    for sub, sub_cmp in cmp.subdirs.items():
-        out += _differences(sub_cmp, f"{prefix}{sub}/")
-    return out
 
 
 if __name__ == "__main__":
