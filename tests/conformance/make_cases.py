@@ -50,6 +50,7 @@ CUDA = ["cuda-shm-cpu"]
 GRPC_COMPRESSION = [*JAXPORT, "grpc-compression"]
 REST_COMPRESSION = [*JAXPORT, "rest-compression"]
 SYSTEM_SHM = [*JAXPORT, "triton-shm"]
+SCALARS = [*JAXPORT, "scalar-tensors"]
 
 #: Per-datatype tolerances for comparing float outputs: |got - want| <= atol + rtol * |want|,
 #: the ONE tolerance of a float expectation: runners judge servers with it and
@@ -244,7 +245,8 @@ def write_all(root: Path) -> None:
         )
         w.case(f"metadata_model_{mname.removeprefix('cf_')}", {
             "description": f"ModelMetadata of {mname}: names, OIP datatypes, shapes",
-            "requires": BF16 if mname == "cf_bf16" else JAXPORT, "rpc": "ModelMetadata",
+            "requires": {"cf_bf16": BF16, "cf_shapes": SCALARS}.get(mname, JAXPORT),
+            "rpc": "ModelMetadata",
             "request": {"model": mname, "version": ""},
             "expect": {
                 "code": "OK", "name": mname,
@@ -296,20 +298,22 @@ def write_all(root: Path) -> None:
     infer_case(w, "infer_fp32_special_values_typed", "FP32 NaN, +-inf, -0.0 and a subnormal in "
                "typed contents (fp32_contents)", fam["cf_fp32"], [special], encoding="typed")
 
-    # --- output ranks: a rank-1 and a rank-0 output keep their shapes ([4] and []) ---
+    # --- ranks: rank-1 and rank-0 (scalar) inputs and outputs keep their shapes ---
     vec = np.array([1.5, -2.0, 0.25, 8.0], dtype=np.float32)
-    infer_case(w, "infer_output_shapes_raw", "FP32[4] in raw contents; outputs FP32[4] and a "
-               "scalar FP32[] come back with exactly those shapes", fam["cf_shapes"], [vec])
+    gain = np.float32(0.5)
+    infer_case(w, "infer_output_shapes_raw", "FP32[4] and a scalar FP32[] in raw contents; "
+               "outputs FP32[4] and a scalar FP32[] come back with exactly those shapes",
+               fam["cf_shapes"], [vec, gain], requires=SCALARS)
     infer_case(w, "infer_output_shapes_typed", "the same in typed contents", fam["cf_shapes"],
-               [vec], encoding="typed")
+               [vec, gain], encoding="typed", requires=SCALARS)
 
     # --- multiple inputs / outputs, requested subset, id echo ---
     m = fam["cf_multi"]
     rng = np.random.default_rng(7)
     alpha = rng.standard_normal((2, 3)).astype(np.float32)
     beta = rng.integers(-3, 4, size=(3,)).astype(np.int32)
-    infer_case(w, "infer_multi_io", "two inputs (FP32, INT32), three outputs (FP32, INT32 "
-               "scalar, BOOL); the request id and model name are echoed", m, [alpha, beta],
+    infer_case(w, "infer_multi_io", "two inputs (FP32, INT32), three outputs (FP32[2,3], "
+               "INT32[1], BOOL[2,3]); the request id and model name are echoed", m, [alpha, beta],
                request_id="conformance-multi-1")
     infer_case(w, "infer_version_explicit", "ModelInfer of version 1 named in the request: "
                "the response says model_version 1", m, [alpha, beta], version="1",
@@ -433,8 +437,9 @@ def write_all(root: Path) -> None:
     m = fam["cf_check"]
     row = np.array([1.0, -2.0, 0.5, 4.0], dtype=np.float32)
     infer_case(w, "check_passes", "a checkify-validated model with a valid input returns its "
-               "outputs only (no check outputs)", m, [np.int32(3), row], requires=CHECKIFY)
-    bad = np.int32(-2)
+               "outputs only (no check outputs)", m, [np.array([3], np.int32), row],
+               requires=CHECKIFY)
+    bad = np.array([-2], np.int32)
     message = models.check_message(m, bad, row)
     if not message or "got -2" not in message:
         raise SystemExit(f"make_cases.py: cf_check did not trip in-process ({message!r})")
