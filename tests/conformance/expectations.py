@@ -20,8 +20,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-import numpy as np
 
+import numpy as np
 from jaxport_conformance import suite
 
 FLOATS = suite.FLOATS

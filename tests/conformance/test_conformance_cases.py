@@ -194,3 +194,28 @@ def test_a_hung_step_is_killed(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) 
     assert rc == -signal.SIGKILL, rc
     assert not finished.exists(), "the step's process group outlived the timeout"
     assert log == ["started\n"]
+
+
+def test_every_case_says_which_rule_it_checks() -> None:
+    """Each case's basis: a level of features.json ("required" by the protocol text, "triton"
+    for Triton's documented extensions, "implementation-defined" where the protocol leaves the
+    answer open) and the sources it cites, each in the table with its words."""
+    table = json.loads((HERE / "features.json").read_text())
+    levels, sources = table["levels"], table["sources"]
+    assert set(levels) == {"required", "triton", "implementation-defined"}
+    for source in sources.values():
+        assert source["document"] and source["section"] and source["says"]
+    cited = set()
+    for case in runner.load_cases(runner.DEFAULT_CASES):
+        basis = case["basis"]
+        assert basis["level"] in levels, case["name"]
+        assert basis["sources"] and set(basis["sources"]) <= set(sources), case["name"]
+        cited |= set(basis["sources"])
+        # a core case is a protocol rule or one Triton answers the same way
+        if not case["requires"]:
+            assert basis["level"] != "triton", case["name"]
+        for alternative in case["expect"].get("alternatives", []):
+            assert alternative["code"] and case["rpc"] in ("ModelReady", "ServerLive",
+                                                           "ServerReady", "ModelMetadata",
+                                                           "ServerMetadata"), case["name"]
+    assert cited == set(sources)  # no source nobody cites

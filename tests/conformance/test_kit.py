@@ -217,7 +217,7 @@ def test_triton_repository(tmp_path: Path) -> None:
                                                         ).read_text()
     assert (repo / "cf_classes" / "scores.labels.txt").read_text().split() == list(
         reference.CLASS_LABELS)
-    with pytest.raises(ValueError, match="tensor .gain. has rank 0"):
+    with pytest.raises(ValueError, match="tensor 'gain' has rank 0"):
         make_triton_repo.config(reference.MODELS["cf_shapes"])
     pb_utils = _PbUtils("triton_python_backend_utils")
     sys.modules["triton_python_backend_utils"] = pb_utils

@@ -50,7 +50,9 @@ import java.util.stream.Stream;
  * applicable]}; fails (non-zero Maven exit) if any case failed. A call that succeeds where the
  * case expects an error status is a FAIL ("call succeeded (...), expected status X").
  * {@code --features all|core|LIST} (or {@code --features=LIST} as one argument) names what the
- * server claims beyond the core protocol; cases needing more are N/A.
+ * server claims beyond the core protocol; cases needing more are N/A. {@code --json FILE} and
+ * {@code --junit FILE} (or {@code --json=FILE}, {@code --junit=FILE}) write the results as the
+ * Python and Go runners do ({@link Report}).
  */
 public final class ConformanceRunner {
   /** A mismatch in a successful answer. */
@@ -165,8 +167,37 @@ public final class ConformanceRunner {
     return e.getStatus().getCode().name();
   }
 
-  /** Throws (CaseFailure or anything) unless the server answers as the case expects. */
+  /**
+   * Throws (CaseFailure or anything) unless the server answers as the case expects, or as one of
+   * its {@code expect.alternatives} (the other answers the protocol allows; each a whole
+   * expectation judged with its own call).
+   */
   void run(Case c) throws Exception {
+    try {
+      runOne(c);
+    } catch (CaseFailure first) {
+      if (!c.expect().has("alternatives")) {
+        throw first;
+      }
+      List<String> failures = new ArrayList<>(List.of(first.getMessage()));
+      for (JsonElement alt : c.expect().getAsJsonArray("alternatives")) {
+        JsonObject json = c.json().deepCopy();
+        json.add("expect", alt.getAsJsonObject());
+        try {
+          runOne(new Case(c.name(), json, c.dir()));
+          return;
+        } catch (CaseFailure other) {
+          failures.add(other.getMessage());
+        } catch (StatusRuntimeException other) {
+          failures.add("status " + codeName(other) + " (\"" + other.getStatus().getDescription()
+              + "\"), expected " + alt.getAsJsonObject().get("code").getAsString());
+        }
+      }
+      throw new CaseFailure(String.join(" | or: ", failures));
+    }
+  }
+
+  private void runOne(Case c) throws Exception {
     String want = c.expect().get("code").getAsString();
     if (want.equals("OK")) {
       call(c);
@@ -781,6 +812,8 @@ public final class ConformanceRunner {
     Path featuresPath = null;
     boolean protocolOnly = false;
     String only = "";
+    Path jsonOut = null;
+    Path junitOut = null;
     for (int i = 0; i < args.length; i++) {
       switch (args[i]) {
         case "" -> { } // an unset optional Maven property
@@ -790,6 +823,8 @@ public final class ConformanceRunner {
         case "--protocol-only", "protocol-only" -> protocolOnly = true;
         case "--features" -> features = args[++i];
         case "--run" -> only = args[++i];
+        case "--json" -> jsonOut = Path.of(args[++i]);
+        case "--junit" -> junitOut = Path.of(args[++i]);
         case "--ca" -> ca = args[++i];
         case "--token" -> token = args[++i];
         case "--cert" -> cert = args[++i];
@@ -803,8 +838,16 @@ public final class ConformanceRunner {
             features = args[i].substring("--features=".length());
             continue;
           }
+          if (args[i].startsWith("--json=")) {
+            jsonOut = Path.of(args[i].substring("--json=".length()));
+            continue;
+          }
+          if (args[i].startsWith("--junit=")) {
+            junitOut = Path.of(args[i].substring("--junit=".length()));
+            continue;
+          }
           throw new IllegalArgumentException("unknown argument " + args[i]
-            + " (use --url HOST:PORT --cases DIR [--features-file JSON] [--features all|core|LIST] [--protocol-only] [--run SUBSTRING] [--ca PEM]"
+            + " (use --url HOST:PORT --cases DIR [--features-file JSON] [--features all|core|LIST] [--protocol-only] [--run SUBSTRING] [--json FILE] [--junit FILE] [--ca PEM]"
             + " [--cert PEM --key PKCS8_PEM] [--token TOKEN])");
         }
       }
@@ -815,9 +858,6 @@ public final class ConformanceRunner {
     FeatureTable table = loadFeatures(featuresPath != null ? featuresPath : featuresFile(cases));
     java.util.Set<String> claimed = parseFeatures(protocolOnly ? "core" : features, table);
     List<Case> all = loadCases(cases);
-    int passed = 0;
-    int failed = 0;
-    int notApplicable = 0;
     InferenceClient.Builder builder =
         InferenceClient.forTarget(url).deadline(Duration.ofSeconds(60))
             .configureChannel(Compression::configure);
@@ -834,6 +874,7 @@ public final class ConformanceRunner {
     if (token != null && !token.isEmpty()) {
       builder.bearerToken(token);
     }
+    Report report;
     try (InferenceClient client = builder.build()) {
       ConformanceRunner runner = new ConformanceRunner(client);
       if (claimed != null) {
@@ -851,37 +892,43 @@ public final class ConformanceRunner {
         }
         out.println("features claimed: " + (claimed.isEmpty() ? "core only" : String.join(", ", claimed)));
       }
+      report = new Report("java", claimed == null ? null : new TreeSet<>(claimed));
       for (Case c : all) {
         if (!only.isEmpty() && !c.name().contains(only)) {
           continue;
         }
-        if (c.json().has("transport") && c.json().get("transport").getAsString().equals("rest")) {
-          out.println("N/A " + c.name() + " (REST only (this runner speaks gRPC))");
-          notApplicable++;
-          continue;
-        }
+        Report.Result result;
         List<String> missing = missing(c, claimed);
-        if (!missing.isEmpty()) {
-          out.println("N/A " + c.name() + " (needs " + String.join(", ", missing) + ")");
-          notApplicable++;
-          continue;
+        if (c.json().has("transport") && c.json().get("transport").getAsString().equals("rest")) {
+          result = new Report.Result(c.name(), Report.NOT_APPLICABLE, "REST only (this runner speaks gRPC)", 0);
+        } else if (!missing.isEmpty()) {
+          result = new Report.Result(c.name(), Report.NOT_APPLICABLE, "needs " + String.join(", ", missing), 0);
+        } else {
+          long start = System.nanoTime();
+          String why = null;
+          try {
+            runner.run(c);
+          } catch (Exception | AssertionError x) {
+            Status s = x instanceof StatusRuntimeException sre ? sre.getStatus() : null;
+            why = s != null ? "status " + s.getCode() + ": " + s.getDescription()
+                : x instanceof CaseFailure ? x.getMessage() : String.valueOf(x);
+          }
+          double seconds = (System.nanoTime() - start) / 1e9;
+          result = new Report.Result(c.name(), why == null ? Report.PASS : Report.FAIL,
+              why == null ? "" : why, seconds);
         }
-        long start = System.nanoTime();
-        try {
-          runner.run(c);
-          passed++;
-          out.printf("PASS %s (%d ms)%n", c.name(), (System.nanoTime() - start) / 1_000_000);
-        } catch (Exception | AssertionError x) {
-          failed++;
-          Status s = x instanceof StatusRuntimeException sre ? sre.getStatus() : null;
-          Object why = x instanceof CaseFailure ? x.getMessage() : x;
-          out.println("FAIL " + c.name() + ": " + (s != null ? "status " + s.getCode() + ": " + s.getDescription() : why));
-        }
+        report.results.add(result);
+        out.println(result.line());
       }
     }
-    out.println("conformance java: " + passed + " passed, " + failed + " failed"
-        + (notApplicable > 0 ? ", " + notApplicable + " not applicable" : ""));
+    out.println(report.summary());
     out.flush();
-    return failed > 0 ? 1 : 0;
+    if (jsonOut != null) {
+      report.writeJson(jsonOut);
+    }
+    if (junitOut != null) {
+      report.writeJUnit(junitOut);
+    }
+    return report.count(Report.FAIL) > 0 ? 1 : 0;
   }
 }

@@ -120,7 +120,8 @@ class UnexpectedSuccessTest {
   void unexpectedSuccessIsAFailure() throws Exception {
     String[][] expected = {
       {"error_model_ready_unknown",
-       "FAIL error_model_ready_unknown: call succeeded (ready=true), expected status NOT_FOUND"},
+       // the protocol allows NOT_FOUND or ready=false: ready=true is neither
+       "FAIL error_model_ready_unknown: call succeeded (ready=true), expected status NOT_FOUND | or: model ready is true, expected false"},
       {"error_unknown_version",
        "FAIL error_unknown_version: call succeeded (model \"cf_fp32\" version \"1\", outputs [data_out]), expected status NOT_FOUND"},
       {"metadata_unknown_model",
@@ -152,5 +153,40 @@ class UnexpectedSuccessTest {
     IllegalArgumentException bad =
         assertThrows(IllegalArgumentException.class, () -> run("--features", "versions,nonsense"));
     assertTrue(bad.getMessage().contains("unknown feature(s) [nonsense]"), bad.getMessage());
+  }
+
+  /** --json and --junit write the same results as the text report, in the Python/Go forms. */
+  @Test
+  void jsonAndJunitReports(@org.junit.jupiter.api.io.TempDir java.nio.file.Path dir) throws Exception {
+    java.nio.file.Path json = dir.resolve("r.json");
+    java.nio.file.Path junit = dir.resolve("r.xml");
+    Run r = run("--run", "error_", "--features=core", "--json", json.toString(),
+        "--junit=" + junit);
+    assertEquals(1, r.rc(), r.out());
+    com.google.gson.JsonObject doc = com.google.gson.JsonParser.parseString(
+        java.nio.file.Files.readString(json)).getAsJsonObject();
+    assertEquals("java", doc.get("runner").getAsString());
+    assertEquals(0, doc.get("passed").getAsInt());
+    assertEquals(2, doc.get("failed").getAsInt());
+    int na = doc.get("not_applicable").getAsInt();
+    assertTrue(r.out().contains("conformance java: 0 passed, 2 failed, " + na + " not applicable"), r.out());
+    assertEquals(2 + na, doc.getAsJsonArray("cases").size());
+    com.google.gson.JsonObject first = null;
+    for (com.google.gson.JsonElement e : doc.getAsJsonArray("cases")) {
+      if (e.getAsJsonObject().get("name").getAsString().equals("error_model_ready_unknown")) {
+        first = e.getAsJsonObject();
+      }
+    }
+    assertEquals("FAIL", first.get("status").getAsString());
+    assertTrue(first.get("message").getAsString().startsWith("call succeeded (ready=true)"));
+    assertTrue(doc.getAsJsonArray("features").isEmpty()); // core: nothing claimed
+    org.w3c.dom.Document xml = javax.xml.parsers.DocumentBuilderFactory.newInstance()
+        .newDocumentBuilder().parse(junit.toFile());
+    org.w3c.dom.Element suite = (org.w3c.dom.Element) xml.getElementsByTagName("testsuite").item(0);
+    assertEquals(String.valueOf(2 + na), suite.getAttribute("tests"));
+    assertEquals("2", suite.getAttribute("failures"));
+    assertEquals(String.valueOf(na), suite.getAttribute("skipped"));
+    assertEquals(2, xml.getElementsByTagName("failure").getLength());
+    assertEquals(na, xml.getElementsByTagName("skipped").getLength());
   }
 }
