@@ -33,7 +33,7 @@ help:
 	@echo "make front  - build the native Go front (bridge/front, cgo: its native engine) into .venv/bin/jaxport-front"
 	@echo "make client-wheel - the jaxport-client wheel and sdist into dist/client/"
 	@echo "make wheel  - the platform wheel of jaxport carrying the native front (dist/jaxport/; pip install needs no Go)"
-	@echo "make conformance-peers - the conformance suite against KServe and MLServer (report in docs/)"
+	@echo "make conformance-peers - the conformance suite against Triton, KServe and MLServer (report in docs/)"
 	@echo "make conformance-dist - the jaxport-conformance wheel (the suite, no JAX) into dist/conformance/"
 
 # setup also builds the native front (jaxport serve's default, docs/front.md) and
@@ -183,10 +183,12 @@ front:
 	@$(call GO_BUILD,$(FRONT),.)
 	@$(call GO_BUILD,$(NATIVE_GOLDENS),./cmd/jaxport-native-goldens)
 
-# The conformance suite against other OIP servers (issue 19; not part of `make test`): KServe's
-# ModelServer and MLServer, each in its own venv under build/peers/ (pinned), serving the suite
-# models from the model kit (tests/conformance/kit: numpy reference models and the kit's
-# adapters, no jaxport in those venvs); jaxport's bridge too. The runner is the
+# The conformance suite against other OIP servers (issues 19, 39; not part of `make test`):
+# Triton Inference Server 2.51 on CPU (the nvidia-pytriton==0.7.0 wheel, --no-deps, in
+# build/peers/triton: tests/conformance/peers/triton_server.py), KServe's ModelServer and
+# MLServer, each in its own venv under build/peers/ (pinned), serving the suite models from the
+# model kit (tests/conformance/kit: numpy reference models, the Triton python-backend repository
+# and the kit's adapters, no jaxport in those venvs); jaxport's server too. The runner is the
 # jaxport-conformance wheel (make conformance-dist) installed in a venv of its own
 # (build/peers/runner: its stubs need protobuf >= 7.35, the peers pin < 7). Writes
 # docs/conformance-report.md. Python 3.12 (MLServer 1.7.1 does not install on 3.13;
@@ -204,6 +206,11 @@ $(PEERS)/%/.installed:
 	$(PEERS)/$*/bin/pip install -q '$(PEER_SPEC_$*)'
 	touch $@
 
+# Triton: a venv of this tree's Python (the wheel bundles a python-backend stub per version),
+# the wheel without its Python API's dependencies, numpy for the kit's model.py.
+$(PEERS)/triton/.installed: | $(STAMP)
+	$(PY) tests/conformance/peers/triton_server.py install $(PEERS)/triton
+
 .PHONY: peers-runner
 peers-runner: conformance-dist
 	rm -rf $(PEERS)/runner
@@ -211,7 +218,7 @@ peers-runner: conformance-dist
 	$(PEERS)/runner/bin/pip install -q --disable-pip-version-check $(CONFORMANCE_DIST)/jaxport_conformance-*-py3-none-any.whl
 
 .PHONY: conformance-peers
-conformance-peers: setup peers-runner $(PEERS)/kserve/.installed $(PEERS)/mlserver/.installed
+conformance-peers: setup peers-runner $(PEERS)/triton/.installed $(PEERS)/kserve/.installed $(PEERS)/mlserver/.installed
 	$(PY) tests/conformance/peers/run_peers.py --work $(PEERS)
 
 # The bridge on Ray Serve across a two-node Ray cluster started on this machine (issue 17,
