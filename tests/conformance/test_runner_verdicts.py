@@ -294,3 +294,24 @@ def test_model_ready_unknown_allows_ready_false(tmp_path: Path) -> None:
         server.stop(grace=None)
     assert "PASS error_model_ready_unknown" in done.stdout, done.stdout + done.stderr
     assert "FAIL health_model_ready: model ready is False, expected True" in done.stdout
+
+
+def test_rest_raw_cases_need_the_binary_data_extension(tmp_path: Path) -> None:
+    """KServe v2's REST protocol is JSON only: a case whose REST form sends binary tensors
+    (raw contents, FP16/BF16) needs Triton's binary data extension (binary-data), claimed by
+    the server's binary_tensor_data extension or --features; JSON cases still run."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), WrongRest)  # /v2 lists no extensions
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        cases = wrong_cases(tmp_path, ("infer_fp32_raw", "infer_fp32_typed", "infer_fp16_raw"))
+        done = subprocess.run([sys.executable, str(HERE / "rest_runner.py"), "--url",
+                               f"127.0.0.1:{server.server_address[1]}", "--cases", str(cases),
+                               "--features", "jaxport-models"],
+                              capture_output=True, text=True, timeout=120)
+    finally:
+        server.shutdown()
+        server.server_close()
+    out = done.stdout
+    assert "N/A infer_fp32_raw (needs binary-data)" in out, out + done.stderr
+    assert "N/A infer_fp16_raw (needs binary-data)" in out
+    assert "FAIL infer_fp32_typed: " in out  # judged (the fake answers the wrong model's output)

@@ -285,7 +285,8 @@ def report(results: list[Result], path: Path, pending: dict[str, tuple[str, str]
         "feature the server does not claim (`--features`, below; the server's "
         "ServerMetadata.extensions add theirs) is not applicable (N/A). FAIL cells give the "
         "status and message the server answered, verbatim (a dash after one is the cause read "
-        "in the server's log). Each deviation names the case's basis: "
+        "in the server's log). Each deviation names the case's basis and the texts it cites (their "
+        "words under Sources, below): "
         + "; ".join(f"**{k}**: {v}" for k, v in levels.items())
         + ". Deployment settings given to the peers: 64 MiB gRPC messages (the 16 MiB case), "
         "127.0.0.1 only.",
@@ -316,11 +317,10 @@ def report(results: list[Result], path: Path, pending: dict[str, tuple[str, str]
         for n, d in sorted(fails):
             note = NOTES.get((r.server, n))
             b = basis.get(n, {})
-            words = "; ".join(f"{sources[x]['section']}: \"{sources[x]['says']}\""
-                              for x in b.get("sources", []) if x in sources)
+            cites = ", ".join(f"[{x}](#{x})" for x in b.get("sources", []))
             tag = " (pending server change)" if r.server == "jaxport" and n in pending else ""
             lines.append(f"- `{n}`{tag}: {d}" + (f" — {note}" if note else "")
-                         + (f" [{b.get('level')}; {words}]" if b else ""))
+                         + (f" [{b.get('level')}: {cites}]" if b else ""))
         lines.append("")
     lines += ["## Per case", "", "| case | basis | " + " | ".join(r.column for r in results)
               + " |", "| --- | --- |" + " --- |" * len(results)]
@@ -336,8 +336,13 @@ def report(results: list[Result], path: Path, pending: dict[str, tuple[str, str]
                 cells.append(verdict)
         lines.append(f"| `{n}` | {basis.get(n, {}).get('level', '?')} | " + " | ".join(cells)
                      + " |")
+    lines += ["", "## Sources", "", "The texts the cases cite (tests/conformance/features.json "
+              "`sources`), in their words:", ""]
+    for key, src in sources.items():
+        lines += [f'<a id="{key}"></a>**{key}**: {src["document"]}, {src["section"]}: '
+                  f'"{src["says"]}"', ""]
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    path.write_text("\n".join(lines).rstrip("\n") + "\n", encoding="utf-8")
 
 
 SERVER_TITLES = {"jaxport": "jaxport", "triton": "Triton", "kserve": "KServe",
