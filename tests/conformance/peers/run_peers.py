@@ -47,7 +47,8 @@ sys.path.insert(0, str(ROOT))
 #: CUDA shared memory answered without a GPU, gRPC and HTTP compression), batch sizes through
 #: max_batch_size, BOOL as C++ bool; not scalar-tensors (it refuses rank-0 tensors in
 #: non-batching models). KServe 0.21: no model versions ("model versioning is not supported
-#: yet" in its data plane), no ModelStreamInfer. MLServer 1.7.1: versions (model-settings
+#: yet" in its data plane), no ModelStreamInfer; it documents the binary tensor data extension
+#: (REST) without listing it in ServerMetadata.extensions. MLServer 1.7.1: versions (model-settings
 #: "version") and ModelStreamInfer. Both list BF16 among the OIP datatypes they take, accept
 #: and advertise rank-0 shapes, and run our artifacts' checkify checks (the adapter raises the
 #: artifact's error as the server's 400 error).
@@ -56,7 +57,7 @@ PROFILES = {
     "triton": "jaxport-models,versions,bf16,batch-sizes,bool-nonzero,triton-stream,"
               "triton-final-response,classification,classification-labels,cuda-shm-cpu,"
               "checkify,grpc-compression,rest-compression",
-    "kserve": "jaxport-models,bf16,checkify,scalar-tensors",
+    "kserve": "jaxport-models,bf16,checkify,scalar-tensors,binary-data",
     "mlserver": "jaxport-models,bf16,checkify,scalar-tensors,versions,triton-stream",
 }
 TRANSPORTS = ("grpc", "rest")
@@ -194,7 +195,7 @@ def mlserver_settings(root: Path, ports: tuple[int, int, int]) -> None:
     (root / "settings.json").write_text(json.dumps(settings))
 
 
-#: Causes read in the servers' logs (build/peers/<server>.server.log), shown next to a FAIL.
+#: Causes read in the servers' logs (build/peers/<server>.server.log), shown next to a gRPC FAIL.
 NOTES = {
     ("kserve", "error_byte_size_mismatch"): "the short raw buffer reaches numpy's reshape "
     "(ValueError: cannot reshape array of size 5 into shape (2,3)), unchecked",
@@ -315,7 +316,7 @@ def report(results: list[Result], path: Path, pending: dict[str, tuple[str, str]
         elif not fails:
             lines.append("- none: every applicable case passed")
         for n, d in sorted(fails):
-            note = NOTES.get((r.server, n))
+            note = NOTES.get((r.server, n)) if r.transport == "grpc" else None
             b = basis.get(n, {})
             cites = ", ".join(f"[{x}](#{x})" for x in b.get("sources", []))
             tag = " (pending server change)" if r.server == "jaxport" and n in pending else ""
