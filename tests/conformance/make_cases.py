@@ -433,8 +433,9 @@ def write_all(root: Path) -> None:
         return {"model": model, "id": "", "encoding": kw.pop("encoding", "raw"),
                 "inputs": list(inputs), **kw}
 
+    # typed contents: its REST form is plain JSON, so the core profile needs no extension
     error_case(w, "error_unknown_model", "ModelInfer on a model nobody serves",
-               req(good, model="conformance_no_such_model"), "NOT_FOUND",
+               req(good, model="conformance_no_such_model", encoding="typed"), "NOT_FOUND",
                ["conformance_no_such_model"], requires=[])
     error_case(w, "error_unknown_version", "ModelInfer on a version that does not exist",
                {**req(good), "version": "999"}, "NOT_FOUND", ["999"], requires=VERSIONS)

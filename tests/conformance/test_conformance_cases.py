@@ -25,6 +25,7 @@ _spec.loader.exec_module(runner)
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 import expectations  # noqa: E402  (numpy only: the check's rule without JAX)
+from jaxport_conformance import rest  # noqa: E402
 
 
 def test_committed_cases_match_jax() -> None:
@@ -211,9 +212,11 @@ def test_every_case_says_which_rule_it_checks() -> None:
         assert basis["level"] in levels, case["name"]
         assert basis["sources"] and set(basis["sources"]) <= set(sources), case["name"]
         cited |= set(basis["sources"])
-        # a core case is a protocol rule or one Triton answers the same way
+        # a core case is a protocol rule or one Triton answers the same way, and its REST
+        # form is plain JSON (no binary data extension)
         if not case["requires"]:
             assert basis["level"] != "triton", case["name"]
+            assert not rest.transport_requires(case), case["name"]
         for alternative in case["expect"].get("alternatives", []):
             assert alternative["code"] and case["rpc"] in ("ModelReady", "ServerLive",
                                                            "ServerReady", "ModelMetadata",
