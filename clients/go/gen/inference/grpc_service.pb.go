@@ -3680,7 +3680,9 @@ func file_inference_grpc_service_proto_init() {
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
+		TypeRegistry: Types,
 		File: protoimpl.DescBuilder{
+			FileRegistry:  Files,
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_inference_grpc_service_proto_rawDesc), len(file_inference_grpc_service_proto_rawDesc)),
 			NumEnums:      0,
