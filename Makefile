@@ -246,17 +246,23 @@ $(PERF_VENV)/.installed: | $(STAMP)
 test-perf-analyzer: setup $(PERF_VENV)/.installed
 	$(PY) -m pytest -q -p no:cacheprovider -o addopts='' tests/bridge/perf_analyzer_run.py
 
-# ---- C++ consumer through the PJRT C API (issue 26, docs/cpp.md) ------------------------------
+# ---- C++: the library and the PJRT CPU plugin (issues 26, 40; docs/cpp.md) ------------------
 # make pjrt-plugin: XLA's CPU PJRT plugin pjrt_c_api_cpu_plugin.so (XLA of jaxlib 0.11.2, PJRT C
 #   API 0.115, StableHLO window 0.9.0..1.20.0) out of the PyPI wheel lammps-jax-pjrt-cpu, pinned
 #   by version and sha256 (checked after every download), into build/pjrt/. `pip download
 #   --no-deps` + unzip, never installed: the wheel declares jax<=0.11.2 and .venv has jax 0.12.
-# make cpp: clients/cpp (C++17, system g++) -> build/cpp/jaxport-pjrt-run. Needs the apt packages
-#   nlohmann-json3-dev and libssl-dev (installed when missing and root) and pjrt_c_api.h, read in
-#   place from the Go module github.com/gomlx/gopjrt (`go mod download`, pinned by version and
-#   go.sum hash; the header is never copied into the tree).
-# Both are idempotent: stamp files say what was fetched and verified. `make -j2 pjrt-plugin cpp`
-# downloads and compiles in parallel.
+# make cpp: the C++ library clients/cpp (CMake project: libjaxport, jaxport-pjrt-run, its
+#   GoogleTest tests) configured and built in build/cpp (Release; Ninja when installed). CMake
+#   finds the dependencies (nlohmann_json >= 3.11, OpenSSL >= 3.0, GTest >= 1.12: the apt
+#   packages nlohmann-json3-dev, libssl-dev, libgtest-dev, installed when missing and root) and
+#   fetches pjrt_c_api.h from the Go module github.com/gomlx/gopjrt (pinned: clients/cpp/cmake/
+#   PjrtHeader.cmake; the header is never copied into the tree).
+# make cpp-test: ctest in build/cpp (the unit tests; the golden tests need the artifacts
+#   `pytest tests/cpp` exports). make cpp-asan: the same build with AddressSanitizer and
+#   UndefinedBehaviorSanitizer in build/cpp-asan (tests/cpp/test_sanitizers.py runs its ctest).
+# The plugin target is idempotent (a stamp file says what was fetched and verified); `cmake
+# --build` rebuilds only what changed. `make -j2 pjrt-plugin cpp` downloads and compiles in
+# parallel.
 PJRT_DIR := build/pjrt
 PJRT_WHEEL_VERSION := 0.11.2
 PJRT_WHEEL := lammps_jax_pjrt_cpu-$(PJRT_WHEEL_VERSION)-py3-none-manylinux_2_27_x86_64.whl
@@ -264,18 +270,15 @@ PJRT_WHEEL_SHA256 := 1319390d948b39f69f7dade496b7c385149d9ca6097a6b62114da113216
 PJRT_PLUGIN := $(PJRT_DIR)/pjrt_c_api_cpu_plugin.so
 # The pin stamp changes name with the pin, so a new version or hash re-downloads.
 PJRT_PIN := $(PJRT_DIR)/.pin-$(PJRT_WHEEL_VERSION)-$(PJRT_WHEEL_SHA256)
-GOPJRT_MODULE := github.com/gomlx/gopjrt@v0.10.0
-GOPJRT_SUM := h1:mb/LeIk9xkaW5hh9oB5hEGuCbnqr81D0WmJsl+o1gY0=
 CPP_DIR := build/cpp
-CPP_BIN := $(CPP_DIR)/jaxport-pjrt-run
-CPP_OBJ := $(patsubst clients/cpp/%.cc,$(CPP_DIR)/%.o,$(wildcard clients/cpp/*.cc))
-CPP_DEPS_STAMP := $(CPP_DIR)/.deps
-# The directory of pjrt_c_api.h in the Go module cache; rewritten only when it changes.
-CPP_PJRT_INCLUDE := $(CPP_DIR)/.pjrt-include
+CPP_ASAN_DIR := build/cpp-asan
+CPP_DEPS_STAMP := build/.cpp-deps
+CPP_APT := cmake g++ nlohmann-json3-dev libssl-dev libgtest-dev
+CPP_GENERATOR := $(if $(shell command -v ninja 2>/dev/null),-G Ninja,)
+, := ,
 
-.PHONY: pjrt-plugin cpp
+.PHONY: pjrt-plugin cpp cpp-test cpp-asan
 pjrt-plugin: $(PJRT_PLUGIN)
-cpp: $(CPP_BIN)
 
 $(PJRT_PIN):
 	rm -f $(PJRT_DIR)/.pin-* && mkdir -p $(PJRT_DIR) && touch $@
@@ -291,33 +294,30 @@ $(PJRT_PLUGIN): $(PJRT_PIN) | $(STAMP)
 	$(PY) -c "import sys, zipfile; open(sys.argv[2], 'wb').write(zipfile.ZipFile(sys.argv[1]).read('lammps_jax_pjrt_cpu/pjrt_c_api_cpu_plugin.so'))" "$$tmp/$(PJRT_WHEEL)" "$$tmp/plugin.so" && \
 	mv "$$tmp/plugin.so" $@ && echo "$@: sha256 $$(sha256sum $@ | cut -c1-64)"
 
+# The build's apt packages, installed once when missing (and root), else named.
 $(CPP_DEPS_STAMP):
-	@command -v g++ >/dev/null || { echo "error: make cpp needs g++ (C++17)" >&2; exit 1; }
-	@command -v go >/dev/null || { echo "error: make cpp fetches pjrt_c_api.h with Go (go on PATH)" >&2; exit 1; }
-	@test -f /usr/include/nlohmann/json.hpp -a -f /usr/include/openssl/evp.h || { \
+	@missing=$$(for p in $(CPP_APT); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nlohmann-json3-dev libssl-dev; \
-	  else echo "error: make cpp needs the apt packages nlohmann-json3-dev and libssl-dev" >&2; exit 1; fi; }
-	mkdir -p $(CPP_DIR) && touch $@
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	  else echo "error: make cpp needs the apt packages: $$missing" >&2; exit 1; fi; fi
+	@mkdir -p $(@D) && touch $@
 
-# Resolved on every build (`go mod download` is a no-op once the module is cached, and puts it
-# back if the cache was cleaned); the file changes, and objects rebuild, only with the module.
-$(CPP_PJRT_INCLUDE): $(CPP_DEPS_STAMP) cpp-always
-	@info=$$(GOFLAGS=-mod=mod go mod download -json $(GOPJRT_MODULE)) || { echo "$$info" >&2; exit 1; }; \
-	dir=$$(echo "$$info" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",*$$/\1/p'); \
-	sum=$$(echo "$$info" | sed -n 's/^[[:space:]]*"Sum": "\(.*\)",*$$/\1/p'); \
-	test "$$sum" = "$(GOPJRT_SUM)" || { echo "error: $(GOPJRT_MODULE) has hash $$sum, pinned $(GOPJRT_SUM)" >&2; exit 1; }; \
-	test -f "$$dir/pjrt/pjrt_c_api.h" || { echo "error: no pjrt/pjrt_c_api.h in $$dir" >&2; exit 1; }; \
-	test "$$(cat $@ 2>/dev/null)" = "$$dir/pjrt" || echo "$$dir/pjrt" > $@
+# $(call CPP_BUILD,DIR,EXTRA CMAKE ARGS): configure once (CMake re-runs itself when its files
+# change), then build.
+define CPP_BUILD
+@test -f $(1)/CMakeCache.txt || cmake -S clients/cpp -B $(1) $(CPP_GENERATOR) $(2) >$(1).configure.log 2>&1 || { cat $(1).configure.log; exit 1; }
+@cmake --build $(1) --parallel 2 >$(1).build.log 2>&1 || { tail -80 $(1).build.log; exit 1; }
+endef
 
-$(CPP_DIR)/%.o: clients/cpp/%.cc $(wildcard clients/cpp/*.h) $(CPP_PJRT_INCLUDE)
-	g++ -std=c++17 -O2 -Wall -Wextra -Werror -I"$$(cat $(CPP_PJRT_INCLUDE))" -c $< -o $@
+cpp: $(CPP_DEPS_STAMP)
+	$(call CPP_BUILD,$(CPP_DIR),-DCMAKE_BUILD_TYPE=Release)
 
-$(CPP_BIN): $(CPP_OBJ)
-	g++ $^ -o $@ -ldl -lcrypto
+cpp-test: cpp
+	ctest --test-dir $(CPP_DIR) -L unit --output-on-failure
 
-.PHONY: cpp-always
-cpp-always:
+cpp-asan: $(CPP_DEPS_STAMP)
+	$(call CPP_BUILD,$(CPP_ASAN_DIR),-DCMAKE_BUILD_TYPE=RelWithDebInfo -DJAXPORT_SANITIZE=address$(,)undefined)
 
 # make setup installs the CPU plugin where its pinned wheel exists (Linux x86_64); elsewhere it
 # says once that the native engine has no plugin there (every model served by the workers; a

@@ -1,36 +1,36 @@
-// A thin C++17 layer over the PJRT C API (pjrt_c_api.h): a plugin loaded with dlopen, and RAII
-// owners for every handle it gives out (client, loaded executable, executable, buffer, event,
-// error). Every PJRT_Error is checked: a failed call throws PjrtError carrying the plugin's
-// message, and the error object is destroyed first, so nothing leaks on an error path.
+// A thin C++17 layer over the PJRT C API (pjrt_c_api.h), internal to the library: a plugin
+// loaded with dlopen, and RAII owners for every handle it gives out (client, loaded executable,
+// executable, buffer, event, error). Every PJRT_Error is checked: a failed call throws
+// jaxport::PjrtError carrying the plugin's message and code, and the error object is destroyed
+// first, so nothing leaks on an error path.
 //
-// The calls, in the order an artifact consumer makes them (docs/cpp.md):
-//   Plugin::Load           dlopen, GetPjrtApi, API version check, PJRT_Plugin_Initialize
+// The calls, in the order the library makes them (docs/cpp.md, "The C API calls"):
+//   LoadPlugin             dlopen, GetPjrtApi, API version check, PJRT_Plugin_Initialize (once
+//                          per plugin per process)
 //   Plugin::Attributes     PJRT_Plugin_Attributes (stablehlo_minimum/current_version)
-//   Client::Create         PJRT_Client_Create, PJRT_Client_PlatformName,
-//                          PJRT_Client_AddressableDevices
+//   Client::Create         PJRT_Client_Create (asynchronous=false when the plugin takes it),
+//                          PJRT_Client_PlatformName, PJRT_Client_AddressableDevices
 //   Client::Compile        PJRT_Client_Compile ("mlir" program = the portable bytecode)
-//   Client::Upload         PJRT_Client_BufferFromHostBuffer (+ PJRT_Event_Await)
+//   Client::Upload         PJRT_Client_BufferFromHostBuffer
 //   Executable::Execute    PJRT_LoadedExecutable_Execute (+ PJRT_Event_Await)
 //   Buffer::ToHost         PJRT_Buffer_ToHostBuffer (+ PJRT_Event_Await)
-#ifndef JAXPORT_CPP_PJRT_H_
-#define JAXPORT_CPP_PJRT_H_
+//
+// Thread safety: PJRT clients, loaded executables and buffers may be used from several
+// threads at once (the C API's contract); these wrappers add no state of their own.
+#ifndef JAXPORT_SRC_PJRT_H_
+#define JAXPORT_SRC_PJRT_H_
 
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "jaxport/error.h"
+#include "jaxport/tensor.h"
 #include "pjrt_c_api.h"
 
 namespace jaxport::pjrt {
-
-// A failed PJRT call: "<what>: <plugin message> (PJRT error code N)".
-class PjrtError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
 
 // Destroys one kind of handle (errors of the destroy call itself are printed, not thrown:
 // destructors run during unwinding).
@@ -74,9 +74,9 @@ struct Attribute {
 class Plugin {
  public:
   // dlopen(path) (RTLD_NOW | RTLD_LOCAL), GetPjrtApi(), refuse a major version other than the
-  // header's or a minor version older than it, then PJRT_Plugin_Initialize. The library stays
-  // loaded for the life of the process: XLA plugins own threads and static state and do not
-  // support dlclose.
+  // header's or a minor version older than it, then PJRT_Plugin_Initialize. Loaded once per
+  // path per process (later calls return the same API), and never unloaded: XLA plugins own
+  // threads and static state and do not support dlclose.
   static Plugin Load(const std::string& path);
 
   const PJRT_Api* api() const { return api_; }
@@ -95,38 +95,60 @@ class Buffer {
   PJRT_Buffer* get() const { return buffer_.get(); }
   PJRT_Buffer_Type ElementType() const;
   std::vector<int64_t> Dimensions() const;
-  // The buffer's bytes in dense row-major order (an explicit major-to-minor host layout).
-  std::vector<char> ToHost() const;
+  // Copies the buffer's bytes into `dst` (exactly `size` bytes) in dense row-major order.
+  void ToHost(void* dst, size_t size) const;
 
  private:
   const PJRT_Api* api_;
   Owned<PJRT_Buffer> buffer_;
 };
 
+// A device buffer made from host memory, and the event PJRT fires once that memory may go.
+// With zero-copy semantics the event fires when the buffer is destroyed: destroy `buffer`
+// first, then Release() waits for the event.
+struct HostUpload {
+  std::unique_ptr<Buffer> buffer;
+  Owned<PJRT_Event> done;
+  const PJRT_Api* api = nullptr;
+  // Destroys the buffer, then waits until PJRT no longer reads the host memory.
+  void Release();
+  HostUpload() = default;
+  HostUpload(HostUpload&&) noexcept = default;
+  HostUpload& operator=(HostUpload&&) noexcept = default;
+  ~HostUpload();
+};
+
 class Executable {
  public:
-  Executable(const PJRT_Api* api, PJRT_LoadedExecutable* raw)
-      : api_(api), executable_(Own(api, raw)) {}
-  // Results of @main (PJRT_Executable_NumOutputs of the loaded executable's executable).
-  size_t NumOutputs() const;
+  // `device`: where Execute runs it (a portable executable, compiled for no device in
+  // particular: compile_portable_executable).
+  Executable(const PJRT_Api* api, PJRT_LoadedExecutable* raw, PJRT_Device* device);
+  // Results of @main (PJRT_Executable_NumOutputs), read once.
+  size_t num_outputs() const { return num_outputs_; }
   // Runs once on one device with `arguments` in @main order; waits for completion.
   std::vector<Buffer> Execute(const std::vector<PJRT_Buffer*>& arguments) const;
 
  private:
   const PJRT_Api* api_;
   Owned<PJRT_LoadedExecutable> executable_;
+  PJRT_Device* device_;
+  size_t num_outputs_ = 0;
 };
 
 class Client {
  public:
-  static Client Create(const PJRT_Api* api);
+  static std::unique_ptr<Client> Create(const PJRT_Api* api);
   const std::string& platform() const { return platform_; }
   size_t num_devices() const { return devices_.size(); }
+  bool synchronous() const { return synchronous_; }
   // Compiles `code` ("mlir": StableHLO bytecode or text) with serialized CompileOptionsProto
   // `options`.
-  Executable Compile(const std::string& code, const std::string& options) const;
-  // A device buffer on the first addressable device from dense row-major host bytes.
-  Buffer Upload(const void* data, PJRT_Buffer_Type type, const std::vector<int64_t>& dims) const;
+  std::unique_ptr<Executable> Compile(const std::string& code, const std::string& options) const;
+  // A device buffer on the first addressable device from dense row-major host bytes. With
+  // `zero_copy` (kImmutableZeroCopy) the buffer may alias `data`, which must then stay alive and
+  // unchanged until Upload::Release; otherwise the transfer has completed when this returns
+  // (kImmutableUntilTransferCompletes, then awaited).
+  HostUpload Upload(const void* data, DType dtype, const std::vector<int64_t>& dims, bool zero_copy) const;
 
  private:
   Client(const PJRT_Api* api, PJRT_Client* raw) : api_(api), client_(Own(api, raw)) {}
@@ -134,25 +156,12 @@ class Client {
   Owned<PJRT_Client> client_;
   std::string platform_;
   std::vector<PJRT_Device*> devices_;
+  bool synchronous_ = false;
 };
 
-// xla.CompileOptionsProto, serialized by hand (the few fields a single-device program needs):
-// executable_build_options { device_ordinal: -1, num_replicas: 1, num_partitions: 1 }. An
-// empty options buffer makes the plugin abort the process (CHECK replica_count > 0). No
-// debug_options: a DebugOptions message here REPLACES XLA's defaults as a whole (every field
-// not set becomes 0; measured: compilation then fails, "Too many extra compilation parts ...
-// parallel_codegen_split_count (0)"), so XLA options go through XLA_FLAGS (AppendXlaFlag).
-std::string CompileOptions();
-
-// Appends `flag` to the XLA_FLAGS environment variable. XLA reads it once, when the plugin
-// first builds its default DebugOptions: call this before Plugin::Load. jaxport-pjrt-run adds
-// --xla_cpu_enable_fast_min_max=false (this plugin's default is fast min/max: a NaN is
-// dropped by min/max, where JAX propagates it).
-void AppendXlaFlag(const std::string& flag);
-
-// The PJRT element type of a StableHLO element type name (manifest dtype.mlir: "f32", "i1").
-PJRT_Buffer_Type BufferType(const std::string& mlir);
+// The PJRT element type of a dtype.
+PJRT_Buffer_Type BufferType(DType dtype);
 
 }  // namespace jaxport::pjrt
 
-#endif  // JAXPORT_CPP_PJRT_H_
+#endif  // JAXPORT_SRC_PJRT_H_

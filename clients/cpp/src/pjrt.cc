@@ -4,13 +4,14 @@
 #include <dlfcn.h>
 
 #include <cstdio>
-#include <cstdlib>
+#include <mutex>
 #include <utility>
 
 namespace jaxport::pjrt {
 namespace {
 
-std::string ErrorText(const PJRT_Api* api, PJRT_Error* error) {
+// The plugin's message and code of `error` (not destroyed here).
+std::pair<std::string, int> ErrorText(const PJRT_Api* api, PJRT_Error* error) {
   PJRT_Error_Message_Args message{};
   message.struct_size = PJRT_Error_Message_Args_STRUCT_SIZE;
   message.error = error;
@@ -21,17 +22,16 @@ std::string ErrorText(const PJRT_Api* api, PJRT_Error* error) {
   code.error = error;
   if (PJRT_Error* failed = api->PJRT_Error_GetCode(&code)) {
     Destroy(api, failed);  // no code to add; the message is what matters
-  } else {
-    text += " (PJRT error code " + std::to_string(static_cast<int>(code.code)) + ")";
+    return {text, static_cast<int>(StatusCode::kUnknown)};
   }
-  return text;
+  return {text, static_cast<int>(code.code)};
 }
 
 // Destroy calls return errors too; a destructor can only report them.
 void Report(const PJRT_Api* api, PJRT_Error* error, const char* what) noexcept {
   if (error == nullptr) return;
   try {
-    std::fprintf(stderr, "jaxport-pjrt-run: %s: %s\n", what, ErrorText(api, error).c_str());
+    std::fprintf(stderr, "jaxport: %s: %s\n", what, ErrorText(api, error).first.c_str());
   } catch (...) {
   }
   Destroy(api, error);
@@ -39,32 +39,12 @@ void Report(const PJRT_Api* api, PJRT_Error* error, const char* what) noexcept {
 
 // One PJRT_*_Destroy call: its args struct with `handle` in `field`; errors reported.
 template <typename Args, typename T>
-void DestroyVia(const PJRT_Api* api, PJRT_Error* (*destroy)(Args*), size_t struct_size,
-                T* Args::*field, T* handle, const char* what) noexcept {
+void DestroyVia(const PJRT_Api* api, PJRT_Error* (*destroy)(Args*), size_t struct_size, T* Args::*field,
+                T* handle, const char* what) noexcept {
   Args args{};
   args.struct_size = struct_size;
   args.*field = handle;
   Report(api, destroy(&args), what);
-}
-
-// Protobuf wire format, enough for CompileOptionsProto: varint fields and nested messages.
-void Varint(std::string& out, uint64_t value) {
-  while (value >= 0x80) {
-    out.push_back(static_cast<char>((value & 0x7F) | 0x80));
-    value >>= 7;
-  }
-  out.push_back(static_cast<char>(value));
-}
-
-void VarintField(std::string& out, uint32_t field, uint64_t value) {
-  Varint(out, (uint64_t{field} << 3) | 0);  // wire type 0: varint
-  Varint(out, value);
-}
-
-void MessageField(std::string& out, uint32_t field, const std::string& message) {
-  Varint(out, (uint64_t{field} << 3) | 2);  // wire type 2: length-delimited
-  Varint(out, message.size());
-  out += message;
 }
 
 }  // namespace
@@ -77,13 +57,13 @@ void Destroy(const PJRT_Api* api, PJRT_Error* error) noexcept {
 }
 
 void Destroy(const PJRT_Api* api, PJRT_Event* event) noexcept {
-  DestroyVia(api, api->PJRT_Event_Destroy, PJRT_Event_Destroy_Args_STRUCT_SIZE,
-             &PJRT_Event_Destroy_Args::event, event, "PJRT_Event_Destroy");
+  DestroyVia(api, api->PJRT_Event_Destroy, PJRT_Event_Destroy_Args_STRUCT_SIZE, &PJRT_Event_Destroy_Args::event,
+             event, "PJRT_Event_Destroy");
 }
 
 void Destroy(const PJRT_Api* api, PJRT_Buffer* buffer) noexcept {
-  DestroyVia(api, api->PJRT_Buffer_Destroy, PJRT_Buffer_Destroy_Args_STRUCT_SIZE,
-             &PJRT_Buffer_Destroy_Args::buffer, buffer, "PJRT_Buffer_Destroy");
+  DestroyVia(api, api->PJRT_Buffer_Destroy, PJRT_Buffer_Destroy_Args_STRUCT_SIZE, &PJRT_Buffer_Destroy_Args::buffer,
+             buffer, "PJRT_Buffer_Destroy");
 }
 
 void Destroy(const PJRT_Api* api, PJRT_Executable* executable) noexcept {
@@ -92,22 +72,20 @@ void Destroy(const PJRT_Api* api, PJRT_Executable* executable) noexcept {
 }
 
 void Destroy(const PJRT_Api* api, PJRT_LoadedExecutable* executable) noexcept {
-  DestroyVia(api, api->PJRT_LoadedExecutable_Destroy,
-             PJRT_LoadedExecutable_Destroy_Args_STRUCT_SIZE,
-             &PJRT_LoadedExecutable_Destroy_Args::executable, executable,
-             "PJRT_LoadedExecutable_Destroy");
+  DestroyVia(api, api->PJRT_LoadedExecutable_Destroy, PJRT_LoadedExecutable_Destroy_Args_STRUCT_SIZE,
+             &PJRT_LoadedExecutable_Destroy_Args::executable, executable, "PJRT_LoadedExecutable_Destroy");
 }
 
 void Destroy(const PJRT_Api* api, PJRT_Client* client) noexcept {
-  DestroyVia(api, api->PJRT_Client_Destroy, PJRT_Client_Destroy_Args_STRUCT_SIZE,
-             &PJRT_Client_Destroy_Args::client, client, "PJRT_Client_Destroy");
+  DestroyVia(api, api->PJRT_Client_Destroy, PJRT_Client_Destroy_Args_STRUCT_SIZE, &PJRT_Client_Destroy_Args::client,
+             client, "PJRT_Client_Destroy");
 }
 
 void Check(const PJRT_Api* api, PJRT_Error* error, const std::string& what) {
   if (error == nullptr) return;
-  std::string text = ErrorText(api, error);
+  auto [text, code] = ErrorText(api, error);
   Destroy(api, error);
-  throw PjrtError(what + ": " + text);
+  throw PjrtError(what + ": " + text, code);
 }
 
 void AwaitAndDestroy(const PJRT_Api* api, PJRT_Event* event, const std::string& what) {
@@ -120,6 +98,11 @@ void AwaitAndDestroy(const PJRT_Api* api, PJRT_Event* event, const std::string& 
 }
 
 Plugin Plugin::Load(const std::string& path) {
+  // One load per path: PJRT_Plugin_Initialize runs once, later loads share the API.
+  static std::mutex mu;
+  static std::map<std::string, const PJRT_Api*>* loaded = new std::map<std::string, const PJRT_Api*>();
+  std::lock_guard<std::mutex> lock(mu);
+  if (auto it = loaded->find(path); it != loaded->end()) return Plugin(it->second);
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
     const char* why = dlerror();
@@ -140,15 +123,15 @@ Plugin Plugin::Load(const std::string& path) {
   // Same major version; the plugin's minor version at least the header's (a newer plugin
   // accepts the older, shorter argument structs: every struct carries its struct_size).
   if (plugin.major_version() != PJRT_API_MAJOR || plugin.minor_version() < PJRT_API_MINOR) {
-    throw PjrtError(path + " implements PJRT C API " + std::to_string(plugin.major_version()) +
-                    "." + std::to_string(plugin.minor_version()) + "; this program is built " +
-                    "against pjrt_c_api.h " + std::to_string(PJRT_API_MAJOR) + "." +
-                    std::to_string(PJRT_API_MINOR) + " (needs the same major version and a " +
-                    "minor version at least as new)");
+    throw PjrtError(path + " implements PJRT C API " + std::to_string(plugin.major_version()) + "." +
+                    std::to_string(plugin.minor_version()) + "; jaxport is built against pjrt_c_api.h " +
+                    std::to_string(PJRT_API_MAJOR) + "." + std::to_string(PJRT_API_MINOR) +
+                    " (needs the same major version and a minor version at least as new)");
   }
   PJRT_Plugin_Initialize_Args init{};
   init.struct_size = PJRT_Plugin_Initialize_Args_STRUCT_SIZE;
   Check(api, api->PJRT_Plugin_Initialize(&init), "PJRT_Plugin_Initialize");
+  loaded->emplace(path, api);
   return plugin;
 }
 
@@ -189,29 +172,49 @@ std::map<std::string, Attribute> Plugin::Attributes() const {
   return out;
 }
 
-Client Client::Create(const PJRT_Api* api) {
+std::unique_ptr<Client> Client::Create(const PJRT_Api* api) {
+  // Synchronous execution on the caller's thread (the CPU plugin's `asynchronous` option), as
+  // the server's native engine creates its client: no hand-off to the plugin's thread pool per
+  // call. A plugin that does not take the option is created without it.
+  static const char kAsynchronous[] = "asynchronous";
+  PJRT_NamedValue option{};
+  option.struct_size = PJRT_NamedValue_STRUCT_SIZE;
+  option.name = kAsynchronous;
+  option.name_size = sizeof(kAsynchronous) - 1;
+  option.type = PJRT_NamedValue_kBool;
+  option.bool_value = false;
+  option.value_size = 1;
   PJRT_Client_Create_Args create{};
   create.struct_size = PJRT_Client_Create_Args_STRUCT_SIZE;
-  Check(api, api->PJRT_Client_Create(&create), "PJRT_Client_Create");
-  Client client(api, create.client);
+  create.create_options = &option;
+  create.num_options = 1;
+  bool synchronous = true;
+  if (PJRT_Error* error = api->PJRT_Client_Create(&create)) {
+    Destroy(api, error);
+    create = PJRT_Client_Create_Args{};
+    create.struct_size = PJRT_Client_Create_Args_STRUCT_SIZE;
+    Check(api, api->PJRT_Client_Create(&create), "PJRT_Client_Create");
+    synchronous = false;
+  }
+  std::unique_ptr<Client> client(new Client(api, create.client));
+  client->synchronous_ = synchronous;
 
   PJRT_Client_PlatformName_Args name{};
   name.struct_size = PJRT_Client_PlatformName_Args_STRUCT_SIZE;
   name.client = create.client;
   Check(api, api->PJRT_Client_PlatformName(&name), "PJRT_Client_PlatformName");
-  client.platform_.assign(name.platform_name, name.platform_name_size);
+  client->platform_.assign(name.platform_name, name.platform_name_size);
 
   PJRT_Client_AddressableDevices_Args devices{};
   devices.struct_size = PJRT_Client_AddressableDevices_Args_STRUCT_SIZE;
   devices.client = create.client;
   Check(api, api->PJRT_Client_AddressableDevices(&devices), "PJRT_Client_AddressableDevices");
-  client.devices_.assign(devices.addressable_devices,
-                         devices.addressable_devices + devices.num_addressable_devices);
-  if (client.devices_.empty()) throw PjrtError("the PJRT client has no addressable device");
+  client->devices_.assign(devices.addressable_devices, devices.addressable_devices + devices.num_addressable_devices);
+  if (client->devices_.empty()) throw PjrtError("the PJRT client has no addressable device");
   return client;
 }
 
-Executable Client::Compile(const std::string& code, const std::string& options) const {
+std::unique_ptr<Executable> Client::Compile(const std::string& code, const std::string& options) const {
   static const char kFormat[] = "mlir";
   PJRT_Program program{};
   program.struct_size = PJRT_Program_STRUCT_SIZE;
@@ -226,44 +229,63 @@ Executable Client::Compile(const std::string& code, const std::string& options) 
   args.compile_options = options.data();
   args.compile_options_size = options.size();
   Check(api_, api_->PJRT_Client_Compile(&args), "PJRT_Client_Compile");
-  return Executable(api_, args.executable);
+  return std::make_unique<Executable>(api_, args.executable, devices_.front());
 }
 
-Buffer Client::Upload(const void* data, PJRT_Buffer_Type type,
-                      const std::vector<int64_t>& dims) const {
+void HostUpload::Release() {
+  buffer.reset();
+  if (done) AwaitAndDestroy(api, done.release(), "host buffer release");
+}
+
+HostUpload::~HostUpload() {
+  try {
+    Release();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "jaxport: %s\n", e.what());
+  }
+}
+
+HostUpload Client::Upload(const void* data, DType dtype, const std::vector<int64_t>& dims, bool zero_copy) const {
   PJRT_Client_BufferFromHostBuffer_Args args{};
   args.struct_size = PJRT_Client_BufferFromHostBuffer_Args_STRUCT_SIZE;
   args.client = client_.get();
   args.data = data;
-  args.type = type;
+  args.type = BufferType(dtype);
   args.dims = dims.data();
   args.num_dims = dims.size();
-  args.host_buffer_semantics = PJRT_HostBufferSemantics_kImmutableUntilTransferCompletes;
+  args.host_buffer_semantics = zero_copy ? PJRT_HostBufferSemantics_kImmutableZeroCopy
+                                         : PJRT_HostBufferSemantics_kImmutableUntilTransferCompletes;
   args.device = devices_.front();
   Check(api_, api_->PJRT_Client_BufferFromHostBuffer(&args), "PJRT_Client_BufferFromHostBuffer");
-  Buffer buffer(api_, args.buffer);  // owned before waiting: freed if the transfer fails
-  AwaitAndDestroy(api_, args.done_with_host_buffer, "host-to-device transfer");
-  return buffer;
+  HostUpload upload;
+  upload.api = api_;
+  upload.buffer = std::make_unique<Buffer>(api_, args.buffer);  // owned before waiting: freed on failure
+  if (zero_copy) {
+    upload.done = Own(api_, args.done_with_host_buffer);  // fires when the buffer is destroyed
+  } else {
+    AwaitAndDestroy(api_, args.done_with_host_buffer, "host-to-device transfer");
+  }
+  return upload;
 }
 
-size_t Executable::NumOutputs() const {
+Executable::Executable(const PJRT_Api* api, PJRT_LoadedExecutable* raw, PJRT_Device* device)
+    : api_(api), executable_(Own(api, raw)), device_(device) {
   PJRT_LoadedExecutable_GetExecutable_Args get{};
   get.struct_size = PJRT_LoadedExecutable_GetExecutable_Args_STRUCT_SIZE;
   get.loaded_executable = executable_.get();
-  Check(api_, api_->PJRT_LoadedExecutable_GetExecutable(&get),
-        "PJRT_LoadedExecutable_GetExecutable");
+  Check(api_, api_->PJRT_LoadedExecutable_GetExecutable(&get), "PJRT_LoadedExecutable_GetExecutable");
   Owned<PJRT_Executable> executable = Own(api_, get.executable);
   PJRT_Executable_NumOutputs_Args outputs{};
   outputs.struct_size = PJRT_Executable_NumOutputs_Args_STRUCT_SIZE;
   outputs.executable = executable.get();
   Check(api_, api_->PJRT_Executable_NumOutputs(&outputs), "PJRT_Executable_NumOutputs");
-  return outputs.num_outputs;
+  num_outputs_ = outputs.num_outputs;
 }
 
 std::vector<Buffer> Executable::Execute(const std::vector<PJRT_Buffer*>& arguments) const {
   PJRT_ExecuteOptions options{};
   options.struct_size = PJRT_ExecuteOptions_STRUCT_SIZE;
-  std::vector<PJRT_Buffer*> outputs(NumOutputs(), nullptr);
+  std::vector<PJRT_Buffer*> outputs(num_outputs_, nullptr);
   PJRT_Buffer* const* argument_list = arguments.data();
   PJRT_Buffer** output_list = outputs.data();
   PJRT_Event* done = nullptr;
@@ -276,9 +298,11 @@ std::vector<Buffer> Executable::Execute(const std::vector<PJRT_Buffer*>& argumen
   args.num_args = arguments.size();
   args.output_lists = &output_list;
   args.device_complete_events = &done;
+  args.execute_device = device_;
   PJRT_Error* error = api_->PJRT_LoadedExecutable_Execute(&args);
   // Own whatever came back before checking anything, so every path frees it.
   std::vector<Buffer> results;
+  results.reserve(outputs.size());
   for (PJRT_Buffer* raw : outputs) {
     if (raw != nullptr) results.emplace_back(api_, raw);
   }
@@ -286,8 +310,8 @@ std::vector<Buffer> Executable::Execute(const std::vector<PJRT_Buffer*>& argumen
   Check(api_, error, "PJRT_LoadedExecutable_Execute");
   AwaitAndDestroy(api_, done_owned.release(), "execution");
   if (results.size() != outputs.size()) {
-    throw PjrtError("PJRT_LoadedExecutable_Execute returned " + std::to_string(results.size()) +
-                    " of " + std::to_string(outputs.size()) + " outputs");
+    throw PjrtError("PJRT_LoadedExecutable_Execute returned " + std::to_string(results.size()) + " of " +
+                    std::to_string(outputs.size()) + " outputs");
   }
   return results;
 }
@@ -308,7 +332,7 @@ std::vector<int64_t> Buffer::Dimensions() const {
   return std::vector<int64_t>(args.dims, args.dims + args.num_dims);
 }
 
-std::vector<char> Buffer::ToHost() const {
+void Buffer::ToHost(void* dst, size_t size) const {
   // Dense row-major: minor_to_major = [rank-1, ..., 0], no tiling.
   std::vector<int64_t> minor_to_major(Dimensions().size());
   for (size_t i = 0; i < minor_to_major.size(); ++i) {
@@ -321,50 +345,41 @@ std::vector<char> Buffer::ToHost() const {
   layout.tiled.minor_to_major = minor_to_major.data();
   layout.tiled.minor_to_major_size = minor_to_major.size();
 
-  PJRT_Buffer_ToHostBuffer_Args size{};  // dst null: asks for the size
-  size.struct_size = PJRT_Buffer_ToHostBuffer_Args_STRUCT_SIZE;
-  size.src = buffer_.get();
-  size.host_layout = &layout;
-  Check(api_, api_->PJRT_Buffer_ToHostBuffer(&size), "PJRT_Buffer_ToHostBuffer (size)");
-  std::vector<char> host(size.dst_size);
-  PJRT_Buffer_ToHostBuffer_Args copy = size;
-  copy.dst = host.data();
-  copy.dst_size = host.size();
+  PJRT_Buffer_ToHostBuffer_Args query{};  // dst null: asks for the size
+  query.struct_size = PJRT_Buffer_ToHostBuffer_Args_STRUCT_SIZE;
+  query.src = buffer_.get();
+  query.host_layout = &layout;
+  Check(api_, api_->PJRT_Buffer_ToHostBuffer(&query), "PJRT_Buffer_ToHostBuffer (size)");
+  if (query.dst_size != size) {
+    throw PjrtError("PJRT_Buffer_ToHostBuffer: the result holds " + std::to_string(query.dst_size) +
+                    " bytes, expected " + std::to_string(size));
+  }
+  if (size == 0) return;
+  PJRT_Buffer_ToHostBuffer_Args copy = query;
+  copy.dst = dst;
+  copy.dst_size = size;
   copy.event = nullptr;
   Check(api_, api_->PJRT_Buffer_ToHostBuffer(&copy), "PJRT_Buffer_ToHostBuffer");
   AwaitAndDestroy(api_, copy.event, "device-to-host transfer");
-  return host;
 }
 
-std::string CompileOptions() {
-  std::string build;  // xla.ExecutableBuildOptionsProto
-  VarintField(build, 1, static_cast<uint64_t>(int64_t{-1}));  // device_ordinal: -1 = unset
-  VarintField(build, 4, 1);                                    // num_replicas
-  VarintField(build, 5, 1);                                    // num_partitions
-  std::string options;  // xla.CompileOptionsProto
-  MessageField(options, 3, build);  // executable_build_options
-  return options;
-}
-
-void AppendXlaFlag(const std::string& flag) {
-  const char* current = std::getenv("XLA_FLAGS");
-  std::string flags = current != nullptr && *current != '\0' ? std::string(current) + " " + flag : flag;
-  if (setenv("XLA_FLAGS", flags.c_str(), 1) != 0) throw PjrtError("cannot set XLA_FLAGS");
-}
-
-PJRT_Buffer_Type BufferType(const std::string& mlir) {
-  static const std::map<std::string, PJRT_Buffer_Type> kTypes = {
-      {"i1", PJRT_Buffer_Type_PRED}, {"i8", PJRT_Buffer_Type_S8},
-      {"i16", PJRT_Buffer_Type_S16}, {"i32", PJRT_Buffer_Type_S32},
-      {"i64", PJRT_Buffer_Type_S64}, {"ui8", PJRT_Buffer_Type_U8},
-      {"ui16", PJRT_Buffer_Type_U16}, {"ui32", PJRT_Buffer_Type_U32},
-      {"ui64", PJRT_Buffer_Type_U64}, {"f16", PJRT_Buffer_Type_F16},
-      {"bf16", PJRT_Buffer_Type_BF16}, {"f32", PJRT_Buffer_Type_F32},
-      {"f64", PJRT_Buffer_Type_F64},
-  };
-  auto it = kTypes.find(mlir);
-  if (it == kTypes.end()) throw PjrtError("no PJRT buffer type for element type " + mlir);
-  return it->second;
+PJRT_Buffer_Type BufferType(DType dtype) {
+  switch (dtype) {
+    case DType::kBool: return PJRT_Buffer_Type_PRED;
+    case DType::kInt8: return PJRT_Buffer_Type_S8;
+    case DType::kInt16: return PJRT_Buffer_Type_S16;
+    case DType::kInt32: return PJRT_Buffer_Type_S32;
+    case DType::kInt64: return PJRT_Buffer_Type_S64;
+    case DType::kUInt8: return PJRT_Buffer_Type_U8;
+    case DType::kUInt16: return PJRT_Buffer_Type_U16;
+    case DType::kUInt32: return PJRT_Buffer_Type_U32;
+    case DType::kUInt64: return PJRT_Buffer_Type_U64;
+    case DType::kFloat16: return PJRT_Buffer_Type_F16;
+    case DType::kBFloat16: return PJRT_Buffer_Type_BF16;
+    case DType::kFloat32: return PJRT_Buffer_Type_F32;
+    case DType::kFloat64: return PJRT_Buffer_Type_F64;
+  }
+  throw PjrtError("no PJRT buffer type for dtype " + std::string(Name(dtype)));
 }
 
 }  // namespace jaxport::pjrt
