@@ -170,7 +170,7 @@ def python_generator(name: str, output_dir: str, package: str, protos: str,
 GO_MODULE = "github.com/jaxport/jaxport/clients/go/gen"
 # Pinned code generators, installed from the Go module proxy into a gitignored tool directory.
 GO_PLUGINS = {
-    "protoc-gen-go": "google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12",
+    "protoc-gen-go": "google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.6",
     "protoc-gen-go-grpc": "google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.6.2",
 }
 GO_TOOL_DIR = REPO / "clients" / "go" / ".bin"

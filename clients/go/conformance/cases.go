@@ -11,7 +11,7 @@ import (
 	"sort"
 	"strings"
 
-	jaxport "github.com/jaxport/jaxport/clients/go"
+	"github.com/jaxport/jaxport/clients/go/jaxport"
 )
 
 // KnownRPCs are the case kinds every runner implements.

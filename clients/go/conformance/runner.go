@@ -12,8 +12,8 @@ import (
 	"strings"
 	"sync"
 
-	jaxport "github.com/jaxport/jaxport/clients/go"
 	pb "github.com/jaxport/jaxport/clients/go/gen/inference"
+	"github.com/jaxport/jaxport/clients/go/jaxport"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )

@@ -6,8 +6,8 @@ import (
 	"io"
 	"net"
 
-	jaxport "github.com/jaxport/jaxport/clients/go"
 	pb "github.com/jaxport/jaxport/clients/go/gen/inference"
+	"github.com/jaxport/jaxport/clients/go/jaxport"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -107,7 +107,7 @@ func codeName(c codes.Code) string {
 	return "UNKNOWN"
 }
 
-// inProcessServer starts scaleServer on an in-memory listener and returns the Dial option
+// inProcessServer starts scaleServer on an in-memory listener and returns the NewClient option
 // that reaches it (target "passthrough:///in-process") and a stop function.
 func inProcessServer() (jaxport.Option, func()) {
 	lis := bufconn.Listen(1 << 20)

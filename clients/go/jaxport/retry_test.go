@@ -61,9 +61,9 @@ func serveAt(t *testing.T, addr string) (string, *grpc.Server) {
 }
 
 // inferAcrossRestart stops the server, starts an inference, and, once the first attempt has
-// failed, starts the server again on the same port. It returns the call's error, how many
-// attempts it made and how long it took.
-func inferAcrossRestart(t *testing.T, opts ...Option) (error, int32, time.Duration) {
+// failed, starts the server again on the same port. It returns the call's error and how many
+// attempts it made (never how long it took: the machine may be loaded).
+func inferAcrossRestart(t *testing.T, opts ...Option) (error, int32) {
 	addr, srv := serveAt(t, "127.0.0.1:0")
 	counter := &attempts{failed: make(chan error, 16)}
 	c := dial(t, addr, append(opts, WithDialOptions(grpc.WithStatsHandler(counter)))...)
@@ -76,45 +76,44 @@ func inferAcrossRestart(t *testing.T, opts ...Option) (error, int32, time.Durati
 	srv.Stop()
 	// Wait until the client has seen the connection go, so the call below is not replayed
 	// transparently on a half-closed one but really meets a server that is down.
-	for state := c.conn.GetState(); state == connectivity.Ready; state = c.conn.GetState() {
-		c.conn.WaitForStateChange(ctx, state)
+	for state := c.owned.GetState(); state == connectivity.Ready; state = c.owned.GetState() {
+		c.owned.WaitForStateChange(ctx, state)
 	}
 	counter.begun.Store(0)
 
 	done := make(chan error, 1)
-	start := time.Now()
 	go func() {
 		_, err := c.Infer(ctx, "echo", x)
 		done <- err
 	}()
 	select {
 	case err := <-done: // failed for good without waiting for the restart
-		return err, counter.begun.Load(), time.Since(start)
+		return err, counter.begun.Load()
 	case <-counter.failed:
 	}
 	serveAt(t, addr)
 	err := <-done
-	return err, counter.begun.Load(), time.Since(start)
+	return err, counter.begun.Load()
 }
 
 func TestRetryCarriesARequestAcrossAServerRestart(t *testing.T) {
 	policy := RetryPolicy{MaxAttempts: 5, InitialBackoff: 500 * time.Millisecond, MaxBackoff: 2 * time.Second, BackoffMultiplier: 2}
-	err, n, took := inferAcrossRestart(t, WithRetry(policy))
+	err, n := inferAcrossRestart(t, WithRetry(policy))
 	if err != nil {
-		t.Fatalf("with retries the request must survive the restart: %v (%d attempts, %v)", err, n, took)
+		t.Fatalf("with retries the request must survive the restart: %v (%d attempts)", err, n)
 	}
 	if n < 2 {
 		t.Fatalf("expected a retried request, got %d attempt(s)", n)
 	}
 }
 
-func TestWithoutRetryARequestFailsFastDuringARestart(t *testing.T) {
-	err, n, took := inferAcrossRestart(t)
+func TestWithoutRetryARequestFailsWithOneAttemptDuringARestart(t *testing.T) {
+	err, n := inferAcrossRestart(t)
 	if status.Code(err) != codes.Unavailable {
-		t.Fatalf("without retries want UNAVAILABLE at once, got %v", err)
+		t.Fatalf("without retries want UNAVAILABLE, got %v", err)
 	}
-	if n != 1 || took > 5*time.Second {
-		t.Fatalf("without retries: %d attempts in %v, want 1 at once", n, took)
+	if n != 1 {
+		t.Fatalf("without retries: %d attempts, want exactly 1", n)
 	}
 }
 

@@ -104,8 +104,8 @@ func TestWithTLSFilesMutualTLS(t *testing.T) {
 	if got := <-impl.lastAuth; got != "Bearer tls-secret" {
 		t.Fatalf("a token over TLS must be sent: authorization %q", got)
 	}
-	// Lazy (no WithWaitReady): the refusal must surface as the call's status.
-	noCert, err := Dial(ctx, addr, WithTLSFiles(ca, "", ""))
+	// Lazy (no WaitReady): the refusal must surface as the call's status.
+	noCert, err := NewClient(addr, WithTLSFiles(ca, "", ""))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +116,7 @@ func TestWithTLSFilesMutualTLS(t *testing.T) {
 	}
 }
 
-func TestWithTLSFilesBadFilesFailDialNamingThem(t *testing.T) {
+func TestWithTLSFilesBadFilesFailNewClientNamingThem(t *testing.T) {
 	dir := t.TempDir()
 	ca, _, _, cliCert, _ := testPKI(t, dir)
 	missing := filepath.Join(dir, "absent.key")
@@ -134,7 +134,7 @@ func TestWithTLSFilesBadFilesFailDialNamingThem(t *testing.T) {
 		"cert without key": {WithTLSFiles(ca, cliCert, ""), "go together"},
 	}
 	for name, c := range cases {
-		_, err := Dial(context.Background(), "127.0.0.1:1", c.opt)
+		_, err := NewClient("127.0.0.1:1", c.opt)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: want an error naming %q, got %v", name, c.want, err)
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -102,11 +103,14 @@ func dial(t *testing.T, addr string, opts ...Option) *Client {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, err := Dial(ctx, addr, append([]Option{WithWaitReady()}, opts...)...)
+	c, err := NewClient(addr, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
+	if err := c.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
 	return c
 }
 
@@ -175,7 +179,7 @@ func TestDefaultLimitCarries16MiBAndOptionLowersIt(t *testing.T) {
 
 func TestBearerTokenOverPlaintextIsRefusedUnlessAllowed(t *testing.T) {
 	addr, impl := startServer(t)
-	if c, err := Dial(context.Background(), addr, WithBearerToken("s3cret")); !errors.Is(err, ErrTokenOverPlaintext) {
+	if c, err := NewClient(addr, WithBearerToken("s3cret")); !errors.Is(err, ErrTokenOverPlaintext) {
 		if c != nil {
 			_ = c.Close()
 		}
@@ -215,18 +219,18 @@ func TestParseStreamError(t *testing.T) {
 	}
 }
 
-func TestNewClientLeavesTheCallersConnectionOpen(t *testing.T) {
+func TestNewClientFromConnLeavesTheCallersConnectionOpen(t *testing.T) {
 	addr, _ := startServer(t)
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	c := NewClient(conn)
+	c := NewClientFromConn(conn)
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if live, err := NewClient(conn).Live(context.Background()); err != nil || !live {
+	if live, err := NewClientFromConn(conn).Live(context.Background()); err != nil || !live {
 		t.Fatalf("the caller's connection must still work after Client.Close: %v %v", live, err)
 	}
 }
@@ -261,14 +265,34 @@ func TestStreamResultsAndErrors(t *testing.T) {
 	}
 }
 
-func TestDialWaitReadyFailsFastOnDeadServer(t *testing.T) {
+func TestWaitReadyFailsOnADeadServerWhenItsContextEnds(t *testing.T) {
 	lis, _ := net.Listen("tcp", "127.0.0.1:0")
 	addr := lis.Addr().String()
 	_ = lis.Close()
+	c, err := NewClient(addr) // no I/O yet: a closed port is not NewClient's error
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
-	if c, err := Dial(ctx, addr, WithWaitReady()); err == nil {
-		_ = c.Close()
-		t.Fatal("Dial with WithWaitReady to a closed port must fail")
+	if err := c.WaitReady(ctx); status.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("WaitReady on a closed port: want DeadlineExceeded once ctx ends, got %v", err)
 	}
+}
+
+func TestWaitReadyNeedsAConnectionThatReportsItsState(t *testing.T) {
+	err := NewClientFromConn(stateless{}).WaitReady(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "jaxport.stateless does not report its connectivity state") {
+		t.Fatalf("got %v", err)
+	}
+}
+
+// stateless is a grpc.ClientConnInterface without connectivity state (a wrapper of the
+// caller's, say).
+type stateless struct{}
+
+func (stateless) Invoke(context.Context, string, any, any, ...grpc.CallOption) error { return nil }
+func (stateless) NewStream(context.Context, *grpc.StreamDesc, string, ...grpc.CallOption) (grpc.ClientStream, error) {
+	return nil, nil
 }

@@ -3,8 +3,16 @@
 // proto/ (the one source of truth), and this package adds typed tensors, sane defaults
 // (256 MiB message limit instead of gRPC's 4 MiB) and per-call conveniences.
 //
+//	import "github.com/jaxport/jaxport/clients/go/jaxport"
+//
+//	client, err := jaxport.NewClient("127.0.0.1:8001")
+//
 // Errors returned by RPCs are the gRPC errors themselves: status.Code(err) and
 // status.Convert(err).Message() give the server's code and message unchanged.
+//
+// The generated stubs register their descriptors in a registry of their own
+// (inferencepb.Files), not protobuf's global one, so a program can link this client beside
+// another generated copy of the same protocol (Triton's stubs).
 package jaxport
 
 import (
@@ -39,11 +47,10 @@ type config struct {
 	tokenPlain  bool
 	retry       *RetryPolicy
 	maxMsg      int
-	waitReady   bool
 	dialOptions []grpc.DialOption
 }
 
-// Option configures Dial.
+// Option configures NewClient.
 type Option func(*config)
 
 // WithTransportCredentials uses TLS (or any transport credentials) instead of plaintext.
@@ -53,16 +60,16 @@ func WithTransportCredentials(c credentials.TransportCredentials) Option {
 
 type tlsFiles struct{ ca, cert, key string }
 
-// WithTLSFiles uses TLS from PEM files, read when Dial runs (a bad file is Dial's error, naming
-// it): caPEM is the CA to trust ("" for the system roots); certPEM and keyPEM are the client
-// certificate and its private key for mutual TLS (both "" for none). It replaces
+// WithTLSFiles uses TLS from PEM files, read when NewClient runs (a bad file is NewClient's
+// error, naming it): caPEM is the CA to trust ("" for the system roots); certPEM and keyPEM are
+// the client certificate and its private key for mutual TLS (both "" for none). It replaces
 // WithTransportCredentials, which stays available for anything else.
 func WithTLSFiles(caPEM, certPEM, keyPEM string) Option {
 	return func(cfg *config) { cfg.tlsFiles = &tlsFiles{caPEM, certPEM, keyPEM} }
 }
 
 // WithBearerToken sends `authorization: Bearer <token>` on every call as
-// credentials.PerRPCCredentials that require transport security: Dial refuses it on a
+// credentials.PerRPCCredentials that require transport security: NewClient refuses it on a
 // plaintext connection (the token would travel in the clear). Use it with WithTLSFiles or
 // WithTransportCredentials, or opt in explicitly with WithInsecureBearerToken.
 func WithBearerToken(token string) Option {
@@ -93,7 +100,7 @@ func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]strin
 
 func (b bearer) RequireTransportSecurity() bool { return !b.allowPlaintext }
 
-// ErrTokenOverPlaintext is Dial's error for WithBearerToken without transport security.
+// ErrTokenOverPlaintext is NewClient's error for WithBearerToken without transport security.
 var ErrTokenOverPlaintext = errors.New("a bearer token over a plaintext connection would be sent in the clear: " +
 	"use TLS (WithTLSFiles / WithTransportCredentials) or opt in with WithInsecureBearerToken")
 
@@ -165,12 +172,6 @@ func WithMaxMessageSize(n int) Option {
 	return func(cfg *config) { cfg.maxMsg = n }
 }
 
-// WithWaitReady makes Dial connect eagerly and wait (bounded by its ctx) until the channel is
-// ready, so an unreachable server fails at Dial rather than at the first call.
-func WithWaitReady() Option {
-	return func(cfg *config) { cfg.waitReady = true }
-}
-
 // WithDialOptions appends raw grpc.DialOptions (interceptors, keepalive, ...).
 func WithDialOptions(opts ...grpc.DialOption) Option {
 	return func(cfg *config) { cfg.dialOptions = append(cfg.dialOptions, opts...) }
@@ -204,15 +205,16 @@ func (f *tlsFiles) credentials() (credentials.TransportCredentials, error) {
 
 // Client is a connection to one inference server. It is safe for concurrent use.
 type Client struct {
-	conn  *grpc.ClientConn
+	conn  grpc.ClientConnInterface
 	stub  pb.GRPCInferenceServiceClient
-	owned bool // Dial opened conn, so Close closes it
+	owned *grpc.ClientConn // NewClient made it, so Close closes it; nil for NewClientFromConn
 }
 
-// Dial creates a client for target ("host:port" or any gRPC target string) on a connection it
-// owns (Close closes it). Plaintext unless WithTransportCredentials or WithTLSFiles is given.
-// The connection is lazy unless WithWaitReady is given.
-func Dial(ctx context.Context, target string, opts ...Option) (*Client, error) {
+// NewClient creates a client for target ("host:port" or any gRPC target string, as
+// grpc.NewClient takes it) on a connection it owns (Close closes it). Plaintext unless
+// WithTransportCredentials or WithTLSFiles is given. Like grpc.NewClient it does no I/O: the
+// connection is made by the first call (WaitReady connects and waits, bounded by a context).
+func NewClient(target string, opts ...Option) (*Client, error) {
 	cfg := config{creds: insecure.NewCredentials(), maxMsg: DefaultMaxMessageSize}
 	for _, o := range opts {
 		o(&cfg)
@@ -220,7 +222,7 @@ func Dial(ctx context.Context, target string, opts ...Option) (*Client, error) {
 	if cfg.tlsFiles != nil {
 		creds, err := cfg.tlsFiles.credentials()
 		if err != nil {
-			return nil, fmt.Errorf("jaxport: dial %s: %w", target, err)
+			return nil, fmt.Errorf("jaxport: client for %s: %w", target, err)
 		}
 		cfg.creds = creds
 	}
@@ -230,14 +232,14 @@ func Dial(ctx context.Context, target string, opts ...Option) (*Client, error) {
 	}
 	if cfg.token != "" {
 		if !cfg.tokenPlain && cfg.creds.Info().SecurityProtocol == "insecure" {
-			return nil, fmt.Errorf("jaxport: dial %s: %w", target, ErrTokenOverPlaintext)
+			return nil, fmt.Errorf("jaxport: client for %s: %w", target, ErrTokenOverPlaintext)
 		}
 		dial = append(dial, grpc.WithPerRPCCredentials(BearerToken(cfg.token, cfg.tokenPlain)))
 	}
 	if cfg.retry != nil {
 		sc, err := cfg.retry.ServiceConfig()
 		if err != nil {
-			return nil, fmt.Errorf("jaxport: dial %s: %w", target, err)
+			return nil, fmt.Errorf("jaxport: client for %s: %w", target, err)
 		}
 		// Reconnect soon after a restart, so the retries find the server again while they last
 		// (gRPC's default reconnect backoff starts at 1 s and grows to 120 s).
@@ -249,35 +251,56 @@ func Dial(ctx context.Context, target string, opts ...Option) (*Client, error) {
 	dial = append(dial, cfg.dialOptions...)
 	conn, err := grpc.NewClient(target, dial...)
 	if err != nil {
-		return nil, fmt.Errorf("jaxport: dial %s: %w", target, err)
+		return nil, fmt.Errorf("jaxport: client for %s: %w", target, err)
 	}
-	if cfg.waitReady {
-		conn.Connect()
-		for state := conn.GetState(); state != connectivity.Ready; state = conn.GetState() {
-			if !conn.WaitForStateChange(ctx, state) {
-				_ = conn.Close()
-				return nil, fmt.Errorf("jaxport: dial %s: not ready (%v): %w", target, state, ctx.Err())
-			}
-		}
-	}
-	return &Client{conn: conn, stub: pb.NewGRPCInferenceServiceClient(conn), owned: true}, nil
+	return &Client{conn: conn, stub: pb.NewGRPCInferenceServiceClient(conn), owned: conn}, nil
 }
 
-// NewClient wraps a connection the caller made and keeps owning: the caller closes conn, and
-// Client.Close leaves it open. Dial's options do not apply; pass their gRPC equivalents
-// (grpc.WithPerRPCCredentials(BearerToken(...)), grpc.WithDefaultServiceConfig(...), message
-// size limits) when creating conn.
-func NewClient(conn *grpc.ClientConn) *Client {
+// NewClientFromConn wraps a connection the caller made and keeps owning: the caller closes
+// conn, and Client.Close leaves it open. NewClient's options do not apply; pass their gRPC
+// equivalents (grpc.WithPerRPCCredentials(BearerToken(...)), grpc.WithDefaultServiceConfig(...),
+// message size limits) when creating conn.
+func NewClientFromConn(conn grpc.ClientConnInterface) *Client {
 	return &Client{conn: conn, stub: pb.NewGRPCInferenceServiceClient(conn)}
 }
 
-// Close closes the connection if Dial opened it; for NewClient it does nothing.
+// Close closes the connection if NewClient made it; for NewClientFromConn it does nothing.
 func (c *Client) Close() error {
-	if !c.owned {
+	if c.owned == nil {
 		return nil
 	}
-	return c.conn.Close()
+	return c.owned.Close()
 }
+
+// connState is what WaitReady needs of a connection (*grpc.ClientConn has it).
+type connState interface {
+	Connect()
+	GetState() connectivity.State
+	WaitForStateChange(context.Context, connectivity.State) bool
+}
+
+// WaitReady connects and waits until the connection is ready, or fails when ctx ends (a status
+// error: DEADLINE_EXCEEDED or CANCELLED): an unreachable server fails here instead of at the
+// first call. For a connection of the caller's (NewClientFromConn) that is not a
+// *grpc.ClientConn it returns an error saying so.
+func (c *Client) WaitReady(ctx context.Context) error {
+	conn, ok := c.conn.(connState)
+	if !ok {
+		return fmt.Errorf("jaxport: WaitReady: %T does not report its connectivity state", c.conn)
+	}
+	conn.Connect()
+	for state := conn.GetState(); state != connectivity.Ready; state = conn.GetState() {
+		if !conn.WaitForStateChange(ctx, state) {
+			// DEADLINE_EXCEEDED or CANCELLED, as a call bounded by ctx would fail
+			return status.Errorf(status.FromContextError(ctx.Err()).Code(), "jaxport: not ready (%v): %v", state, ctx.Err())
+		}
+	}
+	return nil
+}
+
+// Conn is the connection the client calls on, for stubs of your own (another generated copy
+// of the protocol, such as Triton's) with the client's credentials, limits and retries.
+func (c *Client) Conn() grpc.ClientConnInterface { return c.conn }
 
 // Raw is the generated stub on the same connection, for protocol-level calls the wrapper does
 // not cover (repository, statistics, deliberately malformed requests).

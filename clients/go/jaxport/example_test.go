@@ -7,20 +7,23 @@ import (
 	"io"
 	"time"
 
-	jaxport "github.com/jaxport/jaxport/clients/go"
+	pb "github.com/jaxport/jaxport/clients/go/gen/inference"
+	"github.com/jaxport/jaxport/clients/go/jaxport"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 )
 
 // A complete call. The server runs in this process (example_server_test.go); against a
-// bridge, dial "127.0.0.1:8001" (plus WithTLSFiles / WithBearerToken) instead.
+// bridge, jaxport.NewClient("127.0.0.1:8001") (plus WithTLSFiles / WithBearerToken) instead.
 func Example() {
 	inProcess, stop := inProcessServer()
 	defer stop()
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	client, err := jaxport.Dial(ctx, "passthrough:///in-process", inProcess)
+	client, err := jaxport.NewClient("passthrough:///in-process", inProcess)
 	if err != nil {
 		panic(err)
 	}
@@ -59,7 +62,7 @@ func ExampleClient_Do() {
 	inProcess, stop := inProcessServer()
 	defer stop()
 	ctx := context.Background()
-	client, err := jaxport.Dial(ctx, "passthrough:///in-process", inProcess)
+	client, err := jaxport.NewClient("passthrough:///in-process", inProcess)
 	if err != nil {
 		panic(err)
 	}
@@ -89,7 +92,7 @@ func ExampleClient_OpenStream() {
 	defer stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel() // the context bounds the whole stream
-	client, err := jaxport.Dial(ctx, "passthrough:///in-process", inProcess)
+	client, err := jaxport.NewClient("passthrough:///in-process", inProcess)
 	if err != nil {
 		panic(err)
 	}
@@ -137,9 +140,9 @@ func ExampleFloat32() {
 	// Output: true jaxport: tensor "x": shape [2 3] holds 6 elements, data has 3
 }
 
-// A bearer token needs TLS: over plaintext Dial refuses it unless explicitly allowed.
+// A bearer token needs TLS: over plaintext NewClient refuses it unless explicitly allowed.
 func ExampleWithBearerToken() {
-	_, err := jaxport.Dial(context.Background(), "127.0.0.1:8001", jaxport.WithBearerToken("secret"))
+	_, err := jaxport.NewClient("127.0.0.1:8001", jaxport.WithBearerToken("secret"))
 	fmt.Println(errors.Is(err, jaxport.ErrTokenOverPlaintext))
 	// Output: true
 }
@@ -155,4 +158,52 @@ func ExampleRetryPolicy_ServiceConfig() {
 	// Output:
 	// true <nil>
 	// retry policy: MaxAttempts must be 2..5, got 9
+}
+
+// An interceptor sees every unary call the client makes: here it adds a request id to the
+// metadata and logs the method and the outcome. Streams take grpc.WithStreamInterceptor the
+// same way; OpenTelemetry is a stats handler (docs/clients.md).
+func ExampleWithDialOptions_interceptor() {
+	inProcess, stop := inProcessServer()
+	defer stop()
+	logCalls := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn,
+		invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		ctx = metadata.AppendToOutgoingContext(ctx, "x-request-id", "42")
+		err := invoker(ctx, method, req, reply, cc, opts...)
+		fmt.Println(method, status.Code(err))
+		return err
+	}
+	client, err := jaxport.NewClient("passthrough:///in-process", inProcess,
+		jaxport.WithDialOptions(grpc.WithUnaryInterceptor(logCalls)))
+	if err != nil {
+		panic(err)
+	}
+	defer client.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	x := jaxport.Must(jaxport.Float32("x", []int64{1, 3}, []float32{1, 2, 3}))
+	_, _ = client.Infer(ctx, "scale", x)
+	_, _ = client.Infer(ctx, "missing", x)
+	// Output:
+	// /inference.GRPCInferenceService/ModelInfer OK
+	// /inference.GRPCInferenceService/ModelInfer NotFound
+}
+
+// Conn carries the client's credentials, limits and retries to stubs of your own: the
+// generated ones here, or another generated copy of the protocol (Triton's stubs link beside
+// ours: docs/clients.md).
+func ExampleClient_Conn() {
+	inProcess, stop := inProcessServer()
+	defer stop()
+	client, err := jaxport.NewClient("passthrough:///in-process", inProcess)
+	if err != nil {
+		panic(err)
+	}
+	defer client.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	stub := pb.NewGRPCInferenceServiceClient(client.Conn())
+	meta, err := stub.ModelMetadata(ctx, &pb.ModelMetadataRequest{Name: "scale"})
+	fmt.Println(meta.GetName(), meta.GetPlatform(), err)
+	// Output: scale jax <nil>
 }
