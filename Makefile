@@ -32,7 +32,8 @@ help:
 	@echo "make fuzz   - 10,000-case hostile-input campaign against a live bridge (FUZZ_ARGS=--seed S)"
 	@echo "make front  - build the native Go front (bridge/front, cgo: its native engine) into .venv/bin/jaxport-front"
 	@echo "make client-wheel - the jaxport-client wheel and sdist into dist/client/"
-	@echo "make wheel  - the platform wheel of jaxport carrying the native front (dist/jaxport/; pip install needs no Go)"
+	@echo "make wheel  - the platform wheel of jaxport carrying the native front built with cgo by zig (dist/jaxport/; pip install needs no Go, gcc or cc)"
+	@echo "make pjrt-plugin - the pinned CPU PJRT plugin into build/pjrt/ (jaxport pjrt install cpu --dir build/pjrt)"
 	@echo "make conformance-peers - the conformance suite against Triton, KServe and MLServer (report in docs/)"
 	@echo "make conformance-dist - the jaxport-conformance wheel (the suite, no JAX) into dist/conformance/"
 
@@ -52,7 +53,8 @@ setup: $(STAMP) $(FRONT) $(NATIVE_GOLDENS)
 # the plugin itself is loaded with dlopen at run time, so building needs no plugin). Without a C
 # compiler (`go env CC` not found) they are built CGO_ENABLED=0 with one note: engine/nocgo.go
 # then refuses every model, and the front serves them all on the Python workers, as it does on
-# a machine without the plugin. The platform wheel stays CGO_ENABLED=0 (bridge/front/build_wheel.py).
+# a machine without the plugin. The platform wheel's front is built with cgo too, by zig for an
+# old glibc (bridge/front/build_wheel.py).
 # GO_CGO sets the shell's $cgo to 1, or 0 when `go env CC` is not found; $(call GO_BUILD,OUTPUT,PACKAGE)
 GO_CGO = cc=$$(go env CC); cgo=1; command -v "$${cc%% *}" >/dev/null || cgo=0
 define GO_BUILD
@@ -124,11 +126,13 @@ export CLIENT_BUILD
 
 # The platform wheel of jaxport into $(JAXPORT_DIST), with the client wheel into $(CLIENT_DIST)
 # (jaxport depends on jaxport-client; `pip install` both). It carries the native front as
-# jaxport/bridge/bin/jaxport-front, built static (CGO_ENABLED=0, -trimpath) for Go's target and
-# tagged py3-none-<platform> (manylinux2014 on Linux), so a machine with Python alone runs
-# `jaxport serve` on the front (building it needs Go). bridge/front/build_wheel.py builds from a
-# copy of the tree; tests/front/test_platform_wheel.py installs both wheels into a fresh venv
-# with no go on PATH and serves the example model.
+# jaxport/bridge/bin/jaxport-front, built with cgo (its native engine) by zig for glibc 2.17
+# (the pinned ziglang in build/zig, made on first use) with -trimpath, and tagged
+# py3-none-manylinux_2_27_x86_64: the higher of the front's glibc floor and the pinned CPU
+# plugin's, which `jaxport pjrt install cpu` fetches (bridge/pjrt.py). Building needs Go; the
+# installed wheel needs no Go, gcc or cc. bridge/front/build_wheel.py builds from a copy of the
+# tree; tests/front/test_platform_wheel.py installs both wheels into a fresh venv with none of
+# go, gcc, cc on PATH, installs the plugin and serves natively.
 JAXPORT_DIST ?= dist/jaxport
 .PHONY: wheel
 wheel: client-wheel
@@ -248,9 +252,11 @@ test-perf-analyzer: setup $(PERF_VENV)/.installed
 
 # ---- C++: the library and the PJRT CPU plugin (issues 26, 40; docs/cpp.md) ------------------
 # make pjrt-plugin: XLA's CPU PJRT plugin pjrt_c_api_cpu_plugin.so (XLA of jaxlib 0.11.2, PJRT C
-#   API 0.115, StableHLO window 0.9.0..1.20.0) out of the PyPI wheel lammps-jax-pjrt-cpu, pinned
-#   by version and sha256 (checked after every download), into build/pjrt/. `pip download
-#   --no-deps` + unzip, never installed: the wheel declares jax<=0.11.2 and .venv has jax 0.12.
+#   API 0.115, StableHLO window 0.9.0..1.20.0) into build/pjrt/ by `jaxport pjrt install cpu
+#   --dir build/pjrt` (bridge/pjrt.py: the PyPI wheel lammps-jax-pjrt-cpu, pinned by version
+#   and sha256 there, `pip download --no-deps --require-hashes` + unzip of the .so, itself
+#   checked against its sha256; never installed: the wheel declares jax<=0.11.2). Re-run when
+#   bridge/pjrt.py changes; a no-op while build/pjrt holds what the pins say.
 # make cpp: the C++ library clients/cpp (CMake project: libjaxport, jaxport-pjrt-run, its
 #   GoogleTest tests) configured and built in build/cpp (Release; Ninja when installed). CMake
 #   finds the dependencies (nlohmann_json >= 3.11, OpenSSL >= 3.0, GTest >= 1.12: the apt
@@ -264,12 +270,7 @@ test-perf-analyzer: setup $(PERF_VENV)/.installed
 # --build` rebuilds only what changed. `make -j2 pjrt-plugin cpp` downloads and compiles in
 # parallel.
 PJRT_DIR := build/pjrt
-PJRT_WHEEL_VERSION := 0.11.2
-PJRT_WHEEL := lammps_jax_pjrt_cpu-$(PJRT_WHEEL_VERSION)-py3-none-manylinux_2_27_x86_64.whl
-PJRT_WHEEL_SHA256 := 1319390d948b39f69f7dade496b7c385149d9ca6097a6b62114da113216d9ad1
 PJRT_PLUGIN := $(PJRT_DIR)/pjrt_c_api_cpu_plugin.so
-# The pin stamp changes name with the pin, so a new version or hash re-downloads.
-PJRT_PIN := $(PJRT_DIR)/.pin-$(PJRT_WHEEL_VERSION)-$(PJRT_WHEEL_SHA256)
 CPP_DIR := build/cpp
 CPP_ASAN_DIR := build/cpp-asan
 CPP_DEPS_STAMP := build/.cpp-deps
@@ -280,19 +281,10 @@ CPP_GENERATOR := $(if $(shell command -v ninja 2>/dev/null),-G Ninja,)
 .PHONY: pjrt-plugin cpp cpp-test cpp-asan
 pjrt-plugin: $(PJRT_PLUGIN)
 
-$(PJRT_PIN):
-	rm -f $(PJRT_DIR)/.pin-* && mkdir -p $(PJRT_DIR) && touch $@
-
-# Downloaded into a temporary directory, checked, extracted, then renamed into place: the .so
-# exists only once its wheel matched the pin.
-$(PJRT_PLUGIN): $(PJRT_PIN) | $(STAMP)
-	@tmp=$$(mktemp -d $(PJRT_DIR)/.download-XXXXXX) && trap 'rm -rf "$$tmp"' EXIT && \
-	echo "downloading lammps-jax-pjrt-cpu==$(PJRT_WHEEL_VERSION) (PyPI) into $(PJRT_DIR)" && \
-	$(PY) -m pip download -q --no-deps --only-binary=:all: lammps-jax-pjrt-cpu==$(PJRT_WHEEL_VERSION) -d "$$tmp" && \
-	{ echo "$(PJRT_WHEEL_SHA256)  $$tmp/$(PJRT_WHEEL)" | sha256sum -c --quiet || { \
-	  echo "error: $(PJRT_WHEEL) does not have the pinned sha256 $(PJRT_WHEEL_SHA256); refused" >&2; exit 1; }; } && \
-	$(PY) -c "import sys, zipfile; open(sys.argv[2], 'wb').write(zipfile.ZipFile(sys.argv[1]).read('lammps_jax_pjrt_cpu/pjrt_c_api_cpu_plugin.so'))" "$$tmp/$(PJRT_WHEEL)" "$$tmp/plugin.so" && \
-	mv "$$tmp/plugin.so" $@ && echo "$@: sha256 $$(sha256sum $@ | cut -c1-64)"
+# Staged next to build/pjrt and renamed into place: the .so exists only once its wheel and
+# itself matched the pins.
+$(PJRT_PLUGIN): bridge/pjrt.py | $(STAMP)
+	@$(PY) bridge/pjrt.py install cpu --dir $(PJRT_DIR) && touch $@
 
 # The build's apt packages, installed once when missing (and root), else named.
 $(CPP_DEPS_STAMP):
@@ -328,5 +320,5 @@ else
 setup: pjrt-plugin-unavailable
 .PHONY: pjrt-plugin-unavailable
 pjrt-plugin-unavailable:
-	@echo "note: no pinned CPU PJRT plugin for $$(uname -s) $$(uname -m) (the wheel $(PJRT_WHEEL) is Linux x86_64): jaxport serve runs every model on the Python workers unless --pjrt-plugin names one"
+	@echo "note: no pinned CPU PJRT plugin for $$(uname -s) $$(uname -m) (the pinned wheel is Linux x86_64, bridge/pjrt.py): jaxport serve runs every model on the Python workers unless --pjrt-plugin names one"
 endif

@@ -1,8 +1,9 @@
-"""The `jaxport` command: dispatches to export/verify/serve/infer/model, importing each lazily.
+"""The `jaxport` command: dispatches to export/verify/serve/pjrt/infer/model, importing each
+lazily.
 
 It ships with the JAX-free `jaxport-client` distribution so `jaxport infer` and `jaxport model`
-work alone; `export`, `verify` and `serve` live in the full `jaxport` distribution and are only
-imported when asked for, so `jaxport infer` and `jaxport model` never load JAX.
+work alone; `export`, `verify`, `serve` and `pjrt` live in the full `jaxport` distribution and
+are only imported when asked for, so `jaxport infer` and `jaxport model` never load JAX.
 """
 
 from __future__ import annotations
@@ -31,6 +32,12 @@ SUBCOMMANDS: dict[str, tuple[str, str, str, bool]] = {
         "jaxport.bridge.cli",
         "serve_main",
         "serve a model repository over the Open Inference Protocol (gRPC)",
+        True,
+    ),
+    "pjrt": (
+        "jaxport.bridge.pjrt",
+        "pjrt_main",
+        "install the PJRT plugin the native engine loads (jaxport pjrt install cpu|cuda)",
         True,
     ),
     "infer": (
