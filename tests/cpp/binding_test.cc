@@ -4,6 +4,7 @@
 
 #include "binding.h"
 #include "jaxport/manifest.h"
+#include "test_manifests.h"
 #include "test_util.h"
 
 namespace jaxport::internal {

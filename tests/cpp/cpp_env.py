@@ -52,8 +52,9 @@ def once(root: Path, name: str, make: Callable[[Path], None]) -> Path:
 
 
 def make(*targets: str) -> None:
-    """The Makefile targets users run (file-locked: one build of build/cpp at a time)."""
-    with locked(REPO / "build" / ".cpp-build.lock"):
+    """The Makefile targets users run, file-locked per set of targets (one `make cpp` at a
+    time across xdist workers; `make cpp-asan` builds another directory beside it)."""
+    with locked(REPO / "build" / f".make-{'-'.join(targets)}.lock"):
         done = subprocess.run(
             ["make", "-s", "-C", str(REPO), *targets], capture_output=True, text=True, timeout=1800
         )

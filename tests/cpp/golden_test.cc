@@ -7,6 +7,8 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <functional>
+#include <nlohmann/json.hpp>
 
 #include "golden_env.h"
 

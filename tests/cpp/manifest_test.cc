@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "jaxport/manifest.h"
+#include "test_manifests.h"
 #include "test_util.h"
 
 namespace jaxport {

@@ -203,11 +203,14 @@ def test_bucketed_and_checked_goldens(pjrt_run: Path, artifacts: dict[str, Path]
     assert done.returncode == 0, done.stdout + done.stderr
     assert "program model.mlirbc: shape-polymorphic (only jax runs it); skipped" in done.stdout
     m = manifest_mod.load(artifacts["bucketed"])
-    at_buckets = [c for c in m.goldens if any(c.dims == p.dims for p in m.programs if p.dims)]
-    assert len(at_buckets) == 13  # 2 per bucket, and dims_T_max at B=1, T=64
-    assert re.search(rf"ok: {len(at_buckets)} case\(s\) over 6 program\(s\)", done.stdout), (
+    # 2 cases per bucket and dims_T_max (B=1, T=64) at one; the other dims_* cases (T=8 at
+    # B=1, 2, 4; T=32) padded to the bucket that holds them.
+    assert "padded to a bucket: 4 golden case(s)" in done.stdout
+    assert re.search(rf"ok: {len(m.goldens)} case\(s\) over 6 program\(s\)", done.stdout), (
         done.stdout
     )
+    padded = {c for c, *_ in LINE.findall(done.stdout.split("padded to a bucket")[1])}
+    assert padded == {"dims_min", "dims_B_mid", "dims_B_max", "dims_T_mid"}
     for which in ("checked", "checked_batched"):
         artifact = artifacts[which]
         done = _run(pjrt_run, artifact)

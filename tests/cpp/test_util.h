@@ -3,7 +3,6 @@
 #ifndef JAXPORT_TESTS_CPP_TEST_UTIL_H_
 #define JAXPORT_TESTS_CPP_TEST_UTIL_H_
 
-#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -40,14 +39,6 @@ double ValueAt(const Tensor& t, size_t i);
 // (|a - e| <= atol + rtol*|e|; NaN matches NaN, an infinity only itself; integers and bool
 // exact), else a line naming the first element that does not, with both values.
 std::string Mismatch(const Tensor& actual, const Tensor& expected);
-
-// Manifests as the exporter writes them (proto3 JSON), for the parser and binder tests:
-// "mlp" with x: float32[B, 16] -> probs: float32[B, 3] at batch sizes 1 and 4, one parameter;
-// "seq" with tokens: int32[B, T], mask: bool[B, T] -> pooled: float32[B, 8],
-// per_token: float32[B, T, 8], dimensions B=1..4, T=8..64:8, buckets B in {1, 2}, T in {16, 64},
-// padding T=mask, a polymorphic program first.
-nlohmann::json BatchedManifest();
-nlohmann::json BucketManifest();
 
 }  // namespace jaxport::testing
 
