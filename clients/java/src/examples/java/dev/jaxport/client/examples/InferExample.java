@@ -14,7 +14,9 @@ import java.util.Arrays;
  * A complete call of a jaxport bridge (or any Open Inference Protocol server): connect, read
  * server and model metadata, run one inference, read its outputs.
  *
- * <pre>mvn -q compile exec:exec@example -Dexample.url=127.0.0.1:8001 -Dexample.model=cf_fp32</pre>
+ * <pre>mvn -q test-compile exec:exec@example -Dexample.url=127.0.0.1:8001 -Dexample.model=cf_fp32</pre>
+ *
+ * <p>(An example, compiled with the tests: not in the client's jar.)
  */
 public final class InferExample {
   private InferExample() {}
@@ -26,7 +28,7 @@ public final class InferExample {
         InferenceClient.forTarget(url).deadline(Duration.ofSeconds(30)).build()) {
       ServerMetadataResponse server = client.serverMetadata();
       System.out.println("server " + server.getName() + " " + server.getVersion());
-      ModelMetadataResponse meta = client.modelMetadata(model, "");
+      ModelMetadataResponse meta = client.modelMetadata(model);
       InferRequest.Builder request = InferRequest.builder(model).id("example-1");
       for (ModelMetadataResponse.TensorMetadata in : meta.getInputsList()) {
         long[] shape = in.getShapeList().stream().mapToLong(Long::longValue).toArray();
@@ -48,7 +50,7 @@ public final class InferExample {
             + " = " + Arrays.toString(t.asDoubles()));
       }
     } catch (StatusRuntimeException e) {
-      // The server's status code and message, unchanged.
+      // The server's status code and message, unchanged (or the client's own: ClientErrors).
       System.err.println("infer: " + e.getStatus().getCode() + ": " + e.getStatus().getDescription());
       System.exit(1);
     }

@@ -20,6 +20,7 @@ import dev.jaxport.inference.ServerMetadataResponse;
 import io.grpc.Status;
 import io.grpc.StatusRuntimeException;
 import dev.jaxport.client.InferRequest;
+import dev.jaxport.client.InferStream;
 import dev.jaxport.client.InferResult;
 import dev.jaxport.client.InferenceClient;
 import dev.jaxport.client.Tensor;
@@ -252,7 +253,7 @@ public final class ConformanceRunner {
         for (JsonElement el : req.getAsJsonArray("requests")) {
           reqs.add(toRequest(c, el.getAsJsonObject()));
         }
-        return client.streamInfer(reqs).size() + " stream responses";
+        return streamAll(reqs).size() + " stream responses";
       }
       case "CudaSharedMemoryStatus", "CudaSharedMemoryRegister", "CudaSharedMemoryUnregister":
         return c.rpc() + " answered (regions " + cuda(c.rpc(), req) + ")";
@@ -739,6 +740,21 @@ public final class ConformanceRunner {
     }
   }
 
+  /** Every request over one stream (the client's InferStream), then every result in order. */
+  private List<InferenceClient.StreamResult> streamAll(List<InferRequest> reqs) throws InterruptedException {
+    List<InferenceClient.StreamResult> results = new ArrayList<>();
+    try (InferStream s = client.openStream()) {
+      for (InferRequest r : reqs) {
+        s.send(r);
+      }
+      s.closeSend();
+      for (var r = s.next(); r.isPresent(); r = s.next()) {
+        results.add(r.get());
+      }
+    }
+    return results;
+  }
+
   private void stream(Case c) throws Exception {
     for (JsonElement el : c.request().getAsJsonArray("requests")) {
       if (el.getAsJsonObject().has("parameters")) {
@@ -750,7 +766,7 @@ public final class ConformanceRunner {
     for (JsonElement el : c.request().getAsJsonArray("requests")) {
       reqs.add(toRequest(c, el.getAsJsonObject()));
     }
-    List<InferenceClient.StreamResult> results = client.streamInfer(reqs);
+    List<InferenceClient.StreamResult> results = streamAll(reqs);
     if (results.size() != reqs.size()) {
       throw new CaseFailure(results.size() + " stream responses, expected " + reqs.size());
     }
