@@ -6,7 +6,6 @@ malformed usage or 1 otherwise; never a traceback.
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import logging
 import os
@@ -15,9 +14,10 @@ import sys
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 from jaxport.artifact.errors import ArtifactError
+from jaxport.cli import CommandParser
 from jaxport.exporter.errors import ExportError, UsageError
 from jaxport.exporter.module import DEFAULT_MAX_CONSTANT_BYTES
 
@@ -31,11 +31,11 @@ _WIDTHLESS = {"float": "float64", "int": "int64", "uint": "uint64", "complex": "
 _WIDTHLESS_HINT = {"float": "float32", "int": "int32", "uint": "uint32", "complex": "complex64"}
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse that raises UsageError (one line) instead of printing usage and exiting."""
+class _Parser(CommandParser):
+    """The jaxport commands' argparse (jaxport.cli.CommandParser: one-line mistakes, flags
+    spelled out in full): raises UsageError."""
 
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(f"{message} (see {self.prog} --help)")
+    usage_error = UsageError
 
 
 def parse_input_spec(text: str) -> tuple[str, Any, tuple[int | str, ...]]:
