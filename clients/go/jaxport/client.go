@@ -46,6 +46,7 @@ type config struct {
 	token       string
 	tokenPlain  bool
 	retry       *RetryPolicy
+	lb          string
 	maxMsg      int
 	dialOptions []grpc.DialOption
 }
@@ -134,13 +135,22 @@ var readMethods = []string{"ServerLive", "ServerReady", "ModelReady", "ServerMet
 	"RepositoryIndex", "ModelStatistics", "SystemSharedMemoryStatus", "CudaSharedMemoryStatus"}
 
 // ServiceConfig is the gRPC service config JSON of a retry policy (what WithRetry installs as
-// the channel's default service config).
+// the channel's default service config, with WithLoadBalancing's policy when given).
 func (p RetryPolicy) ServiceConfig() (string, error) {
+	methods, err := p.methodConfig()
+	if err != nil {
+		return "", err
+	}
+	b, err := json.Marshal(map[string]any{"methodConfig": methods})
+	return string(b), err
+}
+
+func (p RetryPolicy) methodConfig() ([]any, error) {
 	if p.MaxAttempts < 2 || p.MaxAttempts > 5 {
-		return "", fmt.Errorf("retry policy: MaxAttempts must be 2..5, got %d", p.MaxAttempts)
+		return nil, fmt.Errorf("retry policy: MaxAttempts must be 2..5, got %d", p.MaxAttempts)
 	}
 	if p.InitialBackoff <= 0 || p.MaxBackoff < p.InitialBackoff || p.BackoffMultiplier <= 0 {
-		return "", fmt.Errorf("retry policy: need 0 < InitialBackoff <= MaxBackoff and BackoffMultiplier > 0, got %v, %v, %v",
+		return nil, fmt.Errorf("retry policy: need 0 < InitialBackoff <= MaxBackoff and BackoffMultiplier > 0, got %v, %v, %v",
 			p.InitialBackoff, p.MaxBackoff, p.BackoffMultiplier)
 	}
 	const service = "inference.GRPCInferenceService"
@@ -157,13 +167,40 @@ func (p RetryPolicy) ServiceConfig() (string, error) {
 	for _, m := range readMethods {
 		reads = append(reads, map[string]string{"service": service, "method": m})
 	}
-	cfg := map[string]any{"methodConfig": []any{
+	return []any{
 		map[string]any{"name": []any{map[string]string{"service": service}}, "retryPolicy": policy("UNAVAILABLE")},
 		map[string]any{"name": reads, "retryPolicy": policy("UNAVAILABLE", "DEADLINE_EXCEEDED")},
 		// A stream is not retried: its requests are not idempotent as a whole.
 		map[string]any{"name": []any{map[string]string{"service": service, "method": "ModelStreamInfer"}}},
-	}}
-	b, err := json.Marshal(cfg)
+	}, nil
+}
+
+// WithLoadBalancing names gRPC's load-balancing policy for a target that resolves to several
+// servers (replicas): "round_robin" spreads calls over every ready address the resolver gives
+// (a DNS name with several A records: "dns:///jaxport.internal:8001"); gRPC's default,
+// "pick_first", sends every call to one. It goes into the same default service config as
+// WithRetry's policy (a second grpc.WithDefaultServiceConfig would replace the first).
+func WithLoadBalancing(policy string) Option {
+	return func(cfg *config) { cfg.lb = policy }
+}
+
+// serviceConfig is the default service config NewClient installs ("" for none).
+func (cfg *config) serviceConfig() (string, error) {
+	sc := map[string]any{}
+	if cfg.lb != "" {
+		sc["loadBalancingConfig"] = []any{map[string]any{cfg.lb: map[string]any{}}}
+	}
+	if cfg.retry != nil {
+		methods, err := cfg.retry.methodConfig()
+		if err != nil {
+			return "", err
+		}
+		sc["methodConfig"] = methods
+	}
+	if len(sc) == 0 {
+		return "", nil
+	}
+	b, err := json.Marshal(sc)
 	return string(b), err
 }
 
@@ -236,14 +273,17 @@ func NewClient(target string, opts ...Option) (*Client, error) {
 		}
 		dial = append(dial, grpc.WithPerRPCCredentials(BearerToken(cfg.token, cfg.tokenPlain)))
 	}
+	sc, err := cfg.serviceConfig()
+	if err != nil {
+		return nil, fmt.Errorf("jaxport: client for %s: %w", target, err)
+	}
+	if sc != "" {
+		dial = append(dial, grpc.WithDefaultServiceConfig(sc))
+	}
 	if cfg.retry != nil {
-		sc, err := cfg.retry.ServiceConfig()
-		if err != nil {
-			return nil, fmt.Errorf("jaxport: client for %s: %w", target, err)
-		}
 		// Reconnect soon after a restart, so the retries find the server again while they last
 		// (gRPC's default reconnect backoff starts at 1 s and grows to 120 s).
-		dial = append(dial, grpc.WithDefaultServiceConfig(sc), grpc.WithConnectParams(grpc.ConnectParams{
+		dial = append(dial, grpc.WithConnectParams(grpc.ConnectParams{
 			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: cfg.retry.MaxBackoff},
 			MinConnectTimeout: 20 * time.Second,
 		}))
