@@ -1,30 +1,26 @@
 """Every `jaxport` command parses its flags the same way (jaxport.cli.CommandParser): spelled
 out in full (argparse's prefix matching off: `--mod` is not `--model`, `--repo` is not
 `--repository`), and a flag the command does not have is ONE line naming it and the flags it
-may have meant. No server needed: the real commands, as subprocesses."""
+may have meant. No server needed: the `jaxport` entry point, called in this process (parsing
+fails before anything would connect or import JAX)."""
 
 from __future__ import annotations
 
 import ast
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from jaxport.cli import main as jaxport_main
 
 REPO = Path(__file__).resolve().parents[2]
-JAXPORT = Path(sys.executable).parent / "jaxport"
 
 
-def jaxport(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(JAXPORT), *args], capture_output=True, text=True, timeout=120)
-
-
-def usage_error(done: subprocess.CompletedProcess[str]) -> str:
+def usage_error(capsys: pytest.CaptureFixture[str], *args: str) -> str:
     """The one stderr line of a usage mistake (exit 2, nothing on stdout)."""
-    lines = done.stderr.splitlines()
-    assert done.returncode == 2 and done.stdout == "" and len(lines) == 1, (
-        done.returncode, done.stdout, done.stderr)
+    status = jaxport_main(list(args))
+    out = capsys.readouterr()
+    lines = out.err.splitlines()
+    assert status == 2 and out.out == "" and len(lines) == 1, (status, out.out, out.err)
     return lines[0]
 
 
@@ -50,13 +46,14 @@ def usage_error(done: subprocess.CompletedProcess[str]) -> str:
      "jaxport model: error: unknown option --bogus (flags are spelled out in full) "
      "(see `jaxport model --help`)"),
 ])
-def test_flags_are_spelled_out_in_full(args: tuple[str, ...], want: str) -> None:
-    assert usage_error(jaxport(*args)) == want
+def test_flags_are_spelled_out_in_full(capsys: pytest.CaptureFixture[str],
+                                       args: tuple[str, ...], want: str) -> None:
+    assert usage_error(capsys, *args) == want
 
 
-def test_full_flag_with_equals_still_parses() -> None:
+def test_full_flag_with_equals_still_parses(capsys: pytest.CaptureFixture[str]) -> None:
     """`--flag=value` of a real flag is no unknown option (the mistake named is the real one)."""
-    line = usage_error(jaxport("model", "list", "--url=http://127.0.0.1:8000"))
+    line = usage_error(capsys, "model", "list", "--url=http://127.0.0.1:8000")
     assert line.startswith("jaxport model: error: --url 'http://127.0.0.1:8000' is a URL")
 
 
