@@ -29,7 +29,9 @@ work, and a number they quote twice must be the same number.
    a fenced `make X` line, or follows "took"/"takes"/"about"/"~" in a clause whose first
    target it is. (c) Other servers' conformance results (Triton, KServe, MLServer: "44 passed",
    "35 / 27 / 23") are quoted in docs/conformance-report.md only, which `make
-   conformance-peers` writes; elsewhere they go stale, so docs refer to the report.
+   conformance-peers` writes; elsewhere they go stale, so docs refer to the report. (d) A
+   numeric default quoted in prose ("`--workers N` (default 2)") is the one the command's
+   --help states ("(default: 2)"), for the flags of export, verify, serve, infer and model.
 
 Known findings in files whose owner is rewriting them (docs of the one-server rewrite, branch
 onesrv) are listed in test_docs.py with the owner and emptied at the merge; everything else
@@ -187,6 +189,7 @@ class Help:
 
     flags: frozenset[str]
     subcommands: frozenset[str] | None
+    defaults: tuple[tuple[str, str], ...] = ()
 
 
 _FLAG = re.compile(r"(?<![\w-])(--?[A-Za-z0-9][\w-]*)")
@@ -199,15 +202,20 @@ def parse_help(text: str) -> Help:
     flags: set[str] = set()
     subcommands: set[str] | None = None
     section = ""
+    described: list[tuple[list[str], list[str]]] = []  # (flags of an option, its help text)
     for line in text.splitlines():
         if line and not line[0].isspace():
             section = line.strip().rstrip(":").lower()
             continue
         m = re.match(r"^ {2}(-\S.*)$", line)
         if m:
-            column = re.split(r"\s{2,}", m.group(1))[0]
-            flags.update(_FLAG.findall(column))
+            column, *rest = re.split(r"\s{2,}", m.group(1), maxsplit=1)
+            names = _FLAG.findall(column)
+            flags.update(names)
+            described.append((names, rest))
             continue
+        if described and line.startswith("   "):
+            described[-1][1].append(line.strip())
         choices = re.match(r"^ {2}\{([\w,-]+)\}", line)
         if choices and section.startswith("positional"):
             subcommands = set(choices.group(1).split(","))
@@ -216,7 +224,13 @@ def parse_help(text: str) -> Help:
             name = re.match(r"^ {2}([a-z][\w-]*)(?:\s|$)", line)
             if name:
                 subcommands = (subcommands or set()) | {name.group(1)}
-    return Help(frozenset(flags), frozenset(subcommands) if subcommands is not None else None)
+    defaults = []
+    for names, words in described:
+        found = re.search(r"\(default: ([^()]*)\)", " ".join(words))
+        if found:
+            defaults += [(n, found.group(1).strip()) for n in names if n.startswith("--")]
+    return Help(frozenset(flags), frozenset(subcommands) if subcommands is not None else None,
+                tuple(defaults))
 
 
 class HelpCache:
@@ -523,7 +537,7 @@ def check_durations(quotes: Sequence[Quote]) -> list[Finding]:
     return findings
 
 
-_CASES = re.compile(r"(?<![\w,.])(\d+)(?:[ -]cases?\b|/\1 each\b)")
+_CASES = re.compile(r"(?<![\w,.-])(\d+)(?:[ -]cases?\b|/\1 each\b)")
 
 
 def check_case_counts(path: str, prose: Sequence[tuple[int, str]], count: int
@@ -552,6 +566,38 @@ def check_case_counts(path: str, prose: Sequence[tuple[int, str]], count: int
     return findings
 
 
+_DEFAULT_QUOTE = re.compile(r"`(--[a-z][a-z0-9-]*)[^`]*`[^.;`]{0,12}?\(default:?\s*\**`?"
+                            r"(\d+(?:\.\d+)?)`?\**(?![\w.])")
+HELP_PATHS = (("serve",), ("export",), ("verify",), ("infer",), ("model", "list"))
+
+
+def help_defaults(help_of: Callable[[tuple[str, ...]], Help | str]) -> dict[str, str]:
+    """flag -> the default its command's --help states (flags whose commands disagree, or
+    whose help states none, left out)."""
+    seen: dict[str, set[str]] = {}
+    for path in HELP_PATHS:
+        info = help_of(path)
+        if isinstance(info, Help):
+            for flag, value in info.defaults:
+                seen.setdefault(flag, set()).add(value)
+    return {flag: values.pop() for flag, values in seen.items() if len(values) == 1}
+
+
+def check_defaults(path: str, prose: Sequence[tuple[int, str]],
+                   defaults: Callable[[], dict[str, str]]) -> list[Finding]:
+    """A numeric default quoted in prose equals the one --help states."""
+    findings = []
+    for number, line in prose:
+        for m in _DEFAULT_QUOTE.finditer(line):
+            stated = defaults().get(m.group(1))
+            if stated is not None and re.fullmatch(r"\d+(?:\.\d+)?", stated) \
+                    and float(stated) != float(m.group(2)):
+                findings.append(Finding(path, number, (
+                    f"{m.group(1)}: default {m.group(2)} here, but its --help says "
+                    f"(default: {stated})")))
+    return findings
+
+
 REPORT = "docs/conformance-report.md"
 _PEER_RESULT = re.compile(r"\b(Triton|KServe|MLServer)\b[^.;|]{0,60}?\b\d+ (?:passed|/ ?\d+)")
 
@@ -576,6 +622,13 @@ def check(root: Path = REPO, help_of: Callable[[tuple[str, ...]], Help | str] | 
     findings: list[Finding] = []
     quotes: list[Quote] = []
     count = len(list((root / "tests" / "conformance" / "cases").glob("*.json")))
+    cached: list[dict[str, str]] = []
+
+    def defaults() -> dict[str, str]:
+        if not cached:
+            cached.append(help_defaults(help_of))
+        return cached[0]
+
     for doc in doc_files(root):
         rel = doc.relative_to(root).as_posix()
         blocks, prose = split_markdown(doc.read_text(encoding="utf-8"))
@@ -600,6 +653,7 @@ def check(root: Path = REPO, help_of: Callable[[tuple[str, ...]], Help | str] | 
         if count:
             findings += check_case_counts(rel, prose, count)
         findings += check_peer_results(rel, prose)
+        findings += check_defaults(rel, prose, defaults)
     findings += check_durations(quotes)
     return sorted(set(findings))
 

@@ -100,8 +100,9 @@ jaxport verify: OK (repo/m/1)
 cd clients/go && go install ./cmd/tool
 ```
 
-The conformance suite has 3 cases; `go -C clients/go run ./cmd/tool` builds.
-`make bench` (about 8 min) is long.
+The conformance suite has 3 cases (its rank-0 cases and the fp32 cases among them); `go -C
+clients/go run ./cmd/tool` builds. `--workers N` (default 2) and `--port` (default 8001) are
+serve's. `make bench` (about 8 min) is long.
 """
 
 BROKEN = {
@@ -153,7 +154,9 @@ def test_a_broken_command_is_found(tmp_path: Path, help_of: docs_check.HelpCache
     ("Run `make test` (6.1-6.4 min here) first.",
      "`make test` takes 6.1-6.4 min here but 12.6 min in the tier table, README.md:5"),
     ("`make bench` is long: it took ~75 s on this machine.",
-     "`make bench` takes ~75 s here but 8 min in README.md:18"),
+     "`make bench` takes ~75 s here but 8 min in README.md:19"),
+    ("The server listens on `--port P` (default 8000) for gRPC.",
+     "--port: default 8000 here, but its --help says (default: 8001)"),
     ("Last run: KServe 44 passed / 11 failed / 30 N/A.",
      "'KServe 44 passed': other servers' conformance results are written"),
     ("Last run: MLServer 35 / 27 / 23 N/A.",
