@@ -4,6 +4,7 @@
 #include <dlfcn.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <mutex>
 #include <utility>
 
@@ -102,7 +103,9 @@ Plugin Plugin::Load(const std::string& path) {
   static std::mutex mu;
   static std::map<std::string, const PJRT_Api*>* loaded = new std::map<std::string, const PJRT_Api*>();
   std::lock_guard<std::mutex> lock(mu);
-  if (auto it = loaded->find(path); it != loaded->end()) return Plugin(it->second);
+  std::error_code ec;
+  const std::string key = std::filesystem::weakly_canonical(path, ec).string();  // one file, one load
+  if (auto it = loaded->find(key); it != loaded->end()) return Plugin(it->second);
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
     const char* why = dlerror();
@@ -131,7 +134,7 @@ Plugin Plugin::Load(const std::string& path) {
   PJRT_Plugin_Initialize_Args init{};
   init.struct_size = PJRT_Plugin_Initialize_Args_STRUCT_SIZE;
   Check(api, api->PJRT_Plugin_Initialize(&init), "PJRT_Plugin_Initialize");
-  loaded->emplace(path, api);
+  loaded->emplace(key, api);
   return plugin;
 }
 
