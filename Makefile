@@ -265,7 +265,7 @@ test-perf-analyzer: setup $(PERF_VENV)/.installed
 #   PjrtHeader.cmake; the header is never copied into the tree).
 # make cpp-test: ctest in build/cpp (the unit tests; the golden tests need the artifacts
 #   `pytest tests/cpp` exports). make cpp-asan: the same build with AddressSanitizer and
-#   UndefinedBehaviorSanitizer in build/cpp-asan (tests/cpp/test_sanitizers.py runs its ctest).
+#   UndefinedBehaviorSanitizer in build/cpp-asan (-O1 -g; tests/cpp/test_sanitizers.py runs its ctest).
 # The plugin target is idempotent (a stamp file says what was fetched and verified); `cmake
 # --build` rebuilds only what changed. `make -j2 pjrt-plugin cpp` downloads and compiles in
 # parallel.
@@ -309,7 +309,7 @@ cpp-test: cpp
 	ctest --test-dir $(CPP_DIR) -L unit --output-on-failure
 
 cpp-asan: $(CPP_DEPS_STAMP)
-	$(call CPP_BUILD,$(CPP_ASAN_DIR),-DCMAKE_BUILD_TYPE=RelWithDebInfo -DJAXPORT_SANITIZE=address$(,)undefined)
+	$(call CPP_BUILD,$(CPP_ASAN_DIR),-DCMAKE_BUILD_TYPE=RelWithDebInfo '-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g' -DJAXPORT_SANITIZE=address$(,)undefined)
 
 # make setup installs the CPU plugin where its pinned wheel exists (Linux x86_64); elsewhere it
 # says once that the native engine has no plugin there (every model served by the workers; a
