@@ -111,7 +111,9 @@ def split_markdown(text: str) -> tuple[list[Block], list[tuple[int, str]]]:
 
 def shell_lines(block: Block) -> Iterator[tuple[int, str, str]]:
     """(line number, command text, comment) of a shell block: continuations joined, prompts
-    stripped."""
+    stripped; in a console transcript (```console) only the `$ ` lines are commands, the
+    rest is their output."""
+    transcript = block.lang in ("console", "shell-session")
     pending: list[str] = []
     first = 0
     for number, raw in block.lines:
@@ -120,6 +122,8 @@ def shell_lines(block: Block) -> Iterator[tuple[int, str, str]]:
             first = number
             if line.startswith("$ "):
                 line = line[2:]
+            elif transcript:
+                continue
         if line.endswith("\\"):
             pending.append(line[:-1])
             continue
@@ -658,9 +662,10 @@ def check(root: Path = REPO, help_of: Callable[[tuple[str, ...]], Help | str] | 
     return sorted(set(findings))
 
 
-def main(argv: Sequence[str]) -> int:
+def main(argv: Sequence[str],
+         help_of: Callable[[tuple[str, ...]], Help | str] | None = None) -> int:
     root = Path(argv[0]).resolve() if argv else REPO
-    findings = check(root)
+    findings = check(root, help_of)
     for finding in findings:
         print(finding)
     print(f"docs check: {len(findings)} finding(s) in {len(doc_files(root))} files")

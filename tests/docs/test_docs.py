@@ -7,7 +7,6 @@ the tests of this file through `help_of`)."""
 from __future__ import annotations
 
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -100,6 +99,11 @@ jaxport verify: OK (repo/m/1)
 cd clients/go && go install ./cmd/tool
 ```
 
+```console
+$ jaxport verify repo/m/1 --quiet
+jaxport modle is output here, not a command
+```
+
 The conformance suite has 3 cases (its rank-0 cases and the fp32 cases among them); `go -C
 clients/go run ./cmd/tool` builds. `--workers N` (default 2) and `--port` (default 8001) are
 serve's. `make bench` (about 8 min) is long.
@@ -154,7 +158,7 @@ def test_a_broken_command_is_found(tmp_path: Path, help_of: docs_check.HelpCache
     ("Run `make test` (6.1-6.4 min here) first.",
      "`make test` takes 6.1-6.4 min here but 12.6 min in the tier table, README.md:5"),
     ("`make bench` is long: it took ~75 s on this machine.",
-     "`make bench` takes ~75 s here but 8 min in README.md:19"),
+     "`make bench` takes ~75 s here but 8 min in README.md:24"),
     ("The server listens on `--port P` (default 8000) for gRPC.",
      "--port: default 8000 here, but its --help says (default: 8001)"),
     ("Last run: KServe 44 passed / 11 failed / 30 N/A.",
@@ -173,9 +177,11 @@ def test_numbers_and_paths_in_prose(tmp_path: Path, help_of: docs_check.HelpCach
     assert [f.message for f in findings if want in f.message] and len(findings) == 1, findings
 
 
-def test_fails_on_a_broken_copy_of_this_checkouts_docs(tmp_path: Path) -> None:
-    """The real docs, copied with one mistake of each kind put in: the command exits 1 and
-    names each (beyond what it finds in the checkout itself)."""
+def test_fails_on_a_broken_copy_of_this_checkouts_docs(
+        tmp_path: Path, help_of: docs_check.HelpCache,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The real docs, copied with one mistake of each kind put in: the command (its main,
+    sharing this file's help) exits 1 and names each, beyond what it finds in the checkout."""
     root = tmp_path / "copy"
     for doc in docs_check.doc_files(REPO):
         target = root / doc.relative_to(REPO)
@@ -194,10 +200,8 @@ def test_fails_on_a_broken_copy_of_this_checkouts_docs(tmp_path: Path) -> None:
              "go install ./clients/go/cmd/jaxport-conformance\n```\n\n"
              "The conformance suite's 79 cases pass; `make test` (3 min) is quick.\n")
     readme.write_text(text)
-    done = subprocess.run([sys.executable, str(Path(docs_check.__file__)), str(root)],
-                          capture_output=True, text=True, timeout=600)
-    assert done.returncode == 1
-    out = done.stdout
+    assert docs_check.main([str(root)], help_of) == 1
+    out = capsys.readouterr().out
     for want in ("`jaxport verify` has no flag --require-ire",
                  "`jaxport` has no subcommand 'modle'",
                  "README.md:", "`go install ./clients/go/cmd/jaxport-conformance` does not "
