@@ -34,6 +34,7 @@ help:
 	@echo "make client-wheel - the jaxport-client wheel and sdist into dist/client/"
 	@echo "make wheel  - the platform wheel of jaxport carrying the native front built with cgo by zig (dist/jaxport/; pip install needs no Go, gcc or cc)"
 	@echo "make pjrt-plugin - the pinned CPU PJRT plugin into build/pjrt/ (jaxport pjrt install cpu --dir build/pjrt)"
+	@echo "make image / image-native - the container images (podman; IMAGE_ARGS='--build-arg BASE=...')"
 	@echo "make conformance-peers - the conformance suite against Triton, KServe and MLServer (report in docs/)"
 	@echo "make conformance-dist - the jaxport-conformance wheel (the suite, no JAX) into dist/conformance/"
 
@@ -322,3 +323,31 @@ setup: pjrt-plugin-unavailable
 pjrt-plugin-unavailable:
 	@echo "note: no pinned CPU PJRT plugin for $$(uname -s) $$(uname -m) (the pinned wheel is Linux x86_64, bridge/pjrt.py): jaxport serve runs every model on the Python workers unless --pjrt-plugin names one"
 endif
+
+# ---- Container images (bridge/deploy/kserve/Containerfile*, docs/scale-out.md) ---------------
+# make image: jaxport serve in a container (the cgo front built by zig as `make wheel` builds
+#   it, the pinned CPU plugin, the Python workers; non-root; what the KServe runtimes name).
+# make image-native: the Python-free image (the front and the plugin on a C/C++ runtime base)
+#   for repositories the native engine serves whole.
+# IMAGE_ARGS passes build arguments, e.g. IMAGE_ARGS='--build-arg BASE=...'; PODMAN the engine
+# (docker works too). tests/deploy/test_images.py builds and runs them with podman from bases
+# made of Debian packages (no registry needed; the Python-free one once the front serves
+# without Python, issue 33); make image-tools installs what it needs.
+IMAGE ?= jaxport-serve:0.1.0
+IMAGE_NATIVE ?= jaxport-front:0.1.0
+IMAGE_ARGS ?=
+PODMAN ?= podman
+IMAGE_APT := podman runc mmdebstrap uidmap
+.PHONY: image image-native image-tools
+image:
+	$(PODMAN) build -f bridge/deploy/kserve/Containerfile -t $(IMAGE) $(IMAGE_ARGS) .
+
+image-native:
+	$(PODMAN) build -f bridge/deploy/kserve/Containerfile.native -t $(IMAGE_NATIVE) $(IMAGE_ARGS) .
+
+image-tools:
+	@missing=$$(for p in $(IMAGE_APT); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	  else echo "error: the image tests need the apt packages: $$missing" >&2; exit 1; fi; fi

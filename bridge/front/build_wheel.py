@@ -4,6 +4,8 @@ native engine), so a machine with Python alone `pip install`s it, runs `jaxport 
 cpu` once, and `jaxport serve` executes models through the PJRT plugin with no Go, gcc or cc.
 
     python bridge/front/build_wheel.py OUT_DIR [--zig-venv DIR]   # prints the wheel's path
+    python bridge/front/build_wheel.py --front-only PATH [--zig-venv DIR]   # the front alone
+                                                     # (the Python-free image's build stage)
 
 The way `ruff` and `buf-bin` ship their binaries: one wheel per OS and architecture, tagged
 `py3-none-<platform>` (any Python 3, no ABI: the Python code is pure, the binary is not) and
@@ -227,15 +229,30 @@ def build(out_dir: Path, zig_venv: Path = ZIG_VENV, log=print) -> Path:
         return out_dir / proc.stdout.strip().splitlines()[-1]
 
 
+def build_front_only(binary: Path, zig_venv: Path = ZIG_VENV) -> Path:
+    """The front alone at `binary`, built as the wheel's is (steps 1-2)."""
+    zig = zig_python(zig_venv.absolute())
+    with tempfile.TemporaryDirectory(prefix="jaxport-front-") as tmp:
+        build_front(binary.absolute(), zig, Path(tmp))
+    return binary
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="build_wheel.py", description=__doc__.split("\n")[0])
-    parser.add_argument("out_dir", type=Path)
+    parser.add_argument("out_dir", type=Path, nargs="?")
+    parser.add_argument("--front-only", type=Path, metavar="PATH",
+                        help="build only the front, to PATH (no wheel)")
     parser.add_argument("--zig-venv", type=Path, default=ZIG_VENV,
                         help=f"venv with the pinned ziglang (created when absent; default "
                              f"{ZIG_VENV.relative_to(REPO)})")
     args = parser.parse_args(argv)
+    if (args.out_dir is None) == (args.front_only is None):
+        parser.error("give OUT_DIR (the wheel) or --front-only PATH (the front alone)")
     try:
-        print(build(args.out_dir, args.zig_venv, log=lambda m: print(m, file=sys.stderr)))
+        if args.front_only is not None:
+            print(build_front_only(args.front_only, args.zig_venv))
+        else:
+            print(build(args.out_dir, args.zig_venv, log=lambda m: print(m, file=sys.stderr)))
     except WheelBuildError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -131,22 +131,24 @@ def test_checkout_plugin_matches_its_pins() -> None:
 
 @pytest.mark.slow  # fetches ~3 GB of pinned wheels (pip's cache keeps them for the next run)
 def test_cuda_install_checksums_hold_and_the_front_loads_it(tmp_path: Path) -> None:
-    from support.bridge import BridgeProcess
+    """Installed where a front in PREFIX/bin looks (PREFIX/share/jaxport/pjrt/cuda), the way
+    `jaxport pjrt install cuda` does for an image's /usr/local; `--pjrt-plugin cuda` finds it,
+    loads every NVIDIA library the plugin's RPATH misses, then the plugin (GetPjrtApi), and
+    without a GPU fails to create its client: one start line saying so."""
+    from support.bridge import BridgeProcess, build_front
 
-    directory = tmp_path / "cuda"
+    prefix = tmp_path / "prefix"
+    directory = prefix / "share" / "jaxport" / "pjrt" / "cuda"
     done = jaxport_pjrt("install", "cuda", "--dir", directory)
     assert done.returncode == 0, done.stdout + done.stderr
     plugin = directory / pjrt.CUDA.library
     assert f"installed the cuda plugin: {plugin}" in done.stdout
     assert pjrt.installed(pjrt.CUDA, directory)  # the record and the .so's pinned sha256
-    installed = {p.name.split("-")[0].lower().replace("_", "-")
-                 for p in directory.glob("*.dist-info")}
-    assert installed == {w.name for w in pjrt.CUDA.wheels}
-    for w in pjrt.CUDA.wheels:  # what pip installed is what was pinned
-        (info,) = directory.glob(f"{w.name.replace('-', '_')}-{w.version}.dist-info")
-        assert info.is_dir(), w
-    # Every NVIDIA library the front preloads before the plugin (engine/plugin.go cudaPreload)
-    # is where it looks, and the plugin's glibc floor is the recorded one.
+    for w in pjrt.CUDA.wheels:  # what pip installed is what was pinned, nothing else
+        assert (directory / f"{w.name.replace('-', '_')}-{w.version}.dist-info").is_dir(), w
+    assert len(list(directory.glob("*.dist-info"))) == len(pjrt.CUDA.wheels)
+    # Every NVIDIA library the front preloads (engine/plugin.go cudaPreload) is installed, and
+    # the plugin's glibc floor is the recorded one.
     go_src = (REPO / "bridge/front/engine/plugin.go").read_text()
     preload = re.findall(r'^\t"([a-z_]+/lib/lib[A-Za-z_]+\.so\.\d+)",$', go_src, re.M)
     assert len(preload) == 11, preload
@@ -156,14 +158,17 @@ def test_cuda_install_checksums_hold_and_the_front_loads_it(tmp_path: Path) -> N
                          check=True).stdout
     versions = {tuple(int(p) for p in v.split(".")) for v in re.findall(r"GLIBC_([0-9.]+)", out)}
     assert max(versions)[:2] == pjrt.CUDA.glibc
-    # The front loads it by path (GetPjrtApi: the plugin's API version), then fails to create
-    # a client for want of a GPU: one line saying so, every model on the workers.
+    (prefix / "bin").mkdir()
+    front = build_front(prefix / "bin")
     repo = tmp_path / "repo"
     repo.mkdir()
-    with BridgeProcess(repo, "--workers", "1", "--pjrt-plugin", str(plugin),
-                       workdir=tmp_path / "serve") as server:
+    with BridgeProcess(repo, "--workers", "1", "--pjrt-plugin", "cuda", "--front-binary",
+                       str(front), workdir=tmp_path / "serve") as server:
         records = [r for r in server.log_records() if r.get("logger") == "jaxport.front"
-                   and str(r.get("msg", "")).startswith("native engine")]
-    assert len(records) == 1, records
-    assert records[0]["msg"] == "native engine off: every model is served by the workers"
-    assert str(records[0]["reason"]).startswith(f"PJRT plugin {plugin}: "), records
+                   and str(r.get("msg", "")).startswith(("native engine", "CUDA plugin"))]
+        log = server.log_text()
+    assert [r["msg"] for r in records] == [
+        "native engine off: every model is served by the workers"], records
+    assert records[0]["reason"] == (f"PJRT plugin {plugin}: client: PJRT error (code=9): No "
+                                    "visible GPU devices."), records
+    assert "Can't find nvidia/" not in log  # gopjrt's layout check is off for this install

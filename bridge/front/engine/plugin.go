@@ -38,7 +38,8 @@ const InstallDir = "share/jaxport/pjrt"
 //     first, as jax's own plugin package does, and XLA_FLAGS gets the CUDA data dir of the
 //     pinned nvcc wheel), else gopjrt's search for pjrt_c_api_cuda_plugin.so
 //     (PJRT_PLUGIN_LIBRARY_PATH, then the system library paths);
-//   - anything else: a path to a plugin .so (made absolute).
+//   - anything else: a path to a plugin .so (made absolute; the CUDA plugin of a
+//     `jaxport pjrt install cuda --dir DIR` is readied as above).
 func ResolvePlugin(choice string) (string, error) {
 	if choice == "" {
 		choice = os.Getenv(PluginEnv)
@@ -78,8 +79,17 @@ func resolve(choice, wd, exe string) (string, error) {
 	if !isFile(abs) {
 		return "", fmt.Errorf("PJRT plugin %s: not a file (--pjrt-plugin takes cpu, cuda or a path)", choice)
 	}
+	// The CUDA plugin of a `jaxport pjrt install cuda --dir DIR`, named by its path.
+	if dir, ok := strings.CutSuffix(abs, string(filepath.Separator)+filepath.FromSlash(CUDAPluginFile)); ok &&
+		isFile(filepath.Join(dir, installRecord)) {
+		prepareCUDA(dir)
+	}
 	return abs, nil
 }
+
+// installRecord is the file `jaxport pjrt install` writes beside what it installed
+// (bridge/pjrt.py RECORD).
+const installRecord = "jaxport-pjrt.json"
 
 func isFile(path string) bool {
 	st, err := os.Stat(path)
@@ -158,9 +168,10 @@ var cudaPreload = []string{
 	"cudnn/lib/libcudnn.so.9",
 }
 
-// prepareCUDA readies the plugin installed in dir: the NVIDIA libraries loaded (a library
-// that does not load is logged, as the plugin may not need it for every program), and XLA's
-// CUDA data dir (ptxas, libdevice) set to the pinned nvcc wheel's unless XLA_FLAGS names one.
+// prepareCUDA readies the plugin installed in dir: the NVIDIA libraries loaded (libraries
+// that do not load are logged in one line, as the plugin may not need each for every
+// program), gopjrt's layout check off, and XLA's CUDA data dir (ptxas, libdevice) set to the
+// pinned nvcc wheel's unless XLA_FLAGS names one.
 func prepareCUDA(dir string) {
 	var failed []string
 	for _, lib := range cudaPreload {
@@ -171,6 +182,10 @@ func prepareCUDA(dir string) {
 	if len(failed) > 0 {
 		slog.Warn("CUDA plugin: NVIDIA libraries did not load (an incomplete install: remove the dir and run `jaxport pjrt install cuda`)",
 			"dir", dir, "failed", len(failed), "of", len(cudaPreload), "first", failed[0])
+	}
+	// gopjrt's own check expects <plugin dir>/../nvidia and would warn about this layout.
+	if _, set := os.LookupEnv("GOPJRT_CUDA_CHECKS"); !set {
+		_ = os.Setenv("GOPJRT_CUDA_CHECKS", "0")
 	}
 	flags := os.Getenv("XLA_FLAGS")
 	if !strings.Contains(flags, "--xla_gpu_cuda_data_dir") {

@@ -107,6 +107,7 @@ func TestResolveCUDA(t *testing.T) {
 	dir := filepath.Join(root, "prefix", "share", "jaxport", "pjrt", "cuda")
 	so := filepath.Join(dir, CUDAPluginFile)
 	touch(t, so)
+	t.Setenv("GOPJRT_CUDA_CHECKS", "")
 	t.Setenv("XLA_FLAGS", "--xla_dump_to=/tmp/x")
 	if got, err := resolve("cuda", root, exe); err != nil || got != so {
 		t.Fatalf("resolve(cuda) = %q, %v; want %s", got, err, so)
@@ -118,6 +119,17 @@ func TestResolveCUDA(t *testing.T) {
 	t.Setenv("XLA_FLAGS", "--xla_gpu_cuda_data_dir=/opt/cuda")
 	if _, err := resolve("cuda", root, exe); err != nil || os.Getenv("XLA_FLAGS") != "--xla_gpu_cuda_data_dir=/opt/cuda" {
 		t.Fatalf("a data dir in XLA_FLAGS is kept: %q, %v", os.Getenv("XLA_FLAGS"), err)
+	}
+	// The same install named by path (`jaxport pjrt install cuda --dir DIR`): readied when DIR
+	// holds the install's record, left alone otherwise.
+	t.Setenv("XLA_FLAGS", "")
+	if got, err := resolve(so, root, ""); err != nil || got != so || os.Getenv("XLA_FLAGS") != "" {
+		t.Fatalf("resolve(%s) without a record = %q, %v, XLA_FLAGS %q", so, got, err, os.Getenv("XLA_FLAGS"))
+	}
+	touch(t, filepath.Join(dir, installRecord))
+	if got, err := resolve(so, root, ""); err != nil || got != so ||
+		os.Getenv("XLA_FLAGS") != "--xla_gpu_cuda_data_dir="+filepath.Join(dir, "nvidia", "cuda_nvcc") {
+		t.Fatalf("resolve(%s) with a record = %q, %v, XLA_FLAGS %q", so, got, err, os.Getenv("XLA_FLAGS"))
 	}
 }
 
