@@ -26,10 +26,6 @@ KNOWN_PENDING: dict[str, tuple[str, str, tuple[str, ...]]] = {
         "ONE-CLI", "rewritten on branch onesrv (issue 33: Ray scale-out with a front per "
         "replica); its conformance runs there are re-measured with the 85-case suite",
         ("'79 cases': the conformance suite has", "'79/79 each': the conformance suite has")),
-    "clients/go/README.md": (
-        "CLIENTS", "mid-edit in main (issue 38: the Go module's layout); asked in "
-        "/work/notes/CLIENTS.md to write `cd clients/go && go install ./cmd/...`",
-        ("`go install ./clients/go/cmd/jaxport-conformance` does not resolve",)),
     "docs/conformance-suite.md": (
         "CONFORMANCE", "asked in /work/notes/CONFORMANCE.md (issue 39's docs) for the same "
         "one-line fix; the lead routes it if the owner has finished",
