@@ -57,6 +57,23 @@ def test_full_flag_with_equals_still_parses(capsys: pytest.CaptureFixture[str]) 
     assert line.startswith("jaxport model: error: --url 'http://127.0.0.1:8000' is a URL")
 
 
+@pytest.mark.parametrize("scheme", ["http", "https", "HTTP"])
+def test_url_with_a_scheme_is_a_usage_error(capsys: pytest.CaptureFixture[str],
+                                            scheme: str) -> None:
+    """--url is gRPC's HOST:PORT: a URL is refused before anything connects, saying so."""
+    url = f"{scheme}://127.0.0.1:8001"
+    assert usage_error(capsys, "infer", "--url", url, "--model", "m", "--input", "x=@x.npy") \
+        == (f"jaxport infer: error: --url '{url}' is a URL; a gRPC address is HOST:PORT with no "
+            "scheme, e.g. '127.0.0.1:8001' (jaxport serve: gRPC on --port, default 8001; "
+            "http://HOST:PORT is its REST endpoint, --http-port, default 8000)")
+
+
+def test_classes_must_be_positive(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    assert usage_error(capsys, "infer", "--url", "127.0.0.1:1", "--model", "m", "--input",
+                       f"x=@{tmp_path / 'x.npy'}", "--classes", "0") \
+        == "jaxport infer: error: --classes must be >= 1, got 0"
+
+
 def _parser_constructions(path: Path, root: Path = REPO) -> list[str]:
     """Where `path` builds an argparse parser that could take abbreviations: a class derived
     from argparse.ArgumentParser other than CommandParser, or an ArgumentParser(...) call

@@ -97,18 +97,6 @@ def test_url_given_the_metrics_port(bridge: BridgeProcess, x_npy: Path) -> None:
         "--port, default 8001; REST --http-port 8000, metrics --metrics-port 8002)")
 
 
-@pytest.mark.parametrize("scheme", ["http", "https", "HTTP"])
-def test_url_with_a_scheme_is_a_usage_error(bridge: BridgeProcess, x_npy: Path,
-                                            scheme: str) -> None:
-    url = f"{scheme}://{bridge.address}"
-    done = jaxport("infer", "--url", url, "--model", "clf", "--input", f"x=@{x_npy}")
-    assert done.returncode == 2
-    assert one_error_line(done) == (
-        f"jaxport infer: error: --url '{url}' is a URL; a gRPC address is HOST:PORT with no "
-        f"scheme, e.g. '{bridge.address}' (jaxport serve: gRPC on --port, default 8001; "
-        "http://HOST:PORT is its REST endpoint, --http-port, default 8000)")
-
-
 def test_client_refuses_a_url_target() -> None:
     """The library says the same at construction (gRPC would answer 'Misformatted domain
     name' on the first call)."""
@@ -165,13 +153,6 @@ def test_classes_json_is_the_servers_entries(bridge: BridgeProcess, x_npy: Path)
         [(label, index) for label, index, _ in want]
     np.testing.assert_allclose([float(v) for v, _, _ in entries], [s for _, _, s in want],
                                atol=1e-5)
-
-
-def test_classes_must_be_positive(bridge: BridgeProcess, x_npy: Path) -> None:
-    done = jaxport("infer", "--url", bridge.address, "--model", "clf", "--input", f"x=@{x_npy}",
-                   "--classes", "0")
-    assert done.returncode == 2
-    assert one_error_line(done) == "jaxport infer: error: --classes must be >= 1, got 0"
 
 
 def test_model_list_reason_is_the_model_configs(bridge: BridgeProcess) -> None:

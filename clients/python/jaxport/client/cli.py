@@ -131,8 +131,7 @@ def connect(args: argparse.Namespace) -> InferenceClient:
     """A client for `--url` with the options of `add_connection_args` (and `--timeout`)."""
     if (args.cert is None) != (args.key is None):
         raise UsageError("--cert and --key must be given together")
-    if args.url.lower().startswith(("http://", "https://")):
-        raise UsageError(rest_url_message(args.url))
+    check_url(args.url)
     token = None
     if args.token_file is not None:
         try:
@@ -148,6 +147,12 @@ def connect(args: argparse.Namespace) -> InferenceClient:
         client_key=args.key,
         token=token,
     )
+
+
+def check_url(url: str) -> None:
+    """A usage error for an http(s):// --url (the REST endpoint's form, not gRPC's)."""
+    if url.lower().startswith(("http://", "https://")):
+        raise UsageError(rest_url_message(url))
 
 
 def _host_port(url: str) -> tuple[str, int] | None:
@@ -172,7 +177,7 @@ def http1_server(url: str, timeout: float = 2.0) -> str | None:
     if where is None:
         return None
     host, port = where
-    request = (f"GET /v2 HTTP/1.1\r\nHost: {host}:{port}\r\nAccept: application/json\r\n"
+    request = (f"GET /v2 HTTP/1.1\r\nHost: {url}\r\nAccept: application/json\r\n"
                "Connection: close\r\n\r\n").encode()
     answer = b""
     try:
@@ -409,6 +414,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--cert and --key must be given together")
     if args.classes is not None and args.classes < 1:
         raise UsageError(f"--classes must be >= 1, got {args.classes}")
+    check_url(args.url)  # usage mistakes before the input files are read
     inputs = load_inputs(args.input)
     with connect(args) as client:
         try:
