@@ -209,3 +209,42 @@ def test_artifact_call_and_the_server_agree_on_every_batch_size(
     assert local.shape == served.shape == (rows, 3)
     np.testing.assert_allclose(local, served, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(local, np.asarray(classify({"w": W}, x)), rtol=1e-5, atol=1e-6)
+
+
+def test_infer_classes_through_the_clients(bridge: BridgeProcess) -> None:
+    """`infer(classes={output: k})` on both clients: Triton's classification, BYTES entries
+    `value:index:label` per row, best first; a count below 1 is refused naming the output
+    before anything is sent."""
+    import asyncio
+
+    from jaxport.client import AsyncInferenceClient
+    from jaxport.protocol.errors import InvalidArgumentError
+
+    want = [[f"{score:.6f}:{index}:{label}".encode() for label, index, score in row[:2]]
+            for row in expected_rows()]
+
+    def entries(array: np.ndarray) -> list[list[bytes]]:
+        assert array.dtype == object and array.shape == (2, 2)
+        return [[bytes(v) for v in row] for row in array]
+
+    def close(got: list[list[bytes]]) -> None:
+        for got_row, want_row in zip(got, want, strict=True):
+            for g, w in zip(got_row, want_row, strict=True):
+                gv, gi, gl = g.split(b":")
+                wv, wi, wl = w.split(b":")
+                assert (gi, gl) == (wi, wl)
+                assert float(gv) == pytest.approx(float(wv), abs=2e-6)
+
+    with InferenceClient(bridge.address) as client:
+        result = client.infer("clf", {"x": X}, classes={"probs": 2})
+        assert list(result.outputs) == ["probs"]
+        close(entries(result["probs"]))
+        with pytest.raises(InvalidArgumentError, match=r"^requested output 'probs': class "
+                           r"count must be an integer >= 1, got 0$"):
+            client.infer("clf", {"x": X}, classes={"probs": 0})
+
+    async def run() -> np.ndarray:
+        async with AsyncInferenceClient(bridge.address) as client:
+            return (await client.infer("clf", {"x": X}, classes={"probs": 2}))["probs"]
+
+    close(entries(asyncio.run(run())))
