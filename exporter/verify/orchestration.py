@@ -85,7 +85,7 @@ def run_checks(
               for c, p in tasks]
     report = _Report(progress, len(tasks))
     if progress is not None:
-        progress(f"running {len(tasks)} check(s) of {root}, each in a fresh process, "
+        progress(f"running {len(tasks)} check(s) of {artifact_dir}, each in a fresh process, "
                  f"{max(1, parallel)} at a time: {', '.join(labels)}"
                  + (f" ({', '.join(sorted(skipped))} skipped)" if skipped else ""))
 
