@@ -86,7 +86,7 @@ def run_checks(
     report = _Report(progress, len(tasks))
     if progress is not None:
         progress(f"running {len(tasks)} check(s) of {artifact_dir}, each in a fresh process, "
-                 f"{max(1, parallel)} at a time: {', '.join(labels)}"
+                 f"{max(1, min(parallel, len(tasks)))} at a time: {', '.join(labels)}"
                  + (f" ({', '.join(sorted(skipped))} skipped)" if skipped else ""))
 
     def run(i: int) -> CheckResult:
