@@ -31,7 +31,7 @@ from google.protobuf import descriptor_pb2
 from support.bridge import BridgeProcess
 from support.certs import Pki
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.slow  # two Maven builds, a Go toolchain download, modules: minutes
 
 REPO = Path(__file__).resolve().parents[2]
 GO_CLIENT = REPO / "clients" / "go"
