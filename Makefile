@@ -32,8 +32,10 @@ help:
 	@echo "make fuzz   - 10,000-case hostile-input campaign against a live bridge (FUZZ_ARGS=--seed S)"
 	@echo "make front  - build the native Go front (bridge/front, cgo: its native engine) into .venv/bin/jaxport-front"
 	@echo "make client-wheel - the jaxport-client wheel and sdist into dist/client/"
-	@echo "make wheel  - the platform wheel of jaxport carrying the native front (dist/jaxport/; pip install needs no Go)"
-	@echo "make conformance-peers - the conformance suite against KServe and MLServer (report in docs/)"
+	@echo "make wheel  - the platform wheel of jaxport carrying the native front built with cgo by zig (dist/jaxport/; pip install needs no Go, gcc or cc)"
+	@echo "make pjrt-plugin - the pinned CPU PJRT plugin into build/pjrt/ (jaxport pjrt install cpu --dir build/pjrt)"
+	@echo "make image / image-native - the container images (podman; IMAGE_ARGS='--build-arg BASE=...')"
+	@echo "make conformance-peers - the conformance suite against Triton, KServe and MLServer (report in docs/)"
 	@echo "make conformance-dist - the jaxport-conformance wheel (the suite, no JAX) into dist/conformance/"
 
 # setup also builds the native front (jaxport serve's default, docs/front.md) and
@@ -52,7 +54,8 @@ setup: $(STAMP) $(FRONT) $(NATIVE_GOLDENS)
 # the plugin itself is loaded with dlopen at run time, so building needs no plugin). Without a C
 # compiler (`go env CC` not found) they are built CGO_ENABLED=0 with one note: engine/nocgo.go
 # then refuses every model, and the front serves them all on the Python workers, as it does on
-# a machine without the plugin. The platform wheel stays CGO_ENABLED=0 (bridge/front/build_wheel.py).
+# a machine without the plugin. The platform wheel's front is built with cgo too, by zig for an
+# old glibc (bridge/front/build_wheel.py).
 # GO_CGO sets the shell's $cgo to 1, or 0 when `go env CC` is not found; $(call GO_BUILD,OUTPUT,PACKAGE)
 GO_CGO = cc=$$(go env CC); cgo=1; command -v "$${cc%% *}" >/dev/null || cgo=0
 define GO_BUILD
@@ -124,11 +127,13 @@ export CLIENT_BUILD
 
 # The platform wheel of jaxport into $(JAXPORT_DIST), with the client wheel into $(CLIENT_DIST)
 # (jaxport depends on jaxport-client; `pip install` both). It carries the native front as
-# jaxport/bridge/bin/jaxport-front, built static (CGO_ENABLED=0, -trimpath) for Go's target and
-# tagged py3-none-<platform> (manylinux2014 on Linux), so a machine with Python alone runs
-# `jaxport serve` on the front (building it needs Go). bridge/front/build_wheel.py builds from a
-# copy of the tree; tests/front/test_platform_wheel.py installs both wheels into a fresh venv
-# with no go on PATH and serves the example model.
+# jaxport/bridge/bin/jaxport-front, built with cgo (its native engine) by zig for glibc 2.17
+# (the pinned ziglang in build/zig, made on first use) with -trimpath, and tagged
+# py3-none-manylinux_2_27_x86_64: the higher of the front's glibc floor and the pinned CPU
+# plugin's, which `jaxport pjrt install cpu` fetches (bridge/pjrt.py). Building needs Go; the
+# installed wheel needs no Go, gcc or cc. bridge/front/build_wheel.py builds from a copy of the
+# tree; tests/front/test_platform_wheel.py installs both wheels into a fresh venv with none of
+# go, gcc, cc on PATH, installs the plugin and serves natively.
 JAXPORT_DIST ?= dist/jaxport
 .PHONY: wheel
 wheel: client-wheel
@@ -183,10 +188,12 @@ front:
 	@$(call GO_BUILD,$(FRONT),./cmd/jaxport-front)
 	@$(call GO_BUILD,$(NATIVE_GOLDENS),./cmd/jaxport-native-goldens)
 
-# The conformance suite against other OIP servers (issue 19; not part of `make test`): KServe's
-# ModelServer and MLServer, each in its own venv under build/peers/ (pinned), serving the suite
-# models from the model kit (tests/conformance/kit: numpy reference models and the kit's
-# adapters, no jaxport in those venvs); jaxport's bridge too. The runner is the
+# The conformance suite against other OIP servers (issues 19, 39; not part of `make test`):
+# Triton Inference Server 2.51 on CPU (the nvidia-pytriton==0.7.0 wheel, --no-deps, in
+# build/peers/triton: tests/conformance/peers/triton_server.py), KServe's ModelServer and
+# MLServer, each in its own venv under build/peers/ (pinned), serving the suite models from the
+# model kit (tests/conformance/kit: numpy reference models, the Triton python-backend repository
+# and the kit's adapters, no jaxport in those venvs); jaxport's server too. The runner is the
 # jaxport-conformance wheel (make conformance-dist) installed in a venv of its own
 # (build/peers/runner: its stubs need protobuf >= 7.35, the peers pin < 7). Writes
 # docs/conformance-report.md. Python 3.12 (MLServer 1.7.1 does not install on 3.13;
@@ -204,6 +211,11 @@ $(PEERS)/%/.installed:
 	$(PEERS)/$*/bin/pip install -q '$(PEER_SPEC_$*)'
 	touch $@
 
+# Triton: a venv of this tree's Python (the wheel bundles a python-backend stub per version),
+# the wheel without its Python API's dependencies, numpy for the kit's model.py.
+$(PEERS)/triton/.installed: | $(STAMP)
+	$(PY) tests/conformance/peers/triton_server.py install $(PEERS)/triton
+
 .PHONY: peers-runner
 peers-runner: conformance-dist
 	rm -rf $(PEERS)/runner
@@ -211,7 +223,7 @@ peers-runner: conformance-dist
 	$(PEERS)/runner/bin/pip install -q --disable-pip-version-check $(CONFORMANCE_DIST)/jaxport_conformance-*-py3-none-any.whl
 
 .PHONY: conformance-peers
-conformance-peers: setup peers-runner $(PEERS)/kserve/.installed $(PEERS)/mlserver/.installed
+conformance-peers: setup peers-runner $(PEERS)/triton/.installed $(PEERS)/kserve/.installed $(PEERS)/mlserver/.installed
 	$(PY) tests/conformance/peers/run_peers.py --work $(PEERS)
 
 # The bridge on Ray Serve across a two-node Ray cluster started on this machine (issue 17,
@@ -239,78 +251,66 @@ $(PERF_VENV)/.installed: | $(STAMP)
 test-perf-analyzer: setup $(PERF_VENV)/.installed
 	$(PY) -m pytest -q -p no:cacheprovider -o addopts='' tests/bridge/perf_analyzer_run.py
 
-# ---- C++ consumer through the PJRT C API (issue 26, docs/cpp.md) ------------------------------
+# ---- C++: the library and the PJRT CPU plugin (issues 26, 40; docs/cpp.md) ------------------
 # make pjrt-plugin: XLA's CPU PJRT plugin pjrt_c_api_cpu_plugin.so (XLA of jaxlib 0.11.2, PJRT C
-#   API 0.115, StableHLO window 0.9.0..1.20.0) out of the PyPI wheel lammps-jax-pjrt-cpu, pinned
-#   by version and sha256 (checked after every download), into build/pjrt/. `pip download
-#   --no-deps` + unzip, never installed: the wheel declares jax<=0.11.2 and .venv has jax 0.12.
-# make cpp: clients/cpp (C++17, system g++) -> build/cpp/jaxport-pjrt-run. Needs the apt packages
-#   nlohmann-json3-dev and libssl-dev (installed when missing and root) and pjrt_c_api.h, read in
-#   place from the Go module github.com/gomlx/gopjrt (`go mod download`, pinned by version and
-#   go.sum hash; the header is never copied into the tree).
-# Both are idempotent: stamp files say what was fetched and verified. `make -j2 pjrt-plugin cpp`
-# downloads and compiles in parallel.
+#   API 0.115, StableHLO window 0.9.0..1.20.0) into build/pjrt/ by `jaxport pjrt install cpu
+#   --dir build/pjrt` (bridge/pjrt.py: the PyPI wheel lammps-jax-pjrt-cpu, pinned by version
+#   and sha256 there, `pip download --no-deps --require-hashes` + unzip of the .so, itself
+#   checked against its sha256; never installed: the wheel declares jax<=0.11.2). Re-run when
+#   bridge/pjrt.py changes; a no-op while build/pjrt holds what the pins say.
+# make cpp: the C++ library clients/cpp (CMake project: libjaxport, jaxport-pjrt-run, its
+#   GoogleTest tests) configured and built in build/cpp (Release; Ninja when installed). CMake
+#   finds the dependencies (nlohmann_json >= 3.11, OpenSSL >= 3.0, GTest >= 1.12: the apt
+#   packages nlohmann-json3-dev, libssl-dev, libgtest-dev, installed when missing and root) and
+#   fetches pjrt_c_api.h from the Go module github.com/gomlx/gopjrt (pinned: clients/cpp/cmake/
+#   PjrtHeader.cmake; the header is never copied into the tree).
+# make cpp-test: ctest in build/cpp (the unit tests; the golden tests need the artifacts
+#   `pytest tests/cpp` exports). make cpp-asan: the same build with AddressSanitizer and
+#   UndefinedBehaviorSanitizer in build/cpp-asan (-O1 -g; tests/cpp/test_sanitizers.py runs its ctest).
+# The plugin target is idempotent (a stamp file says what was fetched and verified); `cmake
+# --build` rebuilds only what changed. `make -j2 pjrt-plugin cpp` downloads and compiles in
+# parallel.
 PJRT_DIR := build/pjrt
-PJRT_WHEEL_VERSION := 0.11.2
-PJRT_WHEEL := lammps_jax_pjrt_cpu-$(PJRT_WHEEL_VERSION)-py3-none-manylinux_2_27_x86_64.whl
-PJRT_WHEEL_SHA256 := 1319390d948b39f69f7dade496b7c385149d9ca6097a6b62114da113216d9ad1
 PJRT_PLUGIN := $(PJRT_DIR)/pjrt_c_api_cpu_plugin.so
-# The pin stamp changes name with the pin, so a new version or hash re-downloads.
-PJRT_PIN := $(PJRT_DIR)/.pin-$(PJRT_WHEEL_VERSION)-$(PJRT_WHEEL_SHA256)
-GOPJRT_MODULE := github.com/gomlx/gopjrt@v0.10.0
-GOPJRT_SUM := h1:mb/LeIk9xkaW5hh9oB5hEGuCbnqr81D0WmJsl+o1gY0=
 CPP_DIR := build/cpp
-CPP_BIN := $(CPP_DIR)/jaxport-pjrt-run
-CPP_OBJ := $(patsubst clients/cpp/%.cc,$(CPP_DIR)/%.o,$(wildcard clients/cpp/*.cc))
-CPP_DEPS_STAMP := $(CPP_DIR)/.deps
-# The directory of pjrt_c_api.h in the Go module cache; rewritten only when it changes.
-CPP_PJRT_INCLUDE := $(CPP_DIR)/.pjrt-include
+CPP_ASAN_DIR := build/cpp-asan
+CPP_DEPS_STAMP := build/.cpp-deps
+CPP_APT := cmake g++ nlohmann-json3-dev libssl-dev libgtest-dev
+CPP_GENERATOR := $(if $(shell command -v ninja 2>/dev/null),-G Ninja,)
+, := ,
 
-.PHONY: pjrt-plugin cpp
+.PHONY: pjrt-plugin cpp cpp-test cpp-asan
 pjrt-plugin: $(PJRT_PLUGIN)
-cpp: $(CPP_BIN)
 
-$(PJRT_PIN):
-	rm -f $(PJRT_DIR)/.pin-* && mkdir -p $(PJRT_DIR) && touch $@
+# Staged next to build/pjrt and renamed into place: the .so exists only once its wheel and
+# itself matched the pins.
+$(PJRT_PLUGIN): bridge/pjrt.py | $(STAMP)
+	@$(PY) bridge/pjrt.py install cpu --dir $(PJRT_DIR) && touch $@
 
-# Downloaded into a temporary directory, checked, extracted, then renamed into place: the .so
-# exists only once its wheel matched the pin.
-$(PJRT_PLUGIN): $(PJRT_PIN) | $(STAMP)
-	@tmp=$$(mktemp -d $(PJRT_DIR)/.download-XXXXXX) && trap 'rm -rf "$$tmp"' EXIT && \
-	echo "downloading lammps-jax-pjrt-cpu==$(PJRT_WHEEL_VERSION) (PyPI) into $(PJRT_DIR)" && \
-	$(PY) -m pip download -q --no-deps --only-binary=:all: lammps-jax-pjrt-cpu==$(PJRT_WHEEL_VERSION) -d "$$tmp" && \
-	{ echo "$(PJRT_WHEEL_SHA256)  $$tmp/$(PJRT_WHEEL)" | sha256sum -c --quiet || { \
-	  echo "error: $(PJRT_WHEEL) does not have the pinned sha256 $(PJRT_WHEEL_SHA256); refused" >&2; exit 1; }; } && \
-	$(PY) -c "import sys, zipfile; open(sys.argv[2], 'wb').write(zipfile.ZipFile(sys.argv[1]).read('lammps_jax_pjrt_cpu/pjrt_c_api_cpu_plugin.so'))" "$$tmp/$(PJRT_WHEEL)" "$$tmp/plugin.so" && \
-	mv "$$tmp/plugin.so" $@ && echo "$@: sha256 $$(sha256sum $@ | cut -c1-64)"
-
+# The build's apt packages, installed once when missing (and root), else named.
 $(CPP_DEPS_STAMP):
-	@command -v g++ >/dev/null || { echo "error: make cpp needs g++ (C++17)" >&2; exit 1; }
-	@command -v go >/dev/null || { echo "error: make cpp fetches pjrt_c_api.h with Go (go on PATH)" >&2; exit 1; }
-	@test -f /usr/include/nlohmann/json.hpp -a -f /usr/include/openssl/evp.h || { \
+	@missing=$$(for p in $(CPP_APT); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nlohmann-json3-dev libssl-dev; \
-	  else echo "error: make cpp needs the apt packages nlohmann-json3-dev and libssl-dev" >&2; exit 1; fi; }
-	mkdir -p $(CPP_DIR) && touch $@
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	  else echo "error: make cpp needs the apt packages: $$missing" >&2; exit 1; fi; fi
+	@mkdir -p $(@D) && touch $@
 
-# Resolved on every build (`go mod download` is a no-op once the module is cached, and puts it
-# back if the cache was cleaned); the file changes, and objects rebuild, only with the module.
-$(CPP_PJRT_INCLUDE): $(CPP_DEPS_STAMP) cpp-always
-	@info=$$(GOFLAGS=-mod=mod go mod download -json $(GOPJRT_MODULE)) || { echo "$$info" >&2; exit 1; }; \
-	dir=$$(echo "$$info" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",*$$/\1/p'); \
-	sum=$$(echo "$$info" | sed -n 's/^[[:space:]]*"Sum": "\(.*\)",*$$/\1/p'); \
-	test "$$sum" = "$(GOPJRT_SUM)" || { echo "error: $(GOPJRT_MODULE) has hash $$sum, pinned $(GOPJRT_SUM)" >&2; exit 1; }; \
-	test -f "$$dir/pjrt/pjrt_c_api.h" || { echo "error: no pjrt/pjrt_c_api.h in $$dir" >&2; exit 1; }; \
-	test "$$(cat $@ 2>/dev/null)" = "$$dir/pjrt" || echo "$$dir/pjrt" > $@
+# $(call CPP_BUILD,DIR,EXTRA CMAKE ARGS): configure once (CMake re-runs itself when its files
+# change), then build.
+define CPP_BUILD
+@test -f $(1)/CMakeCache.txt || cmake -S clients/cpp -B $(1) $(CPP_GENERATOR) $(2) >$(1).configure.log 2>&1 || { cat $(1).configure.log; exit 1; }
+@cmake --build $(1) --parallel 2 >$(1).build.log 2>&1 || { tail -80 $(1).build.log; exit 1; }
+endef
 
-$(CPP_DIR)/%.o: clients/cpp/%.cc $(wildcard clients/cpp/*.h) $(CPP_PJRT_INCLUDE)
-	g++ -std=c++17 -O2 -Wall -Wextra -Werror -I"$$(cat $(CPP_PJRT_INCLUDE))" -c $< -o $@
+cpp: $(CPP_DEPS_STAMP)
+	$(call CPP_BUILD,$(CPP_DIR),-DCMAKE_BUILD_TYPE=Release)
 
-$(CPP_BIN): $(CPP_OBJ)
-	g++ $^ -o $@ -ldl -lcrypto
+cpp-test: cpp
+	ctest --test-dir $(CPP_DIR) -L unit --output-on-failure
 
-.PHONY: cpp-always
-cpp-always:
+cpp-asan: $(CPP_DEPS_STAMP)
+	$(call CPP_BUILD,$(CPP_ASAN_DIR),-DCMAKE_BUILD_TYPE=RelWithDebInfo '-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g' -DJAXPORT_SANITIZE=address$(,)undefined)
 
 # make setup installs the CPU plugin where its pinned wheel exists (Linux x86_64); elsewhere it
 # says once that the native engine has no plugin there (every model served by the workers; a
@@ -321,5 +321,33 @@ else
 setup: pjrt-plugin-unavailable
 .PHONY: pjrt-plugin-unavailable
 pjrt-plugin-unavailable:
-	@echo "note: no pinned CPU PJRT plugin for $$(uname -s) $$(uname -m) (the wheel $(PJRT_WHEEL) is Linux x86_64): jaxport serve runs every model on the Python workers unless --pjrt-plugin names one"
+	@echo "note: no pinned CPU PJRT plugin for $$(uname -s) $$(uname -m) (the pinned wheel is Linux x86_64, bridge/pjrt.py): jaxport serve runs every model on the Python workers unless --pjrt-plugin names one"
 endif
+
+# ---- Container images (bridge/deploy/kserve/Containerfile*, docs/scale-out.md) ---------------
+# make image: jaxport serve in a container (the cgo front built by zig as `make wheel` builds
+#   it, the pinned CPU plugin, the Python workers; non-root; what the KServe runtimes name).
+# make image-native: the Python-free image (the front and the plugin on a C/C++ runtime base)
+#   for repositories the native engine serves whole.
+# IMAGE_ARGS passes build arguments, e.g. IMAGE_ARGS='--build-arg BASE=...'; PODMAN the engine
+# (docker works too). tests/deploy/test_images.py builds and runs them with podman from bases
+# made of Debian packages (no registry needed; the Python-free one once the front serves
+# without Python, issue 33); make image-tools installs what it needs.
+IMAGE ?= jaxport-serve:0.1.0
+IMAGE_NATIVE ?= jaxport-front:0.1.0
+IMAGE_ARGS ?=
+PODMAN ?= podman
+IMAGE_APT := podman runc mmdebstrap uidmap
+.PHONY: image image-native image-tools
+image:
+	$(PODMAN) build -f bridge/deploy/kserve/Containerfile -t $(IMAGE) $(IMAGE_ARGS) .
+
+image-native:
+	$(PODMAN) build -f bridge/deploy/kserve/Containerfile.native -t $(IMAGE_NATIVE) $(IMAGE_ARGS) .
+
+image-tools:
+	@missing=$$(for p in $(IMAGE_APT); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	  else echo "error: the image tests need the apt packages: $$missing" >&2; exit 1; fi; fi

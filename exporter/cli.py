@@ -6,7 +6,6 @@ malformed usage or 1 otherwise; never a traceback.
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import logging
 import os
@@ -15,9 +14,10 @@ import sys
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 from jaxport.artifact.errors import ArtifactError
+from jaxport.cli import CommandParser
 from jaxport.exporter.errors import ExportError, UsageError
 from jaxport.exporter.module import DEFAULT_MAX_CONSTANT_BYTES
 
@@ -31,11 +31,11 @@ _WIDTHLESS = {"float": "float64", "int": "int64", "uint": "uint64", "complex": "
 _WIDTHLESS_HINT = {"float": "float32", "int": "int32", "uint": "uint32", "complex": "complex64"}
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse that raises UsageError (one line) instead of printing usage and exiting."""
+class _Parser(CommandParser):
+    """The jaxport commands' argparse (jaxport.cli.CommandParser: one-line mistakes, flags
+    spelled out in full): raises UsageError."""
 
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(f"{message} (see {self.prog} --help)")
+    usage_error = UsageError
 
 
 def parse_input_spec(text: str) -> tuple[str, Any, tuple[int | str, ...]]:
@@ -523,6 +523,14 @@ def export_main(argv: Sequence[str]) -> int:
     return _run("export", body, verbose="--verbose" in argv)
 
 
+def _verify_progress(quiet: bool) -> Callable[[str], None] | None:
+    """Progress lines for `jaxport verify` on a terminal (stderr), None when quiet or when
+    stderr is a file or pipe (logs and scripts get the table alone)."""
+    if quiet or not sys.stderr.isatty():
+        return None
+    return lambda line: print(f"jaxport verify: {line}", file=sys.stderr, flush=True)
+
+
 def verify_main(argv: Sequence[str]) -> int:
     """`jaxport verify DIR`: each consumer check in a fresh process; a table; 1 on failure."""
 
@@ -543,6 +551,9 @@ def verify_main(argv: Sequence[str]) -> int:
         p.add_argument("--allow-unexecuted", action="store_true",
                        help="when none of the artifact's platforms is present here, check the "
                             "checksums only and pass (default: an error)")
+        p.add_argument("--quiet", action="store_true",
+                       help="no progress lines (printed on stderr as each check finishes, "
+                            "only when stderr is a terminal)")
         ns = p.parse_args(list(argv))
         checks = [c.strip() for c in ns.checks.split(",") if c.strip()]
         unknown = [c for c in checks if c not in verify.CHECKS]
@@ -555,7 +566,8 @@ def verify_main(argv: Sequence[str]) -> int:
         for line in verify.manifest_warnings(loaded):
             print(f"jaxport verify: warning: {line}", file=sys.stderr)
         results = verify.run_checks(ns.artifact_dir, checks=checks, atol=ns.atol, rtol=ns.rtol,
-                                    allow_unexecuted=ns.allow_unexecuted)
+                                    allow_unexecuted=ns.allow_unexecuted,
+                                    progress=_verify_progress(ns.quiet))
         print(verify.format_table(results))
         failed = [r.check for r in results if r.status == "fail" or (
             ns.require_iree and r.check == "iree" and r.status == "skip")]

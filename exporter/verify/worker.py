@@ -53,7 +53,7 @@ def run(check: str, artifact_dir: str, platform: str = "cpu") -> CheckResult:
 
 def main(argv: Sequence[str]) -> int:
     """The worker's command line; prints one JSON CheckResult (a failure included), exits 0."""
-    parser = argparse.ArgumentParser(prog="jaxport verify worker")
+    parser = argparse.ArgumentParser(prog="jaxport verify worker", allow_abbrev=False)
     parser.add_argument("--worker", choices=CHECKS, required=True)
     parser.add_argument("artifact_dir")
     parser.add_argument("--atol", type=float)

@@ -189,17 +189,52 @@ def test_call_names_unknown_and_missing_inputs(exported) -> None:
         art.call(x=np.zeros((3, 4)), scale=np.float32(1), ids=np.zeros(3, np.int32))
 
 
-def test_batched_call_picks_the_program_by_leading_dimension(exported) -> None:
+def test_batched_call_runs_any_rows_up_to_the_largest_size(exported) -> None:
+    """The server's batch-size rule (docs/artifact-format.md, Batching): 1..4 rows run on the
+    smallest program holding them (2 and 3 rows on the 4-row one, padded with copies of the
+    last row), outputs cut back to the rows given, each row what JAX computes for it; 5 rows
+    are refused naming the sizes, as the server refuses them."""
+    import checked
     import jaxport.artifact
+    from jax.experimental import checkify
 
     art = jaxport.artifact.open(exported["checked_batched"])
     assert art.batch_sizes == (1, 4)
-    x = np.ones((4, 4), np.float32)
-    out = art.call(x=x, idx=np.zeros((4, 3), np.int32), scale=np.ones(4, np.float32))
-    assert {k: v.shape[0] for k, v in out.items()} == {"y": 4, "picked": 4}
-    with pytest.raises(jaxport.artifact.ArtifactError, match=r"batch size 3 is not exported "
-                       r"\(exported sizes: \[1, 4\]\)"):
-        art.call(x=x[:3], idx=np.zeros((3, 3), np.int32), scale=np.ones(3, np.float32))
+    params = checked.init(jax.random.key(0))
+    rng = np.random.default_rng(0)
+    for rows in (1, 2, 3, 4):
+        x = rng.uniform(0.5, 2.0, (rows, 4)).astype(np.float32)
+        idx = rng.integers(0, 8, (rows, 3)).astype(np.int32)
+        scale = rng.uniform(1.0, 2.0, rows).astype(np.float32)
+        out = art.call(x=x, idx=idx, scale=scale)
+        err, want = jax.jit(checkify.checkify(checked.predict_batched))(params, x, idx, scale)
+        assert err.get() is None
+        assert {k: v.shape for k, v in out.items()} == {"y": (rows,), "picked": (rows, 3)}
+        np.testing.assert_array_equal(out["picked"], np.asarray(want["picked"]))
+        np.testing.assert_allclose(out["y"], np.asarray(want["y"]), rtol=1e-5, atol=1e-6)
+    with pytest.raises(jaxport.artifact.ArtifactError, match=r"^batch size 5 exceeds "
+                       r"max_batch_size 4 of model 'checked_b' \(exported batch sizes \[1, 4\]\); "
+                       r"split the request$"):
+        art.call(x=np.ones((5, 4), np.float32), idx=np.zeros((5, 3), np.int32),
+                 scale=np.ones(5, np.float32))
+    with pytest.raises(jaxport.artifact.ArtifactError, match=r"^model 'checked_b': batched inputs "
+                       r"\['x', 'idx', 'scale'\] disagree on the batch size: \[2, 3\]$"):
+        art.call(x=np.ones((3, 4), np.float32), idx=np.zeros((2, 3), np.int32),
+                 scale=np.ones(3, np.float32))
+
+
+def test_padding_rows_trip_no_check_of_their_own(exported) -> None:
+    """Copies of the last real row, never zeros: 3 valid rows on the 4-row program (a zero
+    `scale` row would trip the division check) pass; a bad real row still trips its check."""
+    import jaxport.artifact
+
+    art = jaxport.artifact.open(exported["checked_batched"])
+    x, idx = np.ones((3, 4), np.float32), np.zeros((3, 3), np.int32)
+    out = art.call(x=x, idx=idx, scale=np.full(3, 2.0, np.float32))
+    assert out["y"].shape == (3,)
+    with pytest.raises(jaxport.artifact.CheckFailedError) as info:
+        art.call(x=x, idx=idx, scale=np.array([2.0, 0.0, 2.0], np.float32))
+    assert info.value.kind == "div"
 
 
 def test_open_refuses_a_tampered_weight_naming_it(exported, tmp_path: Path) -> None:

@@ -280,7 +280,7 @@ def test_unknown_command() -> None:
     assert done.returncode == 2
     assert one_error_line(done) == (
         "jaxport: error: unknown command 'frobnicate'; expected one of export, verify, serve, "
-        "infer, model (see `jaxport --help`)"
+        "pjrt, infer, model (see `jaxport --help`)"
     )
 
 

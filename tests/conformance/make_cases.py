@@ -7,13 +7,17 @@ that `run.py` exports; the committed files are the language-neutral contract eve
     .venv/bin/python tests/conformance/make_cases.py           # rewrite cases/
     .venv/bin/python tests/conformance/make_cases.py --check   # exit 1 if cases/ is stale
 
+--check compares float outputs under the tolerance of their case (a value that moved within it,
+as XLA's code differs between processors, is listed with how far it moved, not failed) and
+everything else byte for byte (expectations.py).
+
 The format is described in tests/conformance/README.md.
 """
 
 from __future__ import annotations
 
 import argparse
-import filecmp
+import fnmatch
 import json
 import shutil
 import sys
@@ -27,6 +31,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+import expectations  # noqa: E402
 import models  # noqa: E402
 from jaxport.protocol import dtypes  # noqa: E402
 
@@ -46,11 +51,16 @@ CUDA = ["cuda-shm-cpu"]
 GRPC_COMPRESSION = [*JAXPORT, "grpc-compression"]
 REST_COMPRESSION = [*JAXPORT, "rest-compression"]
 SYSTEM_SHM = [*JAXPORT, "triton-shm"]
+SCALARS = [*JAXPORT, "scalar-tensors"]
 
-#: Per-datatype tolerances for comparing float outputs: |got - want| <= atol + rtol * |want|.
-#: The bridge runs the same XLA program as in-process JAX on the same CPU, so results are
-#: normally bit-identical; the margins allow one rounding step of the narrowest type. BF16 is
-#: looser because it keeps only 8 significant bits (one ulp is 2^-7 relative), FP16 11 bits.
+#: Per-datatype tolerances for comparing float outputs: |got - want| <= atol + rtol * |want|,
+#: the ONE tolerance of a float expectation: runners judge servers with it and
+#: `make_cases.py --check` judges a recomputation with it (expectations.py). XLA's CPU code
+#: differs between processors (FMA contraction, vector width), so a float result may move by an
+#: ulp or two from the machine that wrote the case; each margin is a few ulps of its type at the
+#: suite's magnitudes (|value| < 100): FP32 ~16 ulp at 1.0, FP64 far more, FP16 ~4, BF16 1-2
+#: (8 significant bits). Exact computations (integers, BOOL, the 16 MiB ramp, classification
+#: strings) are compared exactly, and their inputs are chosen so they stay exact.
 TOLERANCES: dict[str, tuple[float, float]] = {
     "FP64": (1e-12, 1e-12),
     "FP32": (1e-6, 1e-6),
@@ -77,13 +87,56 @@ class Writer:
         return rel
 
     def case(self, name: str, body: dict[str, Any]) -> None:
-        """Write `cases/<name>.json`."""
+        """Write `cases/<name>.json`, with its basis (`basis`: which kind of rule it checks and
+        the texts it cites)."""
         if name in self.names:
             raise ValueError(f"duplicate case {name}")
         self.names.add(name)
-        doc = {"name": name, **body}
+        level, sources = basis(name)
+        doc = {"name": name, **body, "basis": {"level": level, "sources": sources}}
         text = json.dumps(doc, indent=2, sort_keys=False) + "\n"
         (self.root / f"{name}.json").write_text(text, encoding="utf-8")
+
+
+#: Which rule each case checks (features.json "levels") and the texts it cites ("sources"),
+#: by case name: the first pattern that matches (fnmatch) wins.
+BASIS: list[tuple[str, str, list[str]]] = [
+    ("health_*", "required", ["v2-grpc-health", "v2-rest-health", "oip-rest-health"]),
+    ("error_model_ready_unknown", "required", ["v2-model-ready-unknown", "v2-rest-health"]),
+    ("metadata_server", "required", ["v2-server-metadata"]),
+    ("metadata_model_bf16", "triton", ["v2-model-metadata", "triton-datatypes"]),
+    ("metadata_model_batched", "triton", ["v2-model-metadata", "triton-batching"]),
+    ("metadata_model_shapes", "required", ["v2-model-metadata", "v2-shape"]),
+    ("metadata_model_*", "required", ["v2-model-metadata"]),
+    ("metadata_unknown_model", "implementation-defined", ["v2-errors", "triton-validation"]),
+    ("infer_bf16_*", "triton", ["triton-datatypes", "v2-tensor-data"]),
+    ("infer_output_shapes_*", "required", ["v2-shape", "v2-tensor-data"]),
+    ("infer_batch_*", "triton", ["triton-batching"]),
+    ("infer_bool_nonzero_bytes", "implementation-defined", ["triton-bool"]),
+    ("infer_16mib", "implementation-defined", ["triton-message-size"]),
+    ("infer_grpc_compression_*", "triton", ["triton-compression"]),
+    ("rest_infer_*", "triton", ["triton-compression", "triton-binary-data"]),
+    ("rest_system_shm_infer", "triton", ["triton-shm"]),
+    ("infer_*", "required", ["v2-infer", "v2-tensor-data", "v2-datatypes",
+                             "triton-binary-data"]),
+    ("sanity_after_errors", "required", ["v2-infer", "v2-tensor-data"]),
+    ("stream_final_response", "triton", ["triton-final-response", "triton-stream"]),
+    ("stream_*", "triton", ["triton-stream"]),
+    ("error_batch_beyond_max", "implementation-defined", ["triton-batching", "v2-errors"]),
+    ("error_*", "implementation-defined", ["v2-errors", "triton-validation"]),
+    ("check_*", "implementation-defined", ["jaxport-checkify", "v2-errors"]),
+    ("classify_bool_refused", "implementation-defined", ["triton-classification", "v2-errors"]),
+    ("classify_*", "triton", ["triton-classification"]),
+    ("cuda_shm_*", "triton", ["triton-shm", "triton-cuda-shm-cpu"]),
+]
+
+
+def basis(name: str) -> tuple[str, list[str]]:
+    """(level, sources) of a case (BASIS); a case no rule names is an error."""
+    for pattern, level, sources in BASIS:
+        if fnmatch.fnmatchcase(name, pattern):
+            return level, sources
+    raise ValueError(f"case {name} has no basis: add it to make_cases.BASIS")
 
 
 def datatype_of(array: np.ndarray) -> str:
@@ -236,7 +289,8 @@ def write_all(root: Path) -> None:
         )
         w.case(f"metadata_model_{mname.removeprefix('cf_')}", {
             "description": f"ModelMetadata of {mname}: names, OIP datatypes, shapes",
-            "requires": BF16 if mname == "cf_bf16" else JAXPORT, "rpc": "ModelMetadata",
+            "requires": {"cf_bf16": BF16, "cf_shapes": SCALARS}.get(mname, JAXPORT),
+            "rpc": "ModelMetadata",
             "request": {"model": mname, "version": ""},
             "expect": {
                 "code": "OK", "name": mname,
@@ -288,20 +342,22 @@ def write_all(root: Path) -> None:
     infer_case(w, "infer_fp32_special_values_typed", "FP32 NaN, +-inf, -0.0 and a subnormal in "
                "typed contents (fp32_contents)", fam["cf_fp32"], [special], encoding="typed")
 
-    # --- output ranks: a rank-1 and a rank-0 output keep their shapes ([4] and []) ---
+    # --- ranks: rank-1 and rank-0 (scalar) inputs and outputs keep their shapes ---
     vec = np.array([1.5, -2.0, 0.25, 8.0], dtype=np.float32)
-    infer_case(w, "infer_output_shapes_raw", "FP32[4] in raw contents; outputs FP32[4] and a "
-               "scalar FP32[] come back with exactly those shapes", fam["cf_shapes"], [vec])
+    gain = np.float32(0.5)
+    infer_case(w, "infer_output_shapes_raw", "FP32[4] and a scalar FP32[] in raw contents; "
+               "outputs FP32[4] and a scalar FP32[] come back with exactly those shapes",
+               fam["cf_shapes"], [vec, gain], requires=SCALARS)
     infer_case(w, "infer_output_shapes_typed", "the same in typed contents", fam["cf_shapes"],
-               [vec], encoding="typed")
+               [vec, gain], encoding="typed", requires=SCALARS)
 
     # --- multiple inputs / outputs, requested subset, id echo ---
     m = fam["cf_multi"]
     rng = np.random.default_rng(7)
     alpha = rng.standard_normal((2, 3)).astype(np.float32)
     beta = rng.integers(-3, 4, size=(3,)).astype(np.int32)
-    infer_case(w, "infer_multi_io", "two inputs (FP32, INT32), three outputs (FP32, INT32 "
-               "scalar, BOOL); the request id and model name are echoed", m, [alpha, beta],
+    infer_case(w, "infer_multi_io", "two inputs (FP32, INT32), three outputs (FP32[2,3], "
+               "INT32[1], BOOL[2,3]); the request id and model name are echoed", m, [alpha, beta],
                request_id="conformance-multi-1")
     infer_case(w, "infer_version_explicit", "ModelInfer of version 1 named in the request: "
                "the response says model_version 1", m, [alpha, beta], version="1",
@@ -377,15 +433,20 @@ def write_all(root: Path) -> None:
         return {"model": model, "id": "", "encoding": kw.pop("encoding", "raw"),
                 "inputs": list(inputs), **kw}
 
+    # typed contents: its REST form is plain JSON, so the core profile needs no extension
     error_case(w, "error_unknown_model", "ModelInfer on a model nobody serves",
-               req(good, model="conformance_no_such_model"), "NOT_FOUND",
+               req(good, model="conformance_no_such_model", encoding="typed"), "NOT_FOUND",
                ["conformance_no_such_model"], requires=[])
     error_case(w, "error_unknown_version", "ModelInfer on a version that does not exist",
                {**req(good), "version": "999"}, "NOT_FOUND", ["999"], requires=VERSIONS)
-    error_case(w, "error_model_ready_unknown", "ModelReady of a model nobody serves is "
-               "NOT_FOUND naming it (needs no suite model)",
-               {"model": "conformance_no_such_model", "version": ""}, "NOT_FOUND",
-               ["conformance_no_such_model"], requires=[], rpc="ModelReady")
+    w.case("error_model_ready_unknown", {
+        "description": "ModelReady of a model nobody serves: NOT_FOUND naming it (KServe, "
+                       "jaxport), or ready=false (Triton; REST: a 4xx): the protocol allows both "
+                       "(needs no suite model)",
+        "requires": [], "rpc": "ModelReady",
+        "request": {"model": "conformance_no_such_model", "version": ""},
+        "expect": {"code": "NOT_FOUND", "message_contains": ["conformance_no_such_model"],
+                   "alternatives": [{"code": "OK", "ready": False}]}})
     error_case(w, "error_metadata_unknown_version", "ModelMetadata of a version that does not "
                "exist", {"model": "cf_fp32", "version": "999"}, "NOT_FOUND", ["999"],
                requires=VERSIONS, rpc="ModelMetadata")
@@ -425,8 +486,9 @@ def write_all(root: Path) -> None:
     m = fam["cf_check"]
     row = np.array([1.0, -2.0, 0.5, 4.0], dtype=np.float32)
     infer_case(w, "check_passes", "a checkify-validated model with a valid input returns its "
-               "outputs only (no check outputs)", m, [np.int32(3), row], requires=CHECKIFY)
-    bad = np.int32(-2)
+               "outputs only (no check outputs)", m, [np.array([3], np.int32), row],
+               requires=CHECKIFY)
+    bad = np.array([-2], np.int32)
     message = models.check_message(m, bad, row)
     if not message or "got -2" not in message:
         raise SystemExit(f"make_cases.py: cf_check did not trip in-process ({message!r})")
@@ -485,6 +547,11 @@ def write_issue14(w: Writer, fam: dict[str, models.SuiteModel]) -> None:
     for suffix, k in (("fp32", 4), ("int64", 3)):
         m = fam[f"cf_{suffix}"]
         x = family_input(suffix, m.inputs["data_in"].dtype, seed=700 + k)
+        if suffix == "fp32":
+            # Multiples of 1/8 under 8 in magnitude: x * scale + shift is exact in FP32 with or
+            # without FMA, so the %f strings, compared exactly, are the same on every processor.
+            x = (np.random.default_rng(700 + k).integers(-63, 64, size=x.shape) / 8
+                 ).astype(np.float32)
         (y,) = models.run_in_process(m, x)
         w.case(f"classify_{suffix}", {
             "description": f"classification of cf_{suffix}'s {suffix.upper()} output "
@@ -534,18 +601,20 @@ def write_issue14(w: Writer, fam: dict[str, models.SuiteModel]) -> None:
         req: dict[str, Any] = {"model": "cf_fp32", "id": rid, "encoding": "raw", "inputs": [spec]}
         out = expected(w, "stream_final_response", f"data_out_{k}", yk)
         out["name"] = "data_out"
-        exp: dict[str, Any] = {"id": rid, "outputs": [out]}
+        # every (only, so final) response says so, whether or not the request opted in to
+        # empty final responses (which only a decoupled model would send)
+        exp: dict[str, Any] = {"id": rid, "outputs": [out],
+                               "parameters": {"triton_final_response": True}}
         if k != 1:
             req["parameters"] = {"triton_enable_empty_final_response": True}
-            exp["parameters"] = {"triton_final_response": True}
-        else:
-            exp["parameters_absent"] = ["triton_final_response"]
         reqs.append(req)
         exps.append(exp)
     w.case("stream_final_response", {
-        "description": "ModelStreamInfer: requests 0 and 2 set triton_enable_empty_final_response "
-                       "and their (only, final) responses carry triton_final_response=true; "
-                       "request 1 does not, and its response has no such parameter",
+        "description": "ModelStreamInfer: every (only, final) response carries "
+                       "triton_final_response=true, for requests 0 and 2, which set "
+                       "triton_enable_empty_final_response, and for request 1, which does not "
+                       "(the opt-in asks only for an extra empty response from a decoupled "
+                       "model; jaxport's are not decoupled, so no response more)",
         "requires": FINAL, "rpc": "ModelStreamInfer", "request": {"requests": reqs},
         "expect": {"code": "OK", "responses": exps}})
 
@@ -562,11 +631,11 @@ def write_issue14(w: Writer, fam: dict[str, models.SuiteModel]) -> None:
                 ": OK (perf_analyzer's clean-up calls it)", "requires": CUDA,
             "rpc": "CudaSharedMemoryUnregister", "request": {"name": region},
             "expect": {"code": "OK"}})
-    error_case(w, "cuda_shm_register_refused", "CudaSharedMemoryRegister: INVALID_ARGUMENT "
-               "naming the region, GPUs not supported",
+    error_case(w, "cuda_shm_register_refused", "CudaSharedMemoryRegister without a usable "
+               "GPU: INVALID_ARGUMENT (Triton's message depends on its build: 'GPUs not "
+               "supported' naming the region, or 'invalid args')",
                {"name": "conformance_gpu_region", "device_id": 0, "byte_size": 64},
-               "INVALID_ARGUMENT", ["conformance_gpu_region", "GPUs not supported"],
-               requires=CUDA, rpc="CudaSharedMemoryRegister")
+               "INVALID_ARGUMENT", [], requires=CUDA, rpc="CudaSharedMemoryRegister")
     error_case(w, "cuda_shm_status_unknown", "CudaSharedMemoryStatus of a region never "
                "registered: NOT_FOUND naming it", {"name": "conformance_gpu_region"},
                "NOT_FOUND", ["conformance_gpu_region"], requires=CUDA,
@@ -623,37 +692,39 @@ def _check_big_ramp() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Write cases/ (default) or check it is current (`--check`)."""
+    """Write cases/ (default) or check it is current (`--check`): expectations.py's rule, float
+    outputs under their tolerance, everything else byte for byte. Writing keeps a committed float
+    expectation that moved only within its tolerance, so regenerating on another processor
+    changes only what really changed."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="fail if cases/ is stale")
+    parser.add_argument("--cases", type=Path, default=CASES,
+                        help="the committed case directory (default: %(default)s)")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="jaxport-cases-") as tmp:
         fresh = Path(tmp) / "cases"
         write_all(fresh)
+        count = len(list(fresh.glob("*.json")))
+        result = expectations.compare_trees(fresh, args.cases) if args.cases.is_dir() else None
         if args.check:
-            cmp = filecmp.dircmp(fresh, CASES)
-            bad = _differences(cmp)
-            if bad:
-                print("make_cases.py --check: cases/ is stale:", *bad, sep="\n  ", file=sys.stderr)
-                print("Run .venv/bin/python tests/conformance/make_cases.py", file=sys.stderr)
+            if result is None:
+                print(f"make_cases.py --check: no case directory {args.cases}", file=sys.stderr)
                 return 1
-            print(f"make_cases.py --check: {len(list(fresh.glob('*.json')))} cases up to date")
-            return 0
-        if CASES.exists():
-            shutil.rmtree(CASES)
-        shutil.copytree(fresh, CASES)
-    print(f"make_cases.py: wrote {len(list(CASES.glob('*.json')))} cases to {CASES}")
+            rc, lines = expectations.report(result)
+            if lines:
+                print("\n".join(lines), file=sys.stderr if rc else sys.stdout)
+            if rc == 0:
+                print(f"make_cases.py --check: {count} cases up to date")
+            return rc
+        for name in result.moved_files if result else []:
+            shutil.copy2(args.cases / name, fresh / name)
+        if args.cases.exists():
+            shutil.rmtree(args.cases)
+        shutil.copytree(fresh, args.cases)
+    kept = f" (kept {len(result.moved_files)} committed float expectations that moved within " \
+        "their tolerance)" if result and result.moved_files else ""
+    print(f"make_cases.py: wrote {count} cases to {args.cases}{kept}")
     return 0
-
-
-def _differences(cmp: filecmp.dircmp[str], prefix: str = "") -> list[str]:
-    out = [f"missing: {prefix}{n}" for n in cmp.left_only]
-    out += [f"stale: {prefix}{n}" for n in cmp.right_only]
-    _, mismatch, errors = filecmp.cmpfiles(cmp.left, cmp.right, cmp.common_files, shallow=False)
-    out += [f"differs: {prefix}{n}" for n in mismatch + errors]
-    for sub, sub_cmp in cmp.subdirs.items():
-        out += _differences(sub_cmp, f"{prefix}{sub}/")
-    return out
 
 
 if __name__ == "__main__":

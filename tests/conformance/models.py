@@ -80,9 +80,11 @@ def _logic(params: dict[str, jax.Array], data_in: jax.Array) -> dict[str, jax.Ar
 def _multi(
     params: dict[str, jax.Array], alpha: jax.Array, beta: jax.Array
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
-    """Two inputs of different dtypes, three outputs of different dtypes and ranks."""
+    """Two inputs of different dtypes, three outputs of different dtypes and ranks (positives
+    is INT32[1], not a scalar: a Triton serves cf_multi too, and Triton has no rank-0 tensors
+    in a non-batching model; cf_shapes holds the suite's scalars)."""
     total = alpha * params["gain"] + beta.astype(jnp.float32)
-    positives = jnp.sum(total > 0, dtype=jnp.int32)
+    positives = jnp.sum(total > 0, dtype=jnp.int32).reshape(1)
     greater = alpha > beta.astype(jnp.float32)
     return total, positives, greater
 
@@ -95,14 +97,17 @@ def _big(params: dict[str, jax.Array], big_in: jax.Array) -> dict[str, jax.Array
 def _checked(
     params: dict[str, jax.Array], index: jax.Array, row: jax.Array
 ) -> dict[str, jax.Array]:
-    """A model validating its input with checkify: a negative index is the caller's mistake."""
-    checkify.check(index >= 0, "index needs to be non-negative, got {}", index)
-    return {"scaled": row * params["gain"] * index.astype(jnp.float32)}
+    """A model validating its input with checkify: a negative index (INT32[1]) is the caller's
+    mistake."""
+    checkify.check(index[0] >= 0, "index needs to be non-negative, got {}", index[0])
+    return {"scaled": row * params["gain"] * index[0].astype(jnp.float32)}
 
 
-def _shapes(params: dict[str, jax.Array], vec_in: jax.Array) -> dict[str, jax.Array]:
-    """A rank-1 output and a rank-0 (scalar) one: their shapes must survive the wire as-is."""
-    return {"vec_out": vec_in * params["two"], "sum_out": jnp.sum(vec_in)}
+def _shapes(params: dict[str, jax.Array], vec_in: jax.Array, gain: jax.Array
+            ) -> dict[str, jax.Array]:
+    """The suite's rank-0 tensors: a rank-1 and a scalar input, a rank-1 and a scalar output;
+    their shapes must survive the wire as-is."""
+    return {"vec_out": vec_in * params["two"], "sum_out": jnp.sum(vec_in) * gain}
 
 
 def _classes(params: dict[str, jax.Array], x: jax.Array) -> dict[str, jax.Array]:
@@ -168,7 +173,7 @@ def suite_models() -> list[SuiteModel]:
             fn=_checked,
             params={"gain": np.array([1.0, 2.0, 3.0, 4.0], dtype=np.float32)},
             inputs={
-                "index": jax.ShapeDtypeStruct((), np.int32),
+                "index": jax.ShapeDtypeStruct((1,), np.int32),
                 "row": jax.ShapeDtypeStruct((4,), np.float32),
             },
             checks=("user",),
@@ -180,7 +185,8 @@ def suite_models() -> list[SuiteModel]:
             name="cf_shapes",
             fn=_shapes,
             params={"two": np.float32(2.0)},
-            inputs={"vec_in": jax.ShapeDtypeStruct((4,), np.float32)},
+            inputs={"vec_in": jax.ShapeDtypeStruct((4,), np.float32),
+                    "gain": jax.ShapeDtypeStruct((), np.float32)},
         )
     )
     models.append(

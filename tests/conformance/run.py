@@ -32,6 +32,7 @@ skips a language silently).
 from __future__ import annotations
 
 import argparse
+import atexit
 import contextlib
 import json
 import os
@@ -64,6 +65,60 @@ REFUSED = re.compile(rf"^FAIL {REFUSAL_CASE}: .*\b(UNAVAILABLE|code = Unavailabl
 
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(REPO))
+
+#: Cases jaxport's server in main answers against the suite's rule until a server change the
+#: suite asks for is merged (docs/conformance-report.md, "jaxport and Triton"): case -> (a
+#: substring of the FAIL line jaxport gives today, the change). The runners judging jaxport get
+#: every other case (`suite_cases`); `check_pending` runs these alone and requires that they
+#: still fail as documented. Once the change lands a pending case passes and run.py fails,
+#: saying to delete its entry here: the lead's check after the merge.
+PENDING_SERVER_CHANGES: dict[str, tuple[str, str]] = {
+    "stream_final_response": (
+        "stream response 'final-1': parameter 'triton_final_response' is '(absent)'",
+        "S1: triton_final_response=true on every stream response, opt-in or not (Triton's "
+        "stream_infer_handler.cc; docs/user_guide/decoupled_models.md)"),
+}
+_SUITE_CASES: list[Path] = []
+
+
+def suite_cases() -> Path:
+    """The case directory the runners judging jaxport read: cases/ without
+    PENDING_SERVER_CHANGES (a copy, with features.json beside it, made once per process and
+    removed at exit); cases/ itself when nothing is pending."""
+    if not PENDING_SERVER_CHANGES:
+        return CASES
+    if not _SUITE_CASES:
+        root = Path(tempfile.mkdtemp(prefix="jaxport-suite-cases-"))
+        atexit.register(shutil.rmtree, root, True)
+        shutil.copytree(CASES, root / "cases", ignore=lambda _, names: [
+            n for n in names if n.removesuffix(".json") in PENDING_SERVER_CHANGES])
+        shutil.copy2(HERE / "features.json", root / "features.json")
+        _SUITE_CASES.append(root / "cases")
+    return _SUITE_CASES[0]
+
+
+def check_pending(url: str, failed_steps: list[str], env: dict[str, str | None] | None = None
+                  ) -> None:
+    """Each pending case alone (Python runner, every case file): it must still FAIL as
+    documented; a pass means the server change landed (delete the entry), another failure is
+    a regression."""
+    for name, (today, change) in PENDING_SERVER_CHANGES.items():
+        log: list[str] = []
+        run_step(f"pending server change ({name})", [
+            sys.executable, str(HERE / "runner.py"), "--url", url, "--cases", str(CASES),
+            "--run", name], REPO, log, env)
+        out = "".join(log)
+        if f"PASS {name}" in out:
+            failed_steps.append(f"{name} now passes on jaxport: the server change landed "
+                                f"({change}); delete it from PENDING_SERVER_CHANGES in "
+                                "tests/conformance/run.py")
+        elif not any(line.startswith(f"FAIL {name}: ") and today in line
+                     for line in out.splitlines()):
+            failed_steps.append(f"{name}: expected the documented failure ({today!r}) until "
+                                f"{change}; got: {out.strip()[-400:]}")
+        else:
+            print(f"conformance: {name} fails as documented until the server change lands: "
+                  f"{change}", flush=True)
 
 
 def missing_toolchains(languages: list[str]) -> list[str]:
@@ -145,7 +200,7 @@ def language_steps(lang: str, url: str, full: bool, only: str = ""
     run = ["--run", only] if only else []
     if lang == "python":
         runner = ("python runner", [sys.executable, str(HERE / "runner.py"), "--url", url,
-                                    "--cases", str(CASES)], REPO)
+                                    "--cases", str(suite_cases())], REPO)
         # The same cases through AsyncInferenceClient (its summary is "python-async").
         async_runner = ("python async runner", [*runner[1], *run, "--async"], REPO)
         if not full:
@@ -154,7 +209,7 @@ def language_steps(lang: str, url: str, full: bool, only: str = ""
                 ("python example", [sys.executable, str(PY_EXAMPLE), url, "cf_multi"], REPO)]
     if lang == "go":
         runner = ("go runner", ["go", "run", "./cmd/jaxport-conformance", "--url", url,
-                                "--cases", str(CASES), *run], GO_DIR)
+                                "--cases", str(suite_cases()), *run], GO_DIR)
         if not full:
             return [runner]
         return [
@@ -168,11 +223,11 @@ def language_steps(lang: str, url: str, full: bool, only: str = ""
     option = [f"-Dconformance.option=--run={only}"] if only else []
     if not full:
         return [("java runner", [*mvn, "test-compile", "exec:exec@conformance",
-                                 f"-Dconformance.url={url}", f"-Dconformance.cases={CASES}",
+                                 f"-Dconformance.url={url}", f"-Dconformance.cases={suite_cases()}",
                                  *option], JAVA_DIR)]
     return [("java test + runner + example",
              [*mvn, "test", "exec:exec@conformance", "exec:exec@example",
-              f"-Dconformance.url={url}", f"-Dconformance.cases={CASES}",
+              f"-Dconformance.url={url}", f"-Dconformance.cases={suite_cases()}",
               f"-Dexample.url={url}", "-Dexample.model=cf_multi"], JAVA_DIR)]
 
 
@@ -180,13 +235,13 @@ def refusal_step(lang: str, url: str) -> tuple[str, list[str], Path]:
     """The runner of one language over REFUSAL_CASE only (run without a client certificate)."""
     if lang == "python":
         return ("python runner", [sys.executable, str(HERE / "runner.py"), "--url", url,
-                                  "--cases", str(CASES), "--run", REFUSAL_CASE], REPO)
+                                  "--cases", str(suite_cases()), "--run", REFUSAL_CASE], REPO)
     if lang == "go":
         return ("go runner", ["go", "run", "./cmd/jaxport-conformance", "--url", url,
-                              "--cases", str(CASES), "--run", REFUSAL_CASE], GO_DIR)
+                              "--cases", str(suite_cases()), "--run", REFUSAL_CASE], GO_DIR)
     return ("java runner", ["mvn", "-B", "-q", "-Dstyle.color=never", "test-compile",
                             "exec:exec@conformance", f"-Dconformance.url={url}",
-                            f"-Dconformance.cases={CASES}",
+                            f"-Dconformance.cases={suite_cases()}",
                             f"-Dconformance.option=--run={REFUSAL_CASE}"], JAVA_DIR)
 
 
@@ -208,7 +263,8 @@ def run_against_bridge(name: str, bridge_args: list[str], repository: Path, work
                        results: dict[str, tuple[int, int]], failed_steps: list[str],
                        env: dict[str, str | None] | None = None,
                        ca_pem: Path | None = None,
-                       client_pair: tuple[Path, Path] | None = None) -> None:
+                       client_pair: tuple[Path, Path] | None = None,
+                       pending: bool = False) -> None:
     """Serve `repository` with one configuration of `jaxport serve` and run each language
     (and the REST runner) against it; `full`/`only` as for language_steps. With `client_pair`
     (mutual TLS), each language then runs once without it and must be refused."""
@@ -250,6 +306,8 @@ def run_against_bridge(name: str, bridge_args: list[str], repository: Path, work
                 failed_steps.append(f"{key}: runner produced no summary")
         if "python" in languages:
             run_rest(name, bridge, only, results, failed_steps, env)
+        if pending:
+            check_pending(bridge.address, failed_steps, env)
         if client_pair is not None:
             no_cert = {**(env or {}), "JAXPORT_CONFORMANCE_CERT": None,
                        "JAXPORT_CONFORMANCE_KEY": None}
@@ -281,7 +339,7 @@ def run_rest(name: str, bridge, only: str, results: dict[str, tuple[int, int]],
     label = f"python REST runner ({name})"
     log: list[str] = []
     rc = run_step(label, [sys.executable, str(HERE / "rest_runner.py"), "--url",
-                          f"127.0.0.1:{ports['http_port']}", "--cases", str(CASES),
+                          f"127.0.0.1:{ports['http_port']}", "--cases", str(suite_cases()),
                           *(["--run", only] if only else [])],
                   REPO, log, env)
     found = SUMMARY.findall("".join(log))
@@ -315,7 +373,7 @@ def run_sequence(tier: str, front: list[str], repository: Path, work: Path,
     module doc)."""
     only = "" if tier == "all" else SAMPLE
     run_against_bridge("shipped (native engine)", front, repository, work,
-                       languages, True, "", results, failed_steps)
+                       languages, True, "", results, failed_steps, pending=True)
     run_against_bridge("workers only", ["--pjrt-plugin", "none", *front], repository, work,
                        languages, False, only, results, failed_steps)
     run_against_bridge("engine pjrt", ["--engine", "pjrt", *front], repository, work,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -21,12 +22,74 @@ assert _spec is not None and _spec.loader is not None
 runner = importlib.util.module_from_spec(_spec)
 sys.modules[_spec.name] = runner  # dataclasses look their module up there
 _spec.loader.exec_module(runner)
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+import expectations  # noqa: E402  (numpy only: the check's rule without JAX)
+from jaxport_conformance import rest  # noqa: E402
 
 
 def test_committed_cases_match_jax() -> None:
     done = subprocess.run([sys.executable, str(HERE / "make_cases.py"), "--check"],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
+
+
+def _perturbed(tmp_path: Path, rel: str, change) -> Path:
+    """A copy of the committed cases with one data file's array changed by `change`."""
+    copy = tmp_path / "cases"
+    shutil.copytree(runner.DEFAULT_CASES, copy)
+    array = np.load(copy / rel)
+    np.save(copy / rel, change(array.copy()), allow_pickle=False)
+    return copy
+
+
+def test_check_moves_one_ulp_and_fails_a_wrong_value(tmp_path: Path) -> None:
+    """make_cases.py --check's rule on perturbed copies of the committed cases (the committed
+    tree stands in for JAX's fresh one): a float output one ulp away is reported as moved (case,
+    output, ulps) and passes; a really wrong float, an integer output off by one, and an input
+    one ulp away each fail, naming the file or case."""
+    cases = runner.DEFAULT_CASES
+    assert expectations.compare_trees(cases, cases) == expectations.Comparison([], [], [])
+    rel = "data/infer_batch_4_of_4.expected.data_out.npy"
+
+    def one_ulp(a: np.ndarray) -> np.ndarray:
+        a.flat[5] = np.nextafter(a.flat[5], np.float32(np.inf))
+        return a
+
+    result = expectations.compare_trees(cases, _perturbed(tmp_path / "ulp", rel, one_ulp))
+    assert result.bad == [] and result.moved_files == [rel]
+    (moved,) = result.moved
+    assert "infer_batch_4_of_4 output data_out" in moved and "1 of 12 elements" in moved
+    assert "(1 ulp)" in moved
+    assert expectations.report(result)[0] == 0
+
+    def wrong(a: np.ndarray) -> np.ndarray:
+        a.flat[5] += np.float32(0.01)
+        return a
+
+    result = expectations.compare_trees(cases, _perturbed(tmp_path / "wrong", rel, wrong))
+    (bad,) = result.bad
+    assert "infer_batch_4_of_4 output data_out" in bad and "outside the tolerance" in bad
+    assert "flat index 5" in bad and expectations.report(result)[0] == 1
+    for name, rel, change, named in (
+            ("int", "data/infer_int32_raw.expected.data_out.npy", lambda a: a + 1,
+             "differs: data/infer_int32_raw.expected.data_out.npy"),
+            ("input", "data/infer_fp32_raw.data_in.npy", one_ulp,
+             "differs: data/infer_fp32_raw.data_in.npy"),
+            # an exponent bit of a BF16 pattern: the value doubles or halves
+            ("bf16", "data/infer_bf16_raw.expected.data_out.npy", lambda a: a ^ 0x0080,
+             "case infer_bf16_raw output data_out (BF16): outside the tolerance")):
+        result = expectations.compare_trees(cases, _perturbed(tmp_path / name, rel, change))
+        assert len(result.bad) == 1 and result.bad[0].startswith(named), (name, result.bad)
+
+
+def test_ulp_distance() -> None:
+    one = np.array([1.0, -1.0, 0.0, np.nan], np.float32)
+    up = np.array([np.nextafter(np.float32(1), np.float32(2)), np.float32(-1),
+                   np.float32(-0.0), np.nan], np.float32)
+    assert expectations.ulp_distance(one, up).tolist() == [1, 0, 0, 0]
+    tiny = np.array([np.float32(1e-45)], np.float32)  # the smallest subnormal
+    assert expectations.ulp_distance(tiny, -tiny).tolist() == [2]
 
 
 def test_cases_cover_the_issue_list() -> None:
@@ -132,3 +195,30 @@ def test_a_hung_step_is_killed(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) 
     assert rc == -signal.SIGKILL, rc
     assert not finished.exists(), "the step's process group outlived the timeout"
     assert log == ["started\n"]
+
+
+def test_every_case_says_which_rule_it_checks() -> None:
+    """Each case's basis: a level of features.json ("required" by the protocol text, "triton"
+    for Triton's documented extensions, "implementation-defined" where the protocol leaves the
+    answer open) and the sources it cites, each in the table with its words."""
+    table = json.loads((HERE / "features.json").read_text())
+    levels, sources = table["levels"], table["sources"]
+    assert set(levels) == {"required", "triton", "implementation-defined"}
+    for source in sources.values():
+        assert source["document"] and source["section"] and source["says"]
+    cited = set()
+    for case in runner.load_cases(runner.DEFAULT_CASES):
+        basis = case["basis"]
+        assert basis["level"] in levels, case["name"]
+        assert basis["sources"] and set(basis["sources"]) <= set(sources), case["name"]
+        cited |= set(basis["sources"])
+        # a core case is a protocol rule or one Triton answers the same way, and its REST
+        # form is plain JSON (no binary data extension)
+        if not case["requires"]:
+            assert basis["level"] != "triton", case["name"]
+            assert not rest.transport_requires(case), case["name"]
+        for alternative in case["expect"].get("alternatives", []):
+            assert alternative["code"] and case["rpc"] in ("ModelReady", "ServerLive",
+                                                           "ServerReady", "ModelMetadata",
+                                                           "ServerMetadata"), case["name"]
+    assert cited == set(sources)  # no source nobody cites

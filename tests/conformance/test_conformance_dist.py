@@ -109,7 +109,7 @@ def test_installed_model_kit_runs_without_jax(venv: Path, tmp_path: Path) -> Non
             "out['total'].tolist())")
     done = run(venv / "bin/python", "-c", code, cwd=tmp_path / "kit")
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split(None, 1) == ["4", "[[2.0, -7.0, 0.5], [2.0, -7.0, 0.5]]\n"]
+    assert done.stdout.split(None, 1) == ["[4]", "[[2.0, -7.0, 0.5], [2.0, -7.0, 0.5]]\n"]
 
 
 @pytest.mark.parametrize("transport", ["grpc", "rest"])

@@ -4,10 +4,11 @@ case of the suite models (classification aside: the top-k strings are the server
 model's), their signatures are the metadata cases', a tripped check raises the case's message,
 and the generated Triton python-backend repository declares those signatures and computes the
 same outputs through its model.py (run here with a stand-in for Triton's
-triton_python_backend_utils, since no Triton runs on this machine)."""
+triton_python_backend_utils; test_triton.py, slow, loads it into a real Triton)."""
 
 from __future__ import annotations
 
+import ctypes
 import importlib.util
 import json
 import sys
@@ -117,82 +118,128 @@ def test_reference_signatures_are_the_metadata_cases() -> None:
     assert served <= set(reference.MODELS)
 
 
+#: DLPack: the type code of a DLManagedTensor behind a capsule (dlpack.h), kDLUInt and kDLBfloat.
+_CODE_OFFSET, _KDL_UINT, _KDL_BFLOAT = 20, 1, 4
+_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+_pointer.restype, _pointer.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+
+
+def _code(capsule: Any) -> ctypes.c_uint8:
+    return ctypes.c_uint8.from_address(_pointer(capsule, b"dltensor") + _CODE_OFFSET)
+
+
 class _PbUtils(types.ModuleType):
-    """What model.py uses of Triton's triton_python_backend_utils, with Triton's semantics:
-    tensors by name (as numpy), responses of output tensors or a TritonError."""
+    """What model.py uses of Triton's triton_python_backend_utils, with the python backend's
+    DLPack semantics: a BF16 tensor's capsule says kDLBfloat (and has no numpy view), a
+    response tensor is taken from a capsule; responses of output tensors or a TritonError."""
 
     class Tensor:
-        def __init__(self, name: str, array: np.ndarray) -> None:
-            self.name, self.array = name, array
+        def __init__(self, name: str, array: np.ndarray, datatype: str) -> None:
+            # a copy: Triton's tensors are writable, DLPack 0.x exports only those
+            self.name, self.array, self.datatype = name, np.array(array), datatype
 
-        def as_numpy(self) -> np.ndarray:
-            return self.array
+        def __dlpack__(self, **kw: Any) -> Any:
+            if self.datatype == "BF16":
+                raise TypeError("BF16 has no numpy dtype: use to_dlpack()")  # as numpy says
+            return self.array.__dlpack__(**kw)
+
+        def __dlpack_device__(self) -> tuple[int, int]:
+            return self.array.__dlpack_device__()
+
+        def to_dlpack(self) -> Any:
+            capsule = self.array.__dlpack__()
+            if self.datatype == "BF16":
+                _code(capsule).value = _KDL_BFLOAT
+            return capsule
+
+        @classmethod
+        def from_dlpack(cls, name: str, capsule: Any) -> Any:
+            code = _code(capsule)
+            datatype = "BF16" if code.value == _KDL_BFLOAT else ""
+            code.value = _KDL_UINT if datatype else code.value
+
+            class Producer:
+                def __dlpack__(self, **_: Any) -> Any:
+                    return capsule
+
+                def __dlpack_device__(self) -> tuple[int, int]:
+                    return (1, 0)
+
+            array = np.array(np.from_dlpack(Producer()))
+            return cls(name, array, datatype or suite.BY_NUMPY_NAME[array.dtype.name])
 
     class InferenceResponse:
         def __init__(self, output_tensors: list | None = None, error: Any = None) -> None:
             self.output_tensors, self.error = output_tensors or [], error
 
     class TritonError:
-        def __init__(self, message: str) -> None:
-            self.message = message
+        INVALID_ARG = "INVALID_ARG"
+
+        def __init__(self, message: str, code: str = "INTERNAL") -> None:
+            self.message, self.code = message, code
 
     class Request:
-        def __init__(self, inputs: dict[str, np.ndarray], wanted: list[str]) -> None:
-            self.inputs, self.wanted = inputs, wanted
-
-        def requested_output_names(self) -> list[str]:
-            return self.wanted
+        def __init__(self, inputs: dict[str, np.ndarray], types_: dict[str, str]) -> None:
+            self.inputs, self.types = inputs, types_
 
     def get_input_tensor_by_name(self, request: Any, name: str) -> Any:
-        return self.Tensor(name, request.inputs[name]) if name in request.inputs else None
+        if name not in request.inputs:
+            return None
+        return self.Tensor(name, request.inputs[name], request.types[name])
+
+
+def _triton_model(repo: Path, name: str) -> Any:
+    spec = importlib.util.spec_from_file_location(f"triton_{name}", repo / name / "1" / "model.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    model = module.TritonPythonModel()
+    model.initialize({"model_name": name})
+    return model
 
 
 def test_triton_repository(tmp_path: Path) -> None:
+    """The generated repository's configs, and its model.py run against a stand-in for the
+    python backend's utilities (the real Triton: test_triton.py, slow)."""
     repo = tmp_path / "triton"
-    make_triton_repo.write_repository(repo)
-    # cf_bf16 is left out: Triton's python backend hands tensors over as numpy, which has no
-    # BF16 (the README says so).
-    assert sorted(p.name for p in repo.iterdir()) == sorted(set(reference.MODELS) - {"cf_bf16"})
+    make_triton_repo.write_repository(repo, site_packages="/nowhere/site-packages")
+    # Models with a rank-0 tensor are left out: Triton has no scalar tensors in a non-batching
+    # model (the cases needing them require scalar-tensors).
+    assert set(make_triton_repo.LEFT_OUT) == {"cf_shapes"}
+    assert sorted(p.name for p in repo.iterdir()) == sorted(set(reference.MODELS) - {"cf_shapes"})
     config = (repo / "cf_batched" / "config.pbtxt").read_text()
     assert 'backend: "python"' in config and "max_batch_size: 4" in config
     assert 'name: "data_in"' in config and "data_type: TYPE_FP32" in config
     assert "dims: [ 3 ]" in config  # the batch dimension is implicit with max_batch_size
     assert "dims: [ 2, 3 ]" in (repo / "cf_fp16" / "config.pbtxt").read_text()
-    shapes = (repo / "cf_shapes" / "config.pbtxt").read_text()
-    assert "dims: [ 1 ]\n    reshape: { shape: [ ] }" in shapes  # Triton's form of a scalar
+    assert "data_type: TYPE_BF16" in (repo / "cf_bf16" / "config.pbtxt").read_text()
+    assert "'/nowhere/site-packages'" in (repo / "cf_fp32" / "1" / "model.py").read_text()
     assert 'label_filename: "scores.labels.txt"' in (repo / "cf_classes" / "config.pbtxt"
                                                         ).read_text()
     assert (repo / "cf_classes" / "scores.labels.txt").read_text().split() == list(
         reference.CLASS_LABELS)
+    with pytest.raises(ValueError, match="tensor 'gain' has rank 0"):
+        make_triton_repo.config(reference.MODELS["cf_shapes"])
     pb_utils = _PbUtils("triton_python_backend_utils")
     sys.modules["triton_python_backend_utils"] = pb_utils
     try:
         for case in [c for c in infer_cases()
-                     if c["request"]["model"] in ("cf_multi", "cf_fp16", "cf_batched")]:
+                     if c["request"]["model"] in ("cf_multi", "cf_fp16", "cf_bf16", "cf_batched")]:
             req = case["request"]
             name = req["model"]
-            spec = importlib.util.spec_from_file_location(f"triton_{name}",
-                                                          repo / name / "1" / "model.py")
-            module = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(module)
-            model = module.TritonPythonModel()
-            model.initialize({"model_name": name})
-            (response,) = model.execute([pb_utils.Request(feeds(case, req),
-                                                          req.get("outputs", []))])
+            model = _triton_model(repo, name)
+            types_ = {t["name"]: t["datatype"] for t in req["inputs"]}
+            (response,) = model.execute([pb_utils.Request(feeds(case, req), types_)])
             assert response.error is None
-            got = {t.name: t.array for t in response.output_tensors}
-            # Triton itself keeps only the requested outputs of a response
-            suite.compare_outputs(case, {"outputs": case["expect"]["outputs"]},
-                                  decoded(reference.MODELS[name], got, req.get("outputs")), "")
+            got = {t.name: suite.Decoded(t.datatype, suite.as_values(
+                t.datatype, list(t.array.shape), t.array.tobytes()))
+                for t in response.output_tensors
+                if not req.get("outputs") or t.name in req["outputs"]}  # Triton keeps those
+            suite.compare_outputs(case, {"outputs": case["expect"]["outputs"]}, got, "")
         (tripped,) = [c for c in CASES if c["name"] == "check_tripped"]
-        spec = importlib.util.spec_from_file_location("triton_cf_check",
-                                                      repo / "cf_check" / "1" / "model.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        model = module.TritonPythonModel()
-        model.initialize({"model_name": "cf_check"})
-        (response,) = model.execute([pb_utils.Request(feeds(tripped, tripped["request"]), [])])
+        (response,) = _triton_model(repo, "cf_check").execute([pb_utils.Request(
+            feeds(tripped, tripped["request"]), {"index": "INT32", "row": "FP32"})])
         assert "index needs to be non-negative, got -2" in response.error.message
+        assert response.error.code == "INVALID_ARG"
     finally:
         del sys.modules["triton_python_backend_utils"]
 

@@ -93,8 +93,9 @@ def test_unexpected_success_is_a_failure(yes_server: str, tmp_path: Path) -> Non
     out = done.stdout
     assert done.returncode == 1, out + done.stderr
     assert "Traceback" not in done.stderr and "KeyError" not in out
+    # the protocol allows NOT_FOUND or ready=false (case alternatives): ready=true is neither
     assert ("FAIL error_model_ready_unknown: call succeeded (ready=True), expected status "
-            "NOT_FOUND") in out
+            "NOT_FOUND | or: model ready is True, expected False") in out
     assert ("FAIL error_unknown_version: call succeeded (model 'cf_fp32' version '1', outputs "
             "['data_out']), expected status NOT_FOUND") in out
     assert ("FAIL metadata_unknown_model: call succeeded (name='conformance_no_such_model' "
@@ -230,3 +231,87 @@ def test_rest_compression_and_shm_verdicts(tmp_path: Path) -> None:
     assert len(register) == 1
     assert paths.count(register[0].replace("/register", "/unregister")) == 1
     assert set(Path("/dev/shm").glob("jaxport_conformance_*")) == before
+
+
+class HealthRest(BaseHTTPRequestHandler):
+    """Health answers by path: /v2/health/live 200 with an empty body (Triton's),
+    /v2/health/ready 200 saying {"ready": false} (a contradiction), /v2/models/M/ready 400 with
+    an empty body (Triton's "not ready" for an unknown model), /v2/models/cf_fp32/ready 503."""
+
+    def do_GET(self) -> None:
+        status, answer = {"/v2/health/live": (200, b""),
+                          "/v2/health/ready": (200, b'{"ready": false}'),
+                          "/v2/models/cf_fp32/ready": (503, b'{"error": "busy"}'),
+                          }.get(self.path, (400, b""))
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(answer)))
+        self.end_headers()
+        self.wfile.write(answer)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_rest_health_is_the_status_code(tmp_path: Path) -> None:
+    """Over REST a health answer is its status (KServe v2: 200 true, 4xx false) whatever the
+    body: an empty 200 is live, a 400 for an unknown model is ready=false (an alternative the
+    case allows); a JSON body contradicting the status, or a 503, fails."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), HealthRest)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        cases = wrong_cases(tmp_path, ("health_server_live", "health_server_ready",
+                                       "error_model_ready_unknown", "health_model_ready"))
+        done = subprocess.run([sys.executable, str(HERE / "rest_runner.py"), "--url",
+                               f"127.0.0.1:{server.server_address[1]}", "--cases", str(cases)],
+                              capture_output=True, text=True, timeout=120)
+    finally:
+        server.shutdown()
+        server.server_close()
+    out = done.stdout
+    assert "PASS health_server_live" in out and "PASS error_model_ready_unknown" in out, out
+    assert ("FAIL health_server_ready: /v2/health/ready: HTTP 200 with body {'ready': False}: "
+            "the status says ready=True") in out
+    assert "FAIL health_model_ready: HTTP 503 ('busy'), expected 200" in out
+    assert "conformance python-rest: 2 passed, 2 failed" in out
+
+
+class NotReady(Yes):
+    """Triton's answer to ModelReady of a model it does not serve: OK, ready=false."""
+
+    def ModelReady(self, request, context):
+        return pb.ModelReadyResponse(ready=False)
+
+
+def test_model_ready_unknown_allows_ready_false(tmp_path: Path) -> None:
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    pb_grpc.add_GRPCInferenceServiceServicer_to_server(NotReady(), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        done = run_runner(f"127.0.0.1:{port}", wrong_cases(tmp_path, ("error_model_ready_unknown",
+                                                                      "health_model_ready")))
+    finally:
+        server.stop(grace=None)
+    assert "PASS error_model_ready_unknown" in done.stdout, done.stdout + done.stderr
+    assert "FAIL health_model_ready: model ready is False, expected True" in done.stdout
+
+
+def test_rest_raw_cases_need_the_binary_data_extension(tmp_path: Path) -> None:
+    """KServe v2's REST protocol is JSON only: a case whose REST form sends binary tensors
+    (raw contents, FP16/BF16) needs Triton's binary data extension (binary-data), claimed by
+    the server's binary_tensor_data extension or --features; JSON cases still run."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), WrongRest)  # /v2 lists no extensions
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        cases = wrong_cases(tmp_path, ("infer_fp32_raw", "infer_fp32_typed", "infer_fp16_raw"))
+        done = subprocess.run([sys.executable, str(HERE / "rest_runner.py"), "--url",
+                               f"127.0.0.1:{server.server_address[1]}", "--cases", str(cases),
+                               "--features", "jaxport-models"],
+                              capture_output=True, text=True, timeout=120)
+    finally:
+        server.shutdown()
+        server.server_close()
+    out = done.stdout
+    assert "N/A infer_fp32_raw (needs binary-data)" in out, out + done.stderr
+    assert "N/A infer_fp16_raw (needs binary-data)" in out
+    assert "FAIL infer_fp32_typed: " in out  # judged (the fake answers the wrong model's output)

@@ -157,16 +157,17 @@ def test_runtime_command_serves_one_model_at_mnt_models(tmp_path: Path, layout: 
     _run_and_call(command, mnt_models, name, artifact)
 
 
-def test_containerfile_copies_only_paths_that_exist() -> None:
-    """Every `COPY` source of the image (but stage-to-stage copies) is a path of this
-    repository: a moved package would otherwise break the image build, which no test here
-    runs (no container engine)."""
+@pytest.mark.parametrize("name", ["Containerfile", "Containerfile.native"])
+def test_containerfile_copies_only_paths_that_exist(name: str) -> None:
+    """Every `COPY` source of the images (but stage-to-stage copies) is a path of this
+    repository: a moved package would otherwise break the image build, which only the second
+    tier runs (tests/deploy/test_images.py); both build the front as the wheel does and
+    install the pinned plugin with bridge/pjrt.py."""
     repo = KSERVE.parents[2]
-    for line in (KSERVE / "Containerfile").read_text().splitlines():
+    text = (KSERVE / name).read_text()
+    for line in text.splitlines():
         if line.startswith("COPY ") and "--from=" not in line:
             *sources, _dest = line.split()[1:]
             for src in sources:
-                assert (repo / src).exists(), f"Containerfile: COPY {src}: no such path"
-    text = (KSERVE / "Containerfile").read_text()
-    assert "go build -o /out/jaxport-front" in text and \
-        "COPY --from=front /out/jaxport-front /usr/local/bin/jaxport-front" in text
+                assert (repo / src).exists(), f"{name}: COPY {src}: no such path"
+    assert "bridge/front/build_wheel.py" in text and "pjrt install cpu" in text

@@ -11,8 +11,8 @@ import (
 	jaxportv1 "github.com/jaxport/jaxport/clients/go/gen/jaxport/v1"
 )
 
-// Available says whether this build can run the engine: a CGO_ENABLED=0 build (the static
-// front of the platform wheel) cannot load a PJRT plugin.
+// Available says whether this build can run the engine: a CGO_ENABLED=0 build (a machine
+// without a C compiler) cannot load a PJRT plugin.
 const Available = false
 
 var errNoCgo = errors.New("native engine: this binary was built without cgo (CGO_ENABLED=0), " +

@@ -23,6 +23,8 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/reflection"
+	v1reflectiongrpc "google.golang.org/grpc/reflection/grpc_reflection_v1"
+	v1alphareflectiongrpc "google.golang.org/grpc/reflection/grpc_reflection_v1alpha"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
@@ -316,7 +318,11 @@ func (s *Service) Register(srv *grpc.Server) *health.Server {
 		h.SetServingStatus(svc, healthpb.HealthCheckResponse_NOT_SERVING)
 	}
 	healthpb.RegisterHealthServer(srv, &modelHealth{Server: h, s: s})
-	reflection.Register(srv)
+	// v1 and v1alpha; the inference stubs live in a registry of their own (inferencepb.Resolver,
+	// docs/clients.md: they coexist with other generated copies of inference.*).
+	opts := reflection.ServerOptions{Services: srv, DescriptorResolver: inferencepb.Resolver}
+	v1reflectiongrpc.RegisterServerReflectionServer(srv, reflection.NewServerV1(opts))
+	v1alphareflectiongrpc.RegisterServerReflectionServer(srv, reflection.NewServer(opts))
 	return h
 }
 

@@ -11,7 +11,7 @@ import (
 	"sort"
 	"strings"
 
-	jaxport "github.com/jaxport/jaxport/clients/go"
+	"github.com/jaxport/jaxport/clients/go/jaxport"
 )
 
 // KnownRPCs are the case kinds every runner implements.
@@ -91,6 +91,9 @@ type Expect struct {
 	ModelVersion      *string        `json:"model_version"`
 	Responses         []StreamExpect `json:"responses"`
 	Regions           *[]string      `json:"regions"` // CudaSharedMemoryStatus
+	// Alternatives are the other answers the protocol allows (each a whole expectation,
+	// judged with its own call; read-only RPCs only): the case passes when one holds.
+	Alternatives []Expect `json:"alternatives"`
 }
 
 // Case is one case file.
@@ -143,6 +146,11 @@ func LoadCases(dir string) ([]Case, error) {
 		}
 		if c.Expect.Code == "" {
 			return nil, fmt.Errorf("%s: expect.code is missing", p)
+		}
+		for i, alt := range c.Expect.Alternatives {
+			if alt.Code == "" {
+				return nil, fmt.Errorf("%s: expect.alternatives[%d].code is missing", p, i)
+			}
 		}
 		cases = append(cases, c)
 	}

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	jaxport "github.com/jaxport/jaxport/clients/go"
+	"github.com/jaxport/jaxport/clients/go/jaxport"
 )
 
 const caseDir = "../../../tests/conformance/cases"

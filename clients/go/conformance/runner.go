@@ -12,8 +12,8 @@ import (
 	"strings"
 	"sync"
 
-	jaxport "github.com/jaxport/jaxport/clients/go"
 	pb "github.com/jaxport/jaxport/clients/go/gen/inference"
+	"github.com/jaxport/jaxport/clients/go/jaxport"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -89,6 +89,26 @@ func rampBytes(r Ramp, datatype jaxport.Datatype, count int64) ([]byte, error) {
 // succeeds where the case expects an error status fails with "call succeeded (...), expected
 // status X": the answer is described, never compared with outputs the case does not have.
 func (r *Runner) Run(ctx context.Context, c Case) error {
+	err := r.runOne(ctx, c)
+	if err == nil || len(c.Expect.Alternatives) == 0 {
+		return err
+	}
+	// Where the protocol allows several answers, any one of them passes.
+	msgs := []string{err.Error()}
+	for _, alt := range c.Expect.Alternatives {
+		other := c
+		other.Expect = alt
+		altErr := r.runOne(ctx, other)
+		if altErr == nil {
+			return nil
+		}
+		msgs = append(msgs, altErr.Error())
+	}
+	return fail("%s", strings.Join(msgs, " | or: "))
+}
+
+// runOne judges the answer against one expectation (c.Expect).
+func (r *Runner) runOne(ctx context.Context, c Case) error {
 	want := c.Expect.Code
 	if want == "OK" {
 		err := r.call(ctx, c)
@@ -345,14 +365,30 @@ func sameParameters(id string, want StreamExpect, got map[string]*pb.InferParame
 			return err
 		}
 		g, ok := got[key]
-		if !ok || fmt.Sprint(g.GetParameterChoice()) != fmt.Sprint(w.GetParameterChoice()) {
-			return fail("stream response %q: parameter %q is %v, expected %v", id, key, g.GetParameterChoice(), w.GetParameterChoice())
+		if !ok {
+			return fail("stream response %q: parameter %q is (absent), expected %v", id, key, v)
+		}
+		if fmt.Sprint(g.GetParameterChoice()) != fmt.Sprint(w.GetParameterChoice()) {
+			return fail("stream response %q: parameter %q is %v, expected %v", id, key, parameterValue(g), v)
 		}
 	}
 	for _, key := range want.ParametersAbsent {
 		if g, ok := got[key]; ok {
-			return fail("stream response %q: parameter %q is %v, expected none", id, key, g.GetParameterChoice())
+			return fail("stream response %q: parameter %q is %v, expected none", id, key, parameterValue(g))
 		}
+	}
+	return nil
+}
+
+// parameterValue is the plain value of an InferParameter (bool, int64 or string).
+func parameterValue(p *pb.InferParameter) any {
+	switch c := p.GetParameterChoice().(type) {
+	case *pb.InferParameter_BoolParam:
+		return c.BoolParam
+	case *pb.InferParameter_Int64Param:
+		return c.Int64Param
+	case *pb.InferParameter_StringParam:
+		return c.StringParam
 	}
 	return nil
 }

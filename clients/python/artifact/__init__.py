@@ -6,7 +6,8 @@ via TensorStore), `goldens` (.npy cases), `paths` (the one rule for paths inside
 repository), `checks` (the checkify table, output layout and failure text), `errors`, `location`
 (local paths and URLs), `dims` (the admissible sizes of symbolic dimensions), `index` (what a
 URL repository holds), `binding` (the one argument binder: manifest arguments to `@main` slots
-or pytree leaves, for the reader, the bridge and `verify`) and `reader` (`open`, `Artifact`).
+or pytree leaves, for the reader, the bridge and `verify`), `batching` (the batch-size rule:
+which program runs N rows, padded how) and `reader` (`open`, `Artifact`).
 An artifact older than jax's compatibility window warns with `CompatibilityWarning`.
 Importing this package never imports jax; only deserializing or calling a program does. It
 imports neither `jaxport.exporter` nor `jaxport.bridge`.

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from jaxport.artifact import binding
+from jaxport.artifact import batching, binding
 from jaxport.artifact import checks as checks_mod
 from jaxport.artifact import dims as dims_mod
 from jaxport.artifact import goldens as goldens_mod
@@ -289,8 +289,10 @@ class Artifact:
     ) -> dict[str, np.ndarray]:
         """Run the program on inputs given by name; outputs by name (numpy).
 
-        `art.call(x=x)` or `art.call({"x": x})`. With batch sizes, the program is the one whose
-        size equals the inputs' leading dimension. A polymorphic artifact runs its polymorphic
+        `art.call(x=x)` or `art.call({"x": x})`. With batch sizes, any number of rows up to the
+        largest size runs, by the server's rule (`jaxport.artifact.batching`): on the smallest
+        exported program that holds them, batched inputs padded with copies of their last row,
+        batched outputs cut back to the given rows. A polymorphic artifact runs its polymorphic
         program at the inputs' own sizes, after checking them against the dimensions' rules
         (`DimensionError` names the input, the dimension and the rule). A runtime check
         compiled into the program (checkify) that fires raises `CheckFailedError` carrying
@@ -326,13 +328,13 @@ class Artifact:
                     raise ArtifactError(f"input {spec.name!r}: {arrays[spec.name].ndim} "
                                         f"dimensions, the model takes {len(spec.shape)}")
             dims_mod.bind(self.manifest, {n: a.shape for n, a in arrays.items()})
-        batch = None
+        batch = rows = None
         if self.batch_sizes:
+            label = f"model {self.name!r}"
             batched = list(self.manifest.batching.batched_inputs)
-            rows = {int(arrays[n].shape[0]) if arrays[n].ndim else -1 for n in batched}
-            if len(rows) != 1:
-                raise ArtifactError(f"batched inputs {batched} disagree on the batch size")
-            batch = rows.pop()
+            rows = batching.batch_rows(arrays, batched, label)
+            batch = batching.program_size(rows, self.batch_sizes, label)
+            arrays.update({n: batching.pad_rows(arrays[n], batch) for n in batched})
         program = self.program(batch)
         exp = self.exported(batch)
         mesh = self.mesh()  # a sharded program: its devices first (or one line saying how)
@@ -347,7 +349,9 @@ class Artifact:
                   if r.role == _RES.RESULT_ROLE_CHECK]
         if checks:
             checks_mod.raise_if_fired(self.manifest.checks, checks)
-        return {r.name: v for r, v in zip(plain, results, strict=True)
+        cut = set(self.manifest.batching.batched_outputs) if rows != batch else set()
+        return {r.name: v[:rows] if r.name in cut else v
+                for r, v in zip(plain, results, strict=True)
                 if r.role == _RES.RESULT_ROLE_OUTPUT}
 
     # -- goldens ------------------------------------------------------------------------------

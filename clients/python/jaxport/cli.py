@@ -1,17 +1,21 @@
-"""The `jaxport` command: dispatches to export/verify/serve/infer/model, importing each lazily.
+"""The `jaxport` command: dispatches to export/verify/serve/pjrt/infer/model, importing each
+lazily.
 
 It ships with the JAX-free `jaxport-client` distribution so `jaxport infer` and `jaxport model`
-work alone; `export`, `verify` and `serve` live in the full `jaxport` distribution and are only
-imported when asked for, so `jaxport infer` and `jaxport model` never load JAX.
+work alone; `export`, `verify`, `serve` and `pjrt` live in the full `jaxport` distribution and
+are only imported when asked for, so `jaxport infer` and `jaxport model` never load JAX.
 """
 
 from __future__ import annotations
 
+import argparse
+import difflib
 import importlib
 import os
 import sys
 from collections.abc import Callable, Sequence
 from importlib import metadata
+from typing import Any, NoReturn
 
 # name -> (module, function, one-line description, needs the full `jaxport` distribution)
 SUBCOMMANDS: dict[str, tuple[str, str, str, bool]] = {
@@ -33,6 +37,12 @@ SUBCOMMANDS: dict[str, tuple[str, str, str, bool]] = {
         "serve a model repository over the Open Inference Protocol (gRPC)",
         True,
     ),
+    "pjrt": (
+        "jaxport.bridge.pjrt",
+        "pjrt_main",
+        "install the PJRT plugin the native engine loads (jaxport pjrt install cpu|cuda)",
+        True,
+    ),
     "infer": (
         "jaxport.client.cli",
         "infer_main",
@@ -46,6 +56,72 @@ SUBCOMMANDS: dict[str, tuple[str, str, str, bool]] = {
         False,
     ),
 }
+
+
+class CommandParser(argparse.ArgumentParser):
+    """argparse as every `jaxport` subcommand parses its flags.
+
+    Flags are spelled out in full: abbreviations are off whatever the caller passes (argparse
+    would take `--repo` for `--repository` and `--mod` for `--model` silently, and a flag added
+    later would change what an old abbreviation meant). A mistake is ONE line: `error` raises
+    `usage_error(message)` (a subclass names its exception type) instead of printing usage and
+    exiting, and a flag the command does not have is named first, with the closest one it has:
+    `unknown option --mod (did you mean --model? flags are spelled out in full)`.
+    """
+
+    usage_error: Callable[[str], Exception] = ValueError
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs["allow_abbrev"] = False
+        super().__init__(*args, **kwargs)
+        self._given: list[str] = []
+
+    def parse_known_args(self, args: Sequence[str] | None = None,
+                         namespace: argparse.Namespace | None = None
+                         ) -> tuple[argparse.Namespace, list[str]]:
+        self._given = list(sys.argv[1:] if args is None else args)
+        return super().parse_known_args(args, namespace)
+
+    def _options(self) -> set[str]:
+        """Every option string of this parser and of its subcommands' parsers."""
+        known = set(self._option_string_actions)
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for sub in action.choices.values():
+                    known |= sub._options() if isinstance(sub, CommandParser) else set(
+                        sub._option_string_actions)
+        return known
+
+    def unknown_flag(self, tokens: Sequence[str]) -> str | None:
+        """The first of `tokens` that is a flag no parser of this command has, with the
+        closest one it has; None when there is none."""
+        known = self._options()
+        for token in tokens:
+            if token == "--":
+                break
+            flag = token.split("=", 1)[0]
+            if not flag.startswith("-") or flag in known or flag == "-" or _is_number(flag):
+                continue
+            # An abbreviation names the flags it abbreviates; a typo its closest flag.
+            close = ([k for k in sorted(known) if k.startswith(flag)]
+                     or difflib.get_close_matches(flag, sorted(known), n=1, cutoff=0.7))
+            hint = f"did you mean {' or '.join(close)}? " if close else ""
+            return f"unknown option {flag} ({hint}flags are spelled out in full)"
+        return None
+
+    def error(self, message: str) -> NoReturn:
+        extra = "unrecognized arguments: "
+        tokens = message[len(extra):].split() if message.startswith(extra) else self._given
+        unknown = self.unknown_flag(tokens)
+        raise self.usage_error(f"{unknown or message} (see `{self.prog} --help`)")
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _version(distribution: str) -> str | None:

@@ -189,6 +189,8 @@ def judge(case: dict[str, Any], claimed: set[str] | None,
     claimed), PASS or FAIL."""
     reason = suite.other_transport(case, transport) or (
         rest.not_applicable(case) if transport == "rest" else None)
+    if transport == "rest":  # its REST form may need Triton's binary data extension
+        case = {**case, "requires": [*case.get("requires", []), *rest.transport_requires(case)]}
     missing = suite.missing_features(case, claimed)
     if reason or missing:
         return report.Result(case["name"], report.NOT_APPLICABLE,

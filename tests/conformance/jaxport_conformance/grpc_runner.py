@@ -43,7 +43,11 @@ class Runner:
             raise ServerError.from_rpc_error(exc) from exc
 
     def run(self, case: dict[str, Any]) -> None:
-        """Raise CaseFailure (or any error) unless the server answers as the case expects."""
+        """Raise CaseFailure (or any error) unless the server answers as the case expects (or
+        as one of its alternatives: suite.judge)."""
+        suite.judge(self._run_one, case)
+
+    def _run_one(self, case: dict[str, Any]) -> None:
         expect = case["expect"]
         if expect["code"] == "OK":
             try:

@@ -327,6 +327,27 @@ def compare_parameters(what: str, want: dict[str, Any], got: dict[str, Any]) -> 
             raise CaseFailure(f"{what}: parameter {key!r} is {got[key]!r}, expected none")
 
 
+def judge(run_one: Any, case: dict[str, Any]) -> None:
+    """Run a case through `run_one(case)`, and where the protocol allows several answers
+    (`expect.alternatives`: each a whole expectation, judged with its own call; read-only RPCs
+    only), pass when any one of them holds. The failure names what each expected."""
+    try:
+        run_one(case)
+        return
+    except CaseFailure as first:
+        alternatives = case["expect"].get("alternatives", [])
+        if not alternatives:
+            raise
+        failures = [str(first)]
+    for alternative in alternatives:
+        try:
+            run_one({**case, "expect": alternative})
+            return
+        except CaseFailure as exc:
+            failures.append(str(exc))
+    raise CaseFailure(" | or: ".join(failures))
+
+
 def check_error(expect: dict[str, Any], code: str, message: str) -> None:
     """The status code the case expects, and a message naming what it must name."""
     if code != expect["code"]:

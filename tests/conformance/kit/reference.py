@@ -146,7 +146,7 @@ def _multi(inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     alpha, beta = inputs["alpha"], inputs["beta"]
     total = alpha * np.array([1.0, -2.0, 0.5], np.float32) + beta.astype(np.float32)
     return {"total": total.astype(np.float32),
-            "positives": np.array(np.sum(total > 0), dtype=np.int32),
+            "positives": np.array([np.sum(total > 0)], dtype=np.int32),
             "greater": alpha > beta.astype(np.float32)}
 
 
@@ -155,7 +155,7 @@ def _big(inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 
 
 def _checked(inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    index = int(inputs["index"])
+    index = int(inputs["index"][0])
     if index < 0:  # JAX's checkify message, as err.get() gives it
         raise CheckFailed(f"index needs to be non-negative, got {index} (`check` failed)")
     gain = np.array([1.0, 2.0, 3.0, 4.0], np.float32)
@@ -164,7 +164,8 @@ def _checked(inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 
 def _shapes(inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     v = inputs["vec_in"]
-    return {"vec_out": v * np.float32(2.0), "sum_out": np.array(np.sum(v), dtype=np.float32)}
+    return {"vec_out": v * np.float32(2.0),
+            "sum_out": np.array(np.sum(v) * inputs["gain"], dtype=np.float32)}
 
 
 def _classes(inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -186,13 +187,13 @@ MODELS: dict[str, ReferenceModel] = {m.name: m for m in [
     *_family(),
     ReferenceModel("cf_multi",
                    (Tensor("alpha", "FP32", (2, 3)), Tensor("beta", "INT32", (3,))),
-                   (Tensor("total", "FP32", (2, 3)), Tensor("positives", "INT32", ()),
+                   (Tensor("total", "FP32", (2, 3)), Tensor("positives", "INT32", (1,)),
                     Tensor("greater", "BOOL", (2, 3))), _multi),
     ReferenceModel("cf_big", (Tensor("big_in", "FP32", (BIG_ELEMENTS,)),),
                    (Tensor("big_out", "FP32", (BIG_ELEMENTS,)),), _big),
-    ReferenceModel("cf_check", (Tensor("index", "INT32", ()), Tensor("row", "FP32", (4,))),
+    ReferenceModel("cf_check", (Tensor("index", "INT32", (1,)), Tensor("row", "FP32", (4,))),
                    (Tensor("scaled", "FP32", (4,)),), _checked),
-    ReferenceModel("cf_shapes", (Tensor("vec_in", "FP32", (4,)),),
+    ReferenceModel("cf_shapes", (Tensor("vec_in", "FP32", (4,)), Tensor("gain", "FP32", ())),
                    (Tensor("sum_out", "FP32", ()), Tensor("vec_out", "FP32", (4,))), _shapes),
     ReferenceModel("cf_batched", (Tensor("data_in", "FP32", (-1, 3)),),
                    (Tensor("data_out", "FP32", (-1, 3)),), _affine("FP32"), max_batch_size=4),

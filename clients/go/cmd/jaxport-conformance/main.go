@@ -24,8 +24,8 @@ import (
 	"strings"
 	"time"
 
-	jaxport "github.com/jaxport/jaxport/clients/go"
 	"github.com/jaxport/jaxport/clients/go/conformance"
+	"github.com/jaxport/jaxport/clients/go/jaxport"
 )
 
 func main() {
@@ -103,7 +103,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if *token != "" {
 		opts = append(opts, jaxport.WithBearerToken(*token))
 	}
-	client, err := jaxport.Dial(context.Background(), *url, opts...)
+	client, err := jaxport.NewClient(*url, opts...)
 	if err != nil {
 		fmt.Fprintf(stderr, "jaxport-conformance: error: %v\n", err)
 		return 2

@@ -13,7 +13,7 @@ import (
 	"os"
 	"time"
 
-	jaxport "github.com/jaxport/jaxport/clients/go"
+	"github.com/jaxport/jaxport/clients/go/jaxport"
 	"google.golang.org/grpc/status"
 )
 
@@ -31,11 +31,14 @@ func main() {
 func run(url, model string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	client, err := jaxport.Dial(ctx, url, jaxport.WithWaitReady())
+	client, err := jaxport.NewClient(url)
 	if err != nil {
 		return err
 	}
 	defer client.Close()
+	if err := client.WaitReady(ctx); err != nil { // fail here, not at the first call
+		return err
+	}
 
 	server, err := client.ServerMetadata(ctx)
 	if err != nil {

@@ -154,6 +154,8 @@ class AsyncInferenceClient:
 
     async def model_config(self, model: str, version: str = "", *,
                            timeout: float | None = None) -> model_config_pb2.ModelConfig:
+        """The `ModelConfig` message itself (tritonclient's `get_model_config(m).config`; see
+        `InferenceClient.model_config`)."""
         request = pb.ModelConfigRequest(name=model, version=version)
         return (await self._call(self._stub.ModelConfig, request, timeout)).config
 
@@ -177,12 +179,13 @@ class AsyncInferenceClient:
         timeout: float | None = None,
         shared_memory_inputs: Mapping[str, Placement] | None = None,
         shared_memory_outputs: Mapping[str, Placement] | None = None,
+        classes: Mapping[str, int] | None = None,
     ) -> InferResult:
-        """Run one inference (see `InferenceClient.infer`)."""
+        """Run one inference (see `InferenceClient.infer`, `classes` included)."""
         request, resolve = _infer_request(
             model, inputs, outputs=outputs, version=version, request_id=request_id, raw=raw,
             parameters=parameters, shared_memory_inputs=shared_memory_inputs,
-            shared_memory_outputs=shared_memory_outputs)
+            shared_memory_outputs=shared_memory_outputs, classes=classes)
         return InferResult.from_response(
             await self._call(self._stub.ModelInfer, request, timeout), resolve)
 

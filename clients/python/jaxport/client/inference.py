@@ -293,10 +293,22 @@ def connect(
     return opened, True, metadata
 
 
+def rest_url_message(url: str, what: str = "--url") -> str:
+    """One line for a gRPC address given as an http(s):// URL (the REST endpoint's form)."""
+    bare = url.split("://", 1)[1].split("/", 1)[0]
+    return (f"{what} {url!r} is a URL; a gRPC address is HOST:PORT with no scheme, e.g. "
+            f"{bare!r} (jaxport serve: gRPC on --port, default 8001; http://HOST:PORT is its "
+            "REST endpoint, --http-port, default 8000)")
+
+
 def _check_target(target: str | None, channel: Any, channel_args: dict[str, Any]) -> str:
-    """Exactly one of target / channel; a caller's channel takes no channel settings."""
+    """Exactly one of target / channel; a caller's channel takes no channel settings; a target
+    is a gRPC address, never an http(s):// URL (gRPC would only answer 'Misformatted domain
+    name' on the first call)."""
     if (target is None) == (channel is None):
         raise ValueError("give either a target ('host:port') or an existing channel, not both")
+    if target is not None and str(target).lower().startswith(("http://", "https://")):
+        raise ValueError(rest_url_message(str(target), "target"))
     if channel is not None:
         given = sorted(k for k, v in channel_args.items() if v not in (None, False))
         if given:
@@ -312,8 +324,11 @@ def _infer_request(
     parameters: Mapping[str, codecs.ParameterValue] | None,
     shared_memory_inputs: Mapping[str, Placement] | None,
     shared_memory_outputs: Mapping[str, Placement] | None,
+    classes: Mapping[str, int] | None = None,
 ) -> tuple[pb.ModelInferRequest, codecs.SharedMemoryResolver]:
-    """The wire request of `infer` and the resolver of outputs placed in shared memory."""
+    """The wire request of `infer` and the resolver of outputs placed in shared memory.
+    Outputs named in `classes` are requested with Triton's classification parameter (their
+    top-k count), after those of `outputs`."""
     regions: dict[str, SharedMemoryRegion] = {}
     in_refs: dict[str, codecs.SharedMemoryRef] = {}
     for name, where in (shared_memory_inputs or {}).items():
@@ -329,10 +344,21 @@ def _infer_request(
         regions[region.name] = region
         out_refs[name] = codecs.SharedMemoryRef(region.name, region.byte_size - offset,
                                                 offset)
+    classes = dict(classes or {})
+    for name, count in classes.items():
+        if isinstance(count, bool) or not isinstance(count, int | np.integer) or count < 1:
+            raise InvalidArgumentError(f"requested output '{name}': class count must be an "
+                                       f"integer >= 1, got {count!r}")
+    requested = list(outputs or ())
+    requested += [n for n in classes if n not in requested]
     request = codecs.build_infer_request(
-        model, inputs, outputs=outputs, version=version, request_id=request_id, raw=raw,
-        parameters=parameters, input_shared_memory=in_refs, output_shared_memory=out_refs,
+        model, inputs, outputs=requested or None, version=version, request_id=request_id,
+        raw=raw, parameters=parameters, input_shared_memory=in_refs,
+        output_shared_memory=out_refs,
     )
+    for out in request.outputs:
+        if out.name in classes:
+            out.parameters[codecs.CLASSIFICATION].int64_param = int(classes[out.name])
 
     def resolve(kind: str, tensor: str, ref: codecs.SharedMemoryRef) -> memoryview:
         if ref.region not in regions:
@@ -488,7 +514,13 @@ class InferenceClient:
     def model_config(
         self, model: str, version: str = "", *, timeout: float | None = None
     ) -> model_config_pb2.ModelConfig:
-        """Triton-style model configuration (the generated message)."""
+        """Triton-style model configuration: the `ModelConfig` message itself (`.name`,
+        `.max_batch_size`, `.input`, `.output`, `.parameters["engine"].string_value`, ...).
+
+        tritonclient's `get_model_config()` returns the ModelConfigResponse around it, so code
+        written for tritonclient reads `.config` first; here that step is done:
+        `client.model_config(m)` is tritonclient's `client.get_model_config(m).config`.
+        """
         request = pb.ModelConfigRequest(name=model, version=version)
         return self._call(self._stub.ModelConfig, request, timeout).config
 
@@ -514,9 +546,16 @@ class InferenceClient:
         timeout: float | None = None,
         shared_memory_inputs: Mapping[str, Placement] | None = None,
         shared_memory_outputs: Mapping[str, Placement] | None = None,
+        classes: Mapping[str, int] | None = None,
     ) -> InferResult:
         """Run one inference. outputs: names to return (None = all); raw=False sends typed
         `contents` instead of raw bytes (not possible for FP16/BF16).
+
+        classes: Triton's classification extension, output name -> k (tritonclient's
+        `InferRequestedOutput(name, class_count=k)`): those outputs come back as BYTES arrays
+        of the top k entries `b"value:index[:label]"` (per batch row when the model's batch
+        axis is known). They are requested besides `outputs`; a request that names outputs
+        gets only those, so with `outputs=None` only the `classes` outputs come back.
 
         Shared memory (server on this host with the extension on, regions registered with
         `register_system_shared_memory`): inputs named in `shared_memory_inputs` are written
@@ -526,7 +565,7 @@ class InferenceClient:
         request, resolve = _infer_request(
             model, inputs, outputs=outputs, version=version, request_id=request_id, raw=raw,
             parameters=parameters, shared_memory_inputs=shared_memory_inputs,
-            shared_memory_outputs=shared_memory_outputs)
+            shared_memory_outputs=shared_memory_outputs, classes=classes)
         return InferResult.from_response(self._call(self._stub.ModelInfer, request, timeout),
                                          resolve)
 

@@ -20,7 +20,7 @@ public final class BearerToken extends CallCredentials {
 
   private BearerToken(String token, boolean allowPlaintext) {
     if (token == null || token.isEmpty()) {
-      throw new IllegalArgumentException("bearer token is empty");
+      throw ClientErrors.invalidArgument("bearer token is empty");
     }
     this.token = token;
     this.allowPlaintext = allowPlaintext;

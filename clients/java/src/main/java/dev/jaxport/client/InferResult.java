@@ -15,12 +15,12 @@ public record InferResult(String model, String version, String id, List<Tensor> 
 
   /**
    * Decode a wire response: raw_output_contents when present (the jaxport bridge always uses
-   * them), typed contents otherwise.
+   * them), typed contents otherwise. A malformed response is INTERNAL ({@link ClientErrors}).
    */
   public static InferResult fromProto(ModelInferResponse r) {
     int raw = r.getRawOutputContentsCount();
     if (raw != 0 && raw != r.getOutputsCount()) {
-      throw new IllegalStateException(
+      throw ClientErrors.internal(
           "response has " + r.getOutputsCount() + " outputs but " + raw + " raw_output_contents");
     }
     List<Tensor> out = new ArrayList<>();

@@ -16,22 +16,26 @@ import dev.jaxport.inference.ServerMetadataRequest;
 import dev.jaxport.inference.ServerMetadataResponse;
 import dev.jaxport.inference.ServerReadyRequest;
 import io.grpc.CallCredentials;
+import io.grpc.CallOptions;
 import io.grpc.Channel;
+import io.grpc.ClientCall;
+import io.grpc.ClientInterceptor;
+import io.grpc.ClientInterceptors;
 import io.grpc.ChannelCredentials;
 import io.grpc.Grpc;
 import io.grpc.InsecureChannelCredentials;
 import io.grpc.ManagedChannel;
 import io.grpc.ManagedChannelBuilder;
+import io.grpc.MethodDescriptor;
 import io.grpc.Status;
+import io.grpc.StatusRuntimeException;
 import io.grpc.TlsChannelCredentials;
 import io.grpc.stub.StreamObserver;
 import java.io.IOException;
 import java.nio.file.Path;
 import java.time.Duration;
-import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 
 /**
@@ -49,10 +53,16 @@ import java.util.concurrent.TimeUnit;
  * }</pre>
  *
  * <p>Failed calls throw {@link io.grpc.StatusRuntimeException} unchanged: {@code
- * e.getStatus().getCode()} and {@code getDescription()} are the server's code and message.
+ * e.getStatus().getCode()} and {@code getDescription()} are the server's code and message. The
+ * client's own errors (bad tensors, unreadable certificates, malformed responses) are
+ * StatusRuntimeExceptions too ({@link ClientErrors}): one catch handles everything.
  * Message size limits default to {@link #DEFAULT_MAX_MESSAGE_BYTES} (gRPC's own 4 MiB default
  * rejects real tensors). A stream without a deadline of its own gets
- * {@link #DEFAULT_STREAM_DEADLINE}, so {@link #streamInfer} never waits forever.
+ * {@link #DEFAULT_STREAM_DEADLINE}, so a stream never waits forever.
+ *
+ * <p>The channel carries no transport of its own choosing: the application puts one on its
+ * class path (grpc-netty-shaded, grpc-netty or grpc-okhttp) and {@link Grpc#newChannelBuilder}
+ * finds it.
  */
 public final class InferenceClient implements AutoCloseable {
   /** Default send and receive limit: 256 MiB. */
@@ -112,8 +122,37 @@ public final class InferenceClient implements AutoCloseable {
     return copy(deadline, streamDeadline, maxMessageBytes, creds);
   }
 
+  /** The channel itself (no settings of this client applied; see {@link #configuredChannel}). */
   public Channel channel() {
     return channel;
+  }
+
+  /**
+   * A Channel that applies this client's call credentials, message limits and per-call deadline
+   * (unless a call sets its own) to every call made on it: for stubs of your own, such as
+   * another generated copy of the protocol (Triton's Java stubs live beside ours:
+   * {@code inference.GRPCInferenceServiceGrpc.newBlockingStub(client.configuredChannel())}).
+   */
+  public Channel configuredChannel() {
+    return ClientInterceptors.intercept(channel, new ClientInterceptor() {
+      @Override
+      public <Q, R> ClientCall<Q, R> interceptCall(MethodDescriptor<Q, R> method, CallOptions options, Channel next) {
+        CallOptions o = options;
+        if (o.getMaxInboundMessageSize() == null) {
+          o = o.withMaxInboundMessageSize(maxMessageBytes);
+        }
+        if (o.getMaxOutboundMessageSize() == null) {
+          o = o.withMaxOutboundMessageSize(maxMessageBytes);
+        }
+        if (credentials != null && o.getCredentials() == null) {
+          o = o.withCallCredentials(credentials);
+        }
+        if (deadline != null && o.getDeadline() == null) {
+          o = o.withDeadlineAfter(deadline.toNanos(), TimeUnit.NANOSECONDS);
+        }
+        return next.newCall(method, o);
+      }
+    });
   }
 
   /** Whether {@link #close} shuts the channel down (built by {@link #forTarget}). */
@@ -164,12 +203,27 @@ public final class InferenceClient implements AutoCloseable {
     return configure(GRPCInferenceServiceGrpc.newFutureStub(channel), deadline);
   }
 
+  /**
+   * The generated asynchronous ({@link StreamObserver}) stub with this client's limits,
+   * credentials and per-call deadline (its clock starts now: take a fresh stub per call). For
+   * ModelStreamInfer prefer {@link #openStream} or {@link #streamInfer(StreamObserver)}, which
+   * apply the stream deadline.
+   */
+  public GRPCInferenceServiceGrpc.GRPCInferenceServiceStub asyncStub() {
+    return configure(GRPCInferenceServiceGrpc.newStub(channel), deadline);
+  }
+
   public boolean serverLive() {
     return blockingStub().serverLive(ServerLiveRequest.getDefaultInstance()).getLive();
   }
 
   public boolean serverReady() {
     return blockingStub().serverReady(ServerReadyRequest.getDefaultInstance()).getReady();
+  }
+
+  /** Whether the server's choice of version (usually the latest) of the model is ready. */
+  public boolean modelReady(String model) {
+    return modelReady(model, "");
   }
 
   /** version "" lets the server choose. */
@@ -183,6 +237,12 @@ public final class InferenceClient implements AutoCloseable {
     return blockingStub().serverMetadata(ServerMetadataRequest.getDefaultInstance());
   }
 
+  /** Metadata of the model: its versions, platform and input/output signatures. */
+  public ModelMetadataResponse modelMetadata(String model) {
+    return modelMetadata(model, "");
+  }
+
+  /** Metadata of one version of the model ("" lets the server choose). */
   public ModelMetadataResponse modelMetadata(String model, String version) {
     return blockingStub()
         .modelMetadata(ModelMetadataRequest.newBuilder().setName(model).setVersion(version).build());
@@ -272,62 +332,73 @@ public final class InferenceClient implements AutoCloseable {
     return Status.UNKNOWN.withDescription(errorMessage);
   }
 
+  /** The result of one stream response (a result, or a request's failure in error_message). */
+  static StreamResult streamResult(ModelStreamInferResponse r) {
+    if (!r.getErrorMessage().isEmpty()) {
+      return StreamResult.failure(r.getErrorMessage(), r.getInferResponse().getId());
+    }
+    return StreamResult.ok(InferResult.fromProto(r.getInferResponse()));
+  }
+
   /**
-   * Send every request over one ModelStreamInfer call and collect one result per request, in
-   * arrival order. A failed request is a {@link StreamResult} whose {@code status()} carries its
-   * code (the stream goes on); a failure of the stream itself (its deadline included: {@link
-   * #effectiveStreamDeadline}) throws StatusRuntimeException.
+   * Open a ModelStreamInfer call, callback style: send requests on the returned observer
+   * ({@code onNext}, then {@code onCompleted}); {@code results} gets one {@link StreamResult}
+   * per response as it arrives (a failed request is a result whose {@code status()} keeps its
+   * code, and the stream goes on), then {@code onCompleted}, or {@code onError} with the
+   * StatusRuntimeException that ended the whole stream (its deadline, {@link
+   * #effectiveStreamDeadline}, included). The returned observer is not thread-safe (gRPC's
+   * rule): send from one thread at a time.
    */
-  public List<StreamResult> streamInfer(List<InferRequest> requests) throws InterruptedException {
-    List<StreamResult> results = new ArrayList<>();
-    CountDownLatch done = new CountDownLatch(1);
-    Throwable[] failure = new Throwable[1];
-    Duration limit = effectiveStreamDeadline();
-    StreamObserver<ModelInferRequest> out =
-        configure(GRPCInferenceServiceGrpc.newStub(channel), limit)
-            .modelStreamInfer(
-                new StreamObserver<>() {
-                  @Override
-                  public void onNext(ModelStreamInferResponse r) {
-                    synchronized (results) {
-                      if (!r.getErrorMessage().isEmpty()) {
-                        results.add(StreamResult.failure(r.getErrorMessage(), r.getInferResponse().getId()));
-                      } else {
-                        results.add(StreamResult.ok(InferResult.fromProto(r.getInferResponse())));
-                      }
-                    }
-                  }
+  public StreamObserver<InferRequest> streamInfer(StreamObserver<StreamResult> results) {
+    StreamObserver<ModelInferRequest> requests =
+        configure(GRPCInferenceServiceGrpc.newStub(channel), effectiveStreamDeadline())
+            .modelStreamInfer(new StreamObserver<>() {
+              @Override
+              public void onNext(ModelStreamInferResponse r) {
+                StreamResult result;
+                try {
+                  result = streamResult(r);
+                } catch (StatusRuntimeException e) {
+                  result = new StreamResult(null, e.getStatus(), e.getStatus().getDescription(), r.getInferResponse().getId());
+                }
+                results.onNext(result);
+              }
 
-                  @Override
-                  public void onError(Throwable t) {
-                    failure[0] = t;
-                    done.countDown();
-                  }
+              @Override
+              public void onError(Throwable t) {
+                results.onError(Status.fromThrowable(t).asRuntimeException(Status.trailersFromThrowable(t)));
+              }
 
-                  @Override
-                  public void onCompleted() {
-                    done.countDown();
-                  }
-                });
-    for (InferRequest r : requests) {
-      out.onNext(r.toProto());
-    }
-    out.onCompleted();
-    // gRPC ends the call at its deadline (onError DEADLINE_EXCEEDED); the margin only guards
-    // against a transport that never reports back.
-    if (!done.await(limit.toMillis() + 10_000, TimeUnit.MILLISECONDS)) {
-      out.onError(Status.CANCELLED.withDescription("stream deadline passed").asRuntimeException());
-      throw Status.DEADLINE_EXCEEDED.withDescription("stream did not end within " + limit).asRuntimeException();
-    }
-    if (failure[0] instanceof RuntimeException e) {
-      throw e;
-    }
-    if (failure[0] != null) {
-      throw new IllegalStateException(failure[0]);
-    }
-    synchronized (results) {
-      return List.copyOf(results);
-    }
+              @Override
+              public void onCompleted() {
+                results.onCompleted();
+              }
+            });
+    return new StreamObserver<>() {
+      @Override
+      public void onNext(InferRequest r) {
+        requests.onNext(r.toProto());
+      }
+
+      @Override
+      public void onError(Throwable t) {
+        requests.onError(t);
+      }
+
+      @Override
+      public void onCompleted() {
+        requests.onCompleted();
+      }
+    };
+  }
+
+  /**
+   * Open a ModelStreamInfer call, blocking style: {@link InferStream#send} requests and {@link
+   * InferStream#next} results in arrival order, interleaved as you like; close it when done
+   * (try-with-resources). The stream has {@link #effectiveStreamDeadline}.
+   */
+  public InferStream openStream() {
+    return new InferStream(configure(GRPCInferenceServiceGrpc.newStub(channel), effectiveStreamDeadline()));
   }
 
   /**
@@ -426,12 +497,13 @@ public final class InferenceClient implements AutoCloseable {
     }
 
     /**
-     * Build; IllegalArgumentException naming the file if a CA, certificate or key cannot be
-     * read, IllegalStateException for a bearer token over plaintext without the opt-in.
+     * Build (no I/O: the channel connects on the first call). StatusRuntimeException
+     * ({@link ClientErrors}): INVALID_ARGUMENT naming the file if a CA, certificate or key
+     * cannot be read, FAILED_PRECONDITION for a bearer token over plaintext without the opt-in.
      */
     public InferenceClient build() {
       if (token != null && !tls && !tokenOverPlaintext) {
-        throw new IllegalStateException("refusing to send a bearer token over plaintext to " + target
+        throw ClientErrors.failedPrecondition("refusing to send a bearer token over plaintext to " + target
             + ": use TLS (useTransportSecurity / trustCertificates / clientCertificate) or opt in with"
             + " allowBearerTokenOverPlaintext()");
       }
@@ -442,14 +514,14 @@ public final class InferenceClient implements AutoCloseable {
           try {
             b.trustManager(caPem.toFile());
           } catch (IOException | RuntimeException e) {
-            throw new IllegalArgumentException("cannot read CA certificate " + caPem + ": " + e.getMessage(), e);
+            throw ClientErrors.invalidArgument("cannot read CA certificate " + caPem + ": " + e.getMessage(), e);
           }
         }
         if (certPem != null) {
           try {
             b.keyManager(certPem.toFile(), keyPem.toFile());
           } catch (IOException | RuntimeException e) {
-            throw new IllegalArgumentException("cannot read client certificate " + certPem + " / key " + keyPem
+            throw ClientErrors.invalidArgument("cannot read client certificate " + certPem + " / key " + keyPem
                 + " (the key must be unencrypted PKCS#8 PEM): " + e.getMessage(), e);
           }
         }

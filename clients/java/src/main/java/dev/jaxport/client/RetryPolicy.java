@@ -25,11 +25,11 @@ public record RetryPolicy(int maxAttempts, Duration initialBackoff, Duration max
 
   public RetryPolicy {
     if (maxAttempts < 2 || maxAttempts > 5) {
-      throw new IllegalArgumentException("retry policy: maxAttempts must be 2..5, got " + maxAttempts);
+      throw ClientErrors.invalidArgument("retry policy: maxAttempts must be 2..5, got " + maxAttempts);
     }
     if (initialBackoff == null || maxBackoff == null || initialBackoff.isNegative() || initialBackoff.isZero()
         || maxBackoff.compareTo(initialBackoff) < 0 || !(backoffMultiplier > 0)) {
-      throw new IllegalArgumentException("retry policy: need 0 < initialBackoff <= maxBackoff and "
+      throw ClientErrors.invalidArgument("retry policy: need 0 < initialBackoff <= maxBackoff and "
           + "backoffMultiplier > 0, got " + initialBackoff + ", " + maxBackoff + ", " + backoffMultiplier);
     }
   }

@@ -34,11 +34,11 @@ public final class Tensor {
     this.raw = raw;
   }
 
-  /** Bytes per element of a datatype; IllegalArgumentException for one jaxport does not carry. */
+  /** Bytes per element of a datatype; INVALID_ARGUMENT for one without a fixed size (BYTES). */
   public static int itemSize(String datatype) {
     Integer n = ITEM_SIZES.get(datatype);
     if (n == null) {
-      throw new IllegalArgumentException("unsupported datatype '" + datatype + "'");
+      throw ClientErrors.invalidArgument("unsupported datatype '" + datatype + "'");
     }
     return n;
   }
@@ -63,7 +63,7 @@ public final class Tensor {
 
   private static ByteBuffer buffer(String name, long[] shape, int count, int itemSize) {
     if (numElements(shape) != count) {
-      throw new IllegalArgumentException(
+      throw ClientErrors.invalidArgument(
           "tensor '" + name + "': shape " + Arrays.toString(shape) + " holds "
               + numElements(shape) + " elements, data has " + count);
     }
@@ -96,6 +96,14 @@ public final class Tensor {
     return of(name, "INT8", shape, b);
   }
 
+  public static Tensor ofInt16(String name, long[] shape, short... data) {
+    ByteBuffer b = buffer(name, shape, data.length, 2);
+    for (short v : data) {
+      b.putShort(v);
+    }
+    return of(name, "INT16", shape, b);
+  }
+
   public static Tensor ofInt32(String name, long[] shape, int... data) {
     ByteBuffer b = buffer(name, shape, data.length, 4);
     for (int v : data) {
@@ -117,11 +125,47 @@ public final class Tensor {
     ByteBuffer b = buffer(name, shape, data.length, 1);
     for (int v : data) {
       if (v < 0 || v > 255) {
-        throw new IllegalArgumentException("tensor '" + name + "': UINT8 value " + v);
+        throw ClientErrors.invalidArgument("tensor '" + name + "': UINT8 value " + v + " is outside 0..255");
       }
       b.put((byte) v);
     }
     return of(name, "UINT8", shape, b);
+  }
+
+  /** UINT16 from values 0..65535 (Java has no unsigned short). */
+  public static Tensor ofUint16(String name, long[] shape, int... data) {
+    ByteBuffer b = buffer(name, shape, data.length, 2);
+    for (int v : data) {
+      if (v < 0 || v > 0xffff) {
+        throw ClientErrors.invalidArgument("tensor '" + name + "': UINT16 value " + v + " is outside 0..65535");
+      }
+      b.putShort((short) v);
+    }
+    return of(name, "UINT16", shape, b);
+  }
+
+  /** UINT32 from values 0..4294967295 (Java has no unsigned int). */
+  public static Tensor ofUint32(String name, long[] shape, long... data) {
+    ByteBuffer b = buffer(name, shape, data.length, 4);
+    for (long v : data) {
+      if (v < 0 || v > 0xffffffffL) {
+        throw ClientErrors.invalidArgument("tensor '" + name + "': UINT32 value " + v + " is outside 0..4294967295");
+      }
+      b.putInt((int) v);
+    }
+    return of(name, "UINT32", shape, b);
+  }
+
+  /**
+   * UINT64 from the 64 bits of each long, read as unsigned: values above {@code Long.MAX_VALUE}
+   * are the negative longs ({@code Long.parseUnsignedLong("18446744073709551615")} is -1).
+   */
+  public static Tensor ofUint64(String name, long[] shape, long... data) {
+    ByteBuffer b = buffer(name, shape, data.length, 8);
+    for (long v : data) {
+      b.putLong(v);
+    }
+    return of(name, "UINT64", shape, b);
   }
 
   public static Tensor ofBool(String name, long[] shape, boolean... data) {
@@ -167,11 +211,11 @@ public final class Tensor {
     return raw;
   }
 
-  /** Throws IllegalStateException unless byte count == shape x itemsize. */
+  /** INVALID_ARGUMENT unless byte count == shape x itemsize. */
   public void validate() {
     long want = numElements(shape) * itemSize(datatype);
     if (want != raw.size()) {
-      throw new IllegalStateException(
+      throw ClientErrors.invalidArgument(
           "tensor '" + name + "': " + datatype + Arrays.toString(shape) + " needs " + want
               + " bytes, have " + raw.size());
     }
@@ -179,7 +223,7 @@ public final class Tensor {
 
   private ByteBuffer read(String expected) {
     if (!datatype.equals(expected)) {
-      throw new IllegalStateException(
+      throw ClientErrors.invalidArgument(
           "tensor '" + name + "' is " + datatype + ", not " + expected);
     }
     validate();
@@ -207,6 +251,13 @@ public final class Tensor {
     return out;
   }
 
+  public short[] asInt16() {
+    ByteBuffer b = read("INT16");
+    short[] out = new short[b.remaining() / 2];
+    b.asShortBuffer().get(out);
+    return out;
+  }
+
   public int[] asInt32() {
     ByteBuffer b = read("INT32");
     int[] out = new int[b.remaining() / 4];
@@ -228,6 +279,34 @@ public final class Tensor {
     for (int i = 0; i < out.length; i++) {
       out[i] = b.get(i) & 0xff;
     }
+    return out;
+  }
+
+  /** UINT16 as ints 0..65535. */
+  public int[] asUint16() {
+    ByteBuffer b = read("UINT16");
+    int[] out = new int[b.remaining() / 2];
+    for (int i = 0; i < out.length; i++) {
+      out[i] = b.getShort(2 * i) & 0xffff;
+    }
+    return out;
+  }
+
+  /** UINT32 as longs 0..4294967295. */
+  public long[] asUint32() {
+    ByteBuffer b = read("UINT32");
+    long[] out = new long[b.remaining() / 4];
+    for (int i = 0; i < out.length; i++) {
+      out[i] = b.getInt(4 * i) & 0xffffffffL;
+    }
+    return out;
+  }
+
+  /** UINT64 as the 64 bits of each value ({@code Long.toUnsignedString} prints them unsigned). */
+  public long[] asUint64() {
+    ByteBuffer b = read("UINT64");
+    long[] out = new long[b.remaining() / 8];
+    b.asLongBuffer().get(out);
     return out;
   }
 
@@ -282,7 +361,7 @@ public final class Tensor {
             case "BF16" -> HalfFloats.bf16ToFloat(b.getShort(o));
             case "FP32" -> b.getFloat(o);
             case "FP64" -> b.getDouble(o);
-            default -> throw new IllegalStateException("unsupported datatype " + datatype);
+            default -> throw ClientErrors.invalidArgument("unsupported datatype " + datatype);
           };
     }
     return out;
@@ -290,12 +369,12 @@ public final class Tensor {
 
   /**
    * The protocol's typed {@code contents} for this tensor. FP16 and BF16 have no typed field
-   * and can only travel raw (IllegalStateException).
+   * and can only travel raw (INVALID_ARGUMENT).
    */
   public InferTensorContents typedContents() {
     int size = itemSize(datatype);
     if (raw.size() % size != 0) {
-      throw new IllegalStateException(
+      throw ClientErrors.invalidArgument(
           "tensor '" + name + "': " + raw.size() + " bytes is not a whole number of "
               + datatype + " elements");
     }
@@ -314,7 +393,7 @@ public final class Tensor {
         case "INT64" -> c.addInt64Contents(b.getLong(o));
         case "FP32" -> c.addFp32Contents(b.getFloat(o));
         case "FP64" -> c.addFp64Contents(b.getDouble(o));
-        default -> throw new IllegalStateException(
+        default -> throw ClientErrors.invalidArgument(
             "tensor '" + name + "': " + datatype + " has no typed contents field; send it raw");
       }
     }
@@ -359,11 +438,11 @@ public final class Tensor {
         got = c.getFp64ContentsCount();
         c.getFp64ContentsList().forEach(b::putDouble);
       }
-      default -> throw new IllegalStateException(
+      default -> throw ClientErrors.internal(
           "output '" + name + "': " + datatype + " cannot travel in typed contents");
     }
     if (got != n) {
-      throw new IllegalStateException(
+      throw ClientErrors.internal(
           "output '" + name + "': shape " + Arrays.toString(shape) + " needs " + n
               + " elements, typed contents hold " + got);
     }

@@ -10,6 +10,8 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import dev.jaxport.inference.GRPCInferenceServiceGrpc;
 import dev.jaxport.inference.ModelInferRequest;
 import dev.jaxport.inference.ModelInferResponse;
+import dev.jaxport.inference.ModelMetadataRequest;
+import dev.jaxport.inference.ModelMetadataResponse;
 import dev.jaxport.inference.ModelStreamInferResponse;
 import dev.jaxport.inference.ServerLiveRequest;
 import dev.jaxport.inference.ServerLiveResponse;
@@ -28,7 +30,11 @@ import io.grpc.inprocess.InProcessChannelBuilder;
 import io.grpc.inprocess.InProcessServerBuilder;
 import io.grpc.stub.StreamObserver;
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.List;
+import java.util.Optional;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
@@ -67,6 +73,13 @@ class InProcessClientTest {
         return;
       }
       out.onNext(echo(r));
+      out.onCompleted();
+    }
+
+    @Override
+    public void modelMetadata(ModelMetadataRequest r, StreamObserver<ModelMetadataResponse> out) {
+      // the version asked for comes back as the only version ("" when the server may choose)
+      out.onNext(ModelMetadataResponse.newBuilder().setName(r.getName()).addVersions(r.getVersion()).build());
       out.onCompleted();
     }
 
@@ -139,13 +152,23 @@ class InProcessClientTest {
     assertEquals("input 'k': expected INT32", e.getStatus().getDescription());
   }
 
+  static InferRequest request(String model, String id) {
+    return InferRequest.builder(model).id(id).input(Tensor.ofInt32("k", new long[] {1}, 5)).build();
+  }
+
   @Test
   void streamResultsKeepTheirStatusCode() throws Exception {
-    Tensor k = Tensor.ofInt32("k", new long[] {1}, 5);
-    List<InferenceClient.StreamResult> results = InferenceClient.of(channel).streamInfer(List.of(
-        InferRequest.builder("echo").id("1").input(k).build(),
-        InferRequest.builder("reject").id("2").input(k).build(),
-        InferRequest.builder("plain").id("3").input(k).build()));
+    List<InferenceClient.StreamResult> results = new ArrayList<>();
+    try (InferStream s = InferenceClient.of(channel).openStream()) {
+      s.send(request("echo", "1"));
+      s.send(request("reject", "2"));
+      s.send(request("plain", "3"));
+      s.closeSend();
+      for (Optional<InferenceClient.StreamResult> r = s.next(); r.isPresent(); r = s.next()) {
+        results.add(r.get());
+      }
+      assertEquals(Optional.empty(), s.next(), "the end stays the end");
+    }
     assertEquals(3, results.size());
     InferenceClient.StreamResult ok = results.get(0);
     assertFalse(ok.failed());
@@ -164,14 +187,78 @@ class InProcessClientTest {
   }
 
   @Test
-  void aStreamWithoutAnEndHitsItsDeadline() {
+  void aStreamIsBidirectional() throws Exception {
+    // Each result is read before the next request is sent: the stream stays open between them.
+    try (InferStream s = InferenceClient.of(channel).openStream()) {
+      for (String id : List.of("a", "b", "c")) {
+        s.send(request("echo", id));
+        assertEquals(id, s.next().orElseThrow().id());
+      }
+      s.closeSend();
+      assertEquals(Optional.empty(), s.next());
+      StatusRuntimeException late = assertThrows(StatusRuntimeException.class, () -> s.send(request("echo", "d")));
+      assertEquals(Status.Code.FAILED_PRECONDITION, late.getStatus().getCode());
+      assertTrue(ClientErrors.isClientSide(late));
+    }
+  }
+
+  @Test
+  void aStreamWithoutAnEndHitsItsDeadline() throws Exception {
     InferenceClient c = InferenceClient.of(channel);
     assertEquals(InferenceClient.DEFAULT_STREAM_DEADLINE, c.effectiveStreamDeadline());
     assertEquals(Duration.ofSeconds(3), c.withDeadline(Duration.ofSeconds(3)).effectiveStreamDeadline());
-    StatusRuntimeException e = assertThrows(StatusRuntimeException.class,
-        () -> c.withStreamDeadline(Duration.ofMillis(300)).streamInfer(List.of(
-            InferRequest.builder("hang").input(Tensor.ofInt32("k", new long[] {1}, 1)).build())));
-    assertEquals(Status.Code.DEADLINE_EXCEEDED, e.getStatus().getCode());
+    try (InferStream s = c.withStreamDeadline(Duration.ofMillis(300)).openStream()) {
+      s.send(request("hang", "1"));
+      s.closeSend();
+      StatusRuntimeException e = assertThrows(StatusRuntimeException.class, s::next);
+      assertEquals(Status.Code.DEADLINE_EXCEEDED, e.getStatus().getCode());
+      assertFalse(ClientErrors.isClientSide(e));
+      assertEquals(e, assertThrows(StatusRuntimeException.class, s::next), "the failure stays the failure");
+    }
+  }
+
+  @Test
+  void closingAnOpenStreamCancelsIt() throws Exception {
+    InferStream s = InferenceClient.of(channel).openStream();
+    s.send(request("hang", "1"));
+    s.close();
+    StatusRuntimeException e = assertThrows(StatusRuntimeException.class, s::next);
+    assertEquals(Status.Code.CANCELLED, e.getStatus().getCode());
+  }
+
+  @Test
+  void callbackStreams() throws Exception {
+    List<InferenceClient.StreamResult> got = new ArrayList<>();
+    CompletableFuture<Void> done = new CompletableFuture<>();
+    StreamObserver<InferRequest> requests = InferenceClient.of(channel).streamInfer(new StreamObserver<>() {
+      @Override
+      public void onNext(InferenceClient.StreamResult r) {
+        got.add(r);
+      }
+
+      @Override
+      public void onError(Throwable t) {
+        done.completeExceptionally(t);
+      }
+
+      @Override
+      public void onCompleted() {
+        done.complete(null);
+      }
+    });
+    requests.onNext(request("echo", "1"));
+    requests.onNext(request("reject", "2"));
+    requests.onCompleted();
+    done.get(30, TimeUnit.SECONDS);
+    assertEquals(List.of("1", "2"), got.stream().map(InferenceClient.StreamResult::id).toList());
+    assertEquals(Status.Code.NOT_FOUND, got.get(1).code());
+  }
+
+  @Test
+  void metadataAndReadyWithoutAVersion() {
+    InferenceClient c = InferenceClient.of(channel);
+    assertEquals(List.of(""), c.modelMetadata("m").getVersionsList());
+    assertEquals(List.of("3"), c.modelMetadata("m", "3").getVersionsList());
   }
 
   @Test
@@ -179,7 +266,32 @@ class InProcessClientTest {
     // The in-process transport counts as secure (privacy and integrity), as TLS does.
     InferenceClient c = InferenceClient.of(channel);
     assertFalse(c.serverLive());
-    assertTrue(c.withCallCredentials(BearerToken.of("s3cret")).serverLive());
+    InferenceClient withToken = c.withCallCredentials(BearerToken.of("s3cret"));
+    assertTrue(withToken.serverLive());
+    // The async stub carries the client's credentials (and limits and deadline) too.
+    CompletableFuture<Boolean> live = new CompletableFuture<>();
+    withToken.asyncStub().serverLive(ServerLiveRequest.getDefaultInstance(), new StreamObserver<>() {
+      @Override
+      public void onNext(ServerLiveResponse r) {
+        live.complete(r.getLive());
+      }
+
+      @Override
+      public void onError(Throwable t) {
+        live.completeExceptionally(t);
+      }
+
+      @Override
+      public void onCompleted() {}
+    });
+    assertTrue(live.join());
+    // So does configuredChannel, for stubs of the caller's own.
+    assertTrue(GRPCInferenceServiceGrpc.newBlockingStub(withToken.configuredChannel())
+        .serverLive(ServerLiveRequest.getDefaultInstance()).getLive());
+    assertFalse(GRPCInferenceServiceGrpc.newBlockingStub(withToken.channel())
+        .serverLive(ServerLiveRequest.getDefaultInstance()).getLive());
+    assertEquals(InferenceClient.DEFAULT_MAX_MESSAGE_BYTES, withToken.asyncStub().getCallOptions().getMaxInboundMessageSize());
+    assertTrue(withToken.withDeadline(Duration.ofSeconds(5)).asyncStub().getCallOptions().getDeadline() != null);
   }
 
   @Test

@@ -59,14 +59,8 @@ class InferenceClientTest {
       switch (r.getModelName()) {
         case "reject" -> out.onError(Status.INVALID_ARGUMENT
             .withDescription("input 'pixels': expected shape [2, 3], got [3, 2]").asRuntimeException());
-        case "slow" -> {
-          try {
-            Thread.sleep(2000);
-          } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-          }
-          out.onNext(ModelInferResponse.getDefaultInstance());
-          out.onCompleted();
+        case "hang" -> {
+          // never answered: only the client's deadline ends the call (no timing premise)
         }
         case "big" -> {
           out.onNext(ModelInferResponse.newBuilder()
@@ -137,10 +131,19 @@ class InferenceClientTest {
   }
 
   @Test
+  void serverErrorsAreNotClientSide() {
+    try (InferenceClient c = InferenceClient.forTarget(target).build()) {
+      StatusRuntimeException e = assertThrows(StatusRuntimeException.class,
+          () -> c.infer("reject", Tensor.ofFloat32("pixels", new long[] {1}, 1f)));
+      assertEquals(false, ClientErrors.isClientSide(e));
+    }
+  }
+
+  @Test
   void perCallDeadline() {
     try (InferenceClient c = InferenceClient.forTarget(target).build()) {
       StatusRuntimeException e = assertThrows(StatusRuntimeException.class,
-          () -> c.withDeadline(Duration.ofMillis(200)).infer("slow", Tensor.ofInt32("k", new long[] {1}, 1)));
+          () -> c.withDeadline(Duration.ofMillis(200)).infer("hang", Tensor.ofInt32("k", new long[] {1}, 1)));
       assertEquals(Status.Code.DEADLINE_EXCEEDED, e.getStatus().getCode());
     }
   }
@@ -158,9 +161,11 @@ class InferenceClientTest {
 
   @Test
   void bearerTokenOverPlaintextIsRefusedUnlessAllowed() {
-    IllegalStateException refused = assertThrows(IllegalStateException.class,
+    StatusRuntimeException refused = assertThrows(StatusRuntimeException.class,
         () -> InferenceClient.forTarget(target).bearerToken("s3cret").build());
-    assertTrue(refused.getMessage().contains("plaintext"), refused.getMessage());
+    assertEquals(Status.Code.FAILED_PRECONDITION, refused.getStatus().getCode());
+    assertTrue(refused.getStatus().getDescription().contains("plaintext"), refused.getMessage());
+    assertTrue(ClientErrors.isClientSide(refused));
     // The call credentials themselves refuse a plaintext channel the caller made.
     ManagedChannel plain = Grpc.newChannelBuilder(target, InsecureChannelCredentials.create()).build();
     try {
@@ -183,9 +188,11 @@ class InferenceClientTest {
   void clientCertificateFileErrorsNameTheFile() throws Exception {
     java.nio.file.Path dir = java.nio.file.Files.createTempDirectory("jaxport-tls");
     java.nio.file.Path missingCert = dir.resolve("absent-client.pem");
-    IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+    StatusRuntimeException e = assertThrows(StatusRuntimeException.class,
         () -> InferenceClient.forTarget("127.0.0.1:1")
             .clientCertificate(missingCert, dir.resolve("absent-client.key")).build());
-    assertTrue(e.getMessage().contains("absent-client.pem"), e.getMessage());
+    assertEquals(Status.Code.INVALID_ARGUMENT, e.getStatus().getCode());
+    assertTrue(e.getStatus().getDescription().contains("absent-client.pem"), e.getMessage());
+    assertTrue(ClientErrors.isClientSide(e));
   }
 }

@@ -33,7 +33,7 @@ import org.junit.jupiter.api.Test;
 
 /**
  * gRPC's retry policy across a server restart on the same port: with retries on the request
- * survives, with them off it fails at once with UNAVAILABLE. The restart happens right after an
+ * survives, with them off it fails with UNAVAILABLE after one attempt. The restart happens right after an
  * attempt has failed (reported by a stream tracer), not after a guessed sleep.
  */
 class RetryTest {
@@ -77,7 +77,8 @@ class RetryTest {
     }
   }
 
-  record Outcome(Throwable error, int attempts, Duration took) {}
+  /** The call's error and its attempts (never how long it took: the machine may be loaded). */
+  record Outcome(Throwable error, int attempts) {}
 
   static void awaitNotReady(ManagedChannel channel) throws InterruptedException {
     ConnectivityState state = channel.getState(false);
@@ -107,7 +108,6 @@ class RetryTest {
       awaitNotReady((ManagedChannel) client.channel());
       attempts.begun.set(0);
       attempts.failed.drainPermits();
-      long start = System.nanoTime();
       CompletableFuture<InferResult> call = client.inferAsync(request);
       while (!call.isDone() && !attempts.failed.tryAcquire(50, TimeUnit.MILLISECONDS)) {
         // wait for the first failed attempt (or for the call to end)
@@ -121,7 +121,7 @@ class RetryTest {
       } catch (java.util.concurrent.ExecutionException e) {
         error = e.getCause();
       }
-      return new Outcome(error, attempts.begun.get(), Duration.ofNanos(System.nanoTime() - start));
+      return new Outcome(error, attempts.begun.get());
     } finally {
       if (restarted != null) {
         restarted.shutdownNow();
@@ -138,12 +138,11 @@ class RetryTest {
   }
 
   @Test
-  void withoutRetriesARequestFailsFast() throws Exception {
+  void withoutRetriesARequestFailsWithOneAttempt() throws Exception {
     Outcome o = inferAcrossRestart(null);
     StatusRuntimeException e = assertTrue_instance(o.error());
     assertEquals(Status.Code.UNAVAILABLE, e.getStatus().getCode());
     assertEquals(1, o.attempts());
-    assertTrue(o.took().compareTo(Duration.ofSeconds(5)) < 0, "took " + o.took());
   }
 
   static StatusRuntimeException assertTrue_instance(Throwable t) {
@@ -153,7 +152,10 @@ class RetryTest {
 
   @Test
   void policyIsValidated() {
-    assertThrows(IllegalArgumentException.class, () -> new RetryPolicy(9, Duration.ofMillis(1), Duration.ofSeconds(1), 2));
-    assertThrows(IllegalArgumentException.class, () -> new RetryPolicy(3, Duration.ofSeconds(2), Duration.ofSeconds(1), 2));
+    StatusRuntimeException e = assertThrows(StatusRuntimeException.class, () -> new RetryPolicy(9, Duration.ofMillis(1), Duration.ofSeconds(1), 2));
+    assertEquals(Status.Code.INVALID_ARGUMENT, e.getStatus().getCode());
+    assertTrue(e.getStatus().getDescription().contains("maxAttempts must be 2..5, got 9"), e.getStatus().getDescription());
+    e = assertThrows(StatusRuntimeException.class, () -> new RetryPolicy(3, Duration.ofSeconds(2), Duration.ofSeconds(1), 2));
+    assertTrue(e.getStatus().getDescription().contains("initialBackoff <= maxBackoff"), e.getStatus().getDescription());
   }
 }
