@@ -270,9 +270,9 @@ def test_live_batching_with_shared_memory(batched_repo):
 @pytest.mark.parametrize("engine", ["workers", "native"])
 def test_live_concurrent_requests_share_one_batch(batched_repo, engine):
     """Three concurrent requests of 3 + 1 + 4 rows are answered from ONE execution of the 8-row
-    program, each with exactly its own rows: by the workers' batcher (one request with its
-    tensors in shared memory) and by the front's Go batcher (bridge/front/batch; the default
-    engine, which forwards shared-memory requests to the workers, so all three on the wire).
+    program, each with exactly its own rows, by the front's one batcher (bridge/front/batch)
+    whichever engine executes the batch: the workers (one request with its tensors in shared
+    memory, which the front resolves) and the native engine (all three on the wire).
 
     No clock decides it: the queue delay is one no test outlives, so the batcher dispatches
     only when the rows reach its preferred size (8, the largest program), which takes all three,
@@ -286,7 +286,6 @@ def test_live_concurrent_requests_share_one_batch(batched_repo, engine):
     reqs = [(rng.standard_normal((n, FEATURES)).astype(np.float32),
              rng.standard_normal(n).astype(np.float32)) for n in (3, 1, 4)]
     tag = f"jaxport_held_{os.getpid()}"
-    # Shared memory is the workers' (its regions live there): that variant runs on them alone.
     engine_flags = ["--pjrt-plugin", "none"] if engine == "workers" else []
     with BridgeProcess(batched_repo, "--batching", "--max-queue-delay-us", str(NEVER_US),
                        "--system-shared-memory", *engine_flags) as bridge, \

@@ -3,12 +3,14 @@ SIGTERM draining, and `jaxport serve` usage errors (one line, exit status 2)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
@@ -44,10 +46,10 @@ def test_logs_are_json_lines(bridge):
     assert lines
     records = [json.loads(line) for line in lines]
     assert all({"ts", "level", "logger", "msg"} <= r.keys() for r in records)
-    ready = [r for r in records if r["msg"] == "model ready"]
+    # One line per model version once it serves, saying which engine and how long it took.
+    ready = [r for r in records if r["msg"] == "model served"]
     assert {r["model"] for r in ready} == {"mlp", "mixed", "slow", "mlp2p", "ignores"}
-    assert all({"checksum", "deserialize", "weights", "compile", "warmup"} <= r["seconds"].keys()
-               for r in ready)
+    assert all(r["engine"] and r["load_seconds"] > 0 for r in ready), ready
 
 
 def test_grpc_health(bridge):
@@ -110,8 +112,8 @@ def test_metrics_endpoint_counts_requests(bridge, stub):
                  (("code", "INVALID_ARGUMENT"), ("method", method))) == 1
     ready = [v for (name, labels), v in bridge.metrics(per_worker=True).items()
              if name == "jaxport_model_ready" and set(mv) <= set(labels)]
-    assert ready == [1, 1]  # on each of jaxport serve's two workers
-    for phase in ("checksum", "deserialize", "weights", "compile", "warmup"):
+    assert ready == [1]  # the one server says it once
+    for phase in ("checksum", "weights", "compile", "warmup"):  # mlp: the native engine's
         assert after[("jaxport_model_load_seconds", (*mv[:1], ("phase", phase), mv[1]))] >= 0
 
 
@@ -163,7 +165,7 @@ def _serve(*args: str, env: dict[str, str] | None = None) -> subprocess.Complete
     (("--repository", "."), {"JAXPORT_PORT": "abc"}, "JAXPORT_PORT='abc'"),
     (("--repository", ".", "--port", "70000"), {}, "--port must be in 0..65535, got 70000"),
     (("--repository", ".", "--engine", "tpu"), {}, "invalid choice: 'tpu'"),
-    (("--repository", ".", "--bogus"), {}, "unrecognized arguments: --bogus"),
+    (("--repository", ".", "--bogus"), {}, "unrecognized argument: --bogus"),
 ])
 def test_usage_errors_are_one_line(args, env, fragment):
     proc = _serve(*args, env=env)
@@ -201,22 +203,55 @@ def test_help_lists_flags_and_env_vars():
         assert flag in proc.stdout and var in proc.stdout
 
 
-def test_not_ready_until_the_repository_has_loaded(tmp_path: Path, artifacts):
-    """Deterministic: the model's manifest.json is a FIFO, so its load blocks until the test
-    writes the manifest; meanwhile the server is live but not ready. One worker: a FIFO has one
-    reader's worth of bytes, and two workers opening it at once would split them."""
+@contextlib.contextmanager
+def _held_repository(tmp_path: Path, artifacts) -> Iterator[tuple[str, threading.Event,
+                                                                  threading.Event]]:
+    """`mlp` as a repository served over HTTP by a server of the test's own that holds the
+    answer for its manifest.json until `release` is set (`asked`: the front asked for it):
+    a load that provably waits, for as long as the test wants."""
+    import functools
+    import http.server
     import shutil
 
-    version = tmp_path / "repo" / "mlp" / "1"
-    shutil.copytree(artifacts["mlp"], version)
-    manifest = (version / "manifest.json").read_bytes()
-    (version / "manifest.json").unlink()
-    os.mkfifo(version / "manifest.json")
-    # The workers' loading is the subject, and the FIFO holds one reader's bytes: the native
-    # engine (which reads manifest.json after the worker) is off; see test_native_serving.py.
-    bridge = BridgeProcess(tmp_path / "repo", "--workers", "1", "--pjrt-plugin", "none"
-                           ).start(wait_ready=False)
+    from jaxport.artifact import index as index_mod
+
+    root = tmp_path / "repo"
+    shutil.copytree(artifacts["mlp"], root / "mlp" / "1")
+    index_mod.write(root)
+    asked, release = threading.Event(), threading.Event()
+
+    class Held(http.server.SimpleHTTPRequestHandler):
+        def do_GET(self) -> None:
+            if self.path.endswith("/mlp/1/manifest.json"):
+                asked.set()
+                release.wait(600)
+            super().do_GET()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(Held, directory=str(root)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", asked, release
+    finally:
+        release.set()
+        server.shutdown()
+        server.server_close()
+
+
+def test_not_ready_until_the_repository_has_loaded(tmp_path: Path, artifacts):
+    """Deterministic: the model's manifest is held (`_held_repository`) until the test lets
+    it go; meanwhile the server is live but not ready."""
+    with _held_repository(tmp_path, artifacts) as (url, asked, release):
+        _not_ready_then_ready(url, asked, release)
+
+
+def _not_ready_then_ready(url: str, asked: threading.Event, release: threading.Event) -> None:
+    bridge = BridgeProcess(url).start(wait_ready=False)
+    try:
+        assert asked.wait(120), "the server never asked for the manifest"
         with bridge.channel() as channel:
             stub = pb_grpc.GRPCInferenceServiceStub(channel)
             health = health_pb2_grpc.HealthStub(channel)
@@ -231,32 +266,28 @@ def test_not_ready_until_the_repository_has_loaded(tmp_path: Path, artifacts):
                 "mlp", {"x": np.ones((2, 8), np.float32)}), timeout=10)
             assert err.code() == grpc.StatusCode.UNAVAILABLE
 
-            writer = threading.Thread(target=(version / "manifest.json").write_bytes,
-                                      args=(manifest,), daemon=True)
-            writer.start()
+            release.set()
             bridge.wait_ready(120)
-            writer.join(10)
             assert stub.ServerReady(pb.ServerReadyRequest(), timeout=10).ready
             response = stub.ModelInfer(codecs.build_infer_request(
                 "mlp", {"x": np.ones((2, 8), np.float32)}), timeout=30)
             assert codecs.decode_infer_response(response)["output"].shape == (2, 4)
     finally:
+        release.set()
         assert bridge.stop() == 0
 
 
 def test_sigterm_while_a_load_is_stuck_still_exits(tmp_path: Path, artifacts):
-    import shutil
-
-    version = tmp_path / "repo" / "mlp" / "1"
-    shutil.copytree(artifacts["mlp"], version)
-    (version / "manifest.json").unlink()
-    os.mkfifo(version / "manifest.json")  # nobody ever writes it: the load never finishes
-    bridge = BridgeProcess(tmp_path / "repo").start(wait_ready=False)
-    try:
-        with bridge.channel() as channel:
-            stub = pb_grpc.GRPCInferenceServiceStub(channel)
-            assert not stub.ServerReady(pb.ServerReadyRequest(), timeout=10).ready
-        bridge.send_signal(signal.SIGTERM)
-        assert bridge.wait(30) == 0
-    finally:
-        bridge.stop(grace=1)  # no-op once it has exited; SIGKILL if it hung
+    """The manifest is held for the whole test: the load never finishes, SIGTERM still ends
+    the server at once with status 0."""
+    with _held_repository(tmp_path, artifacts) as (url, asked, _):
+        bridge = BridgeProcess(url).start(wait_ready=False)
+        try:
+            assert asked.wait(120), "the server never asked for the manifest"
+            with bridge.channel() as channel:
+                stub = pb_grpc.GRPCInferenceServiceStub(channel)
+                assert not stub.ServerReady(pb.ServerReadyRequest(), timeout=10).ready
+            bridge.send_signal(signal.SIGTERM)
+            assert bridge.wait(30) == 0
+        finally:
+            bridge.stop(grace=1)  # no-op once it has exited; SIGKILL if it hung
