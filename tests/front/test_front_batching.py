@@ -2,10 +2,12 @@
 it: a batch is formed in the front and executed once, natively or on a worker; statistics are
 the front's count (no per-worker sum).
 
-Eight one-row requests (four unary, four streams) to a batching model are answered by ONE
-execution of the 8-row program, with a queue delay no test outlives: the batch is dispatched
-when its rows reach the preferred size (8), never by a clock. On the workers (--engine
-exported, two worker processes) as natively: the batch is one EXECUTE frame to one worker.
+A first request finds the batcher idle and runs at once, alone; its execution is held at the
+test gate while eight one-row requests (four unary, four streams) queue (the batcher's own
+count, jaxport_batch_requests_total, says when all nine are in); released, the eight are ONE
+execution of the 8-row program. The queue delay is one no test outlives: the batch is
+dispatched when its rows reach the preferred size (8), never by a clock. On the workers
+(--engine exported, two worker processes) as natively: a batch is one EXECUTE to one worker.
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ import pytest
 from front_helpers import FEATURES, NEVER_US, front_command, rows_model, rows_params, rows_request
 from jaxport.protocol.gen.inference import grpc_service_pb2 as pb
 from support.bridge import BridgeProcess
-from test_front import mlp_request, stub
+from support.gate import Gate
+from test_front import mlp_request, stub, wait_for
 
 WAIT_S = 120.0
 
@@ -30,9 +33,10 @@ def test_one_batch_of_eight_rows_in_the_front(front_binary: Path, batched_repo: 
                                               tmp_path: Path, engine: list[str]) -> None:
     args = ("--batching", "--max-queue-delay-us", str(NEVER_US), *engine)
     xs = [np.random.default_rng(i).standard_normal((1, FEATURES)).astype(np.float32)
-          for i in range(8)]
-    with BridgeProcess(batched_repo, *args, workdir=tmp_path / "front",
-                       command=front_command(front_binary)) as front:
+          for i in range(9)]
+    gate = Gate(tmp_path / "gate")
+    with BridgeProcess(batched_repo, *args, env=gate.env, workdir=tmp_path / "front",
+                       command=front_command(front_binary)) as front, ThreadPoolExecutor(9) as pool:
         s = stub(front)
         cfg = s.ModelConfig(pb.ModelConfigRequest(name="rows"), timeout=60).config
         assert cfg.parameters["engine"].string_value == ("exported" if engine else "native")
@@ -47,8 +51,16 @@ def test_one_batch_of_eight_rows_in_the_front(front_binary: Path, batched_repo: 
             assert not out.error_message
             return out.infer_response
 
-        with ThreadPoolExecutor(8) as pool:
-            outs = list(pool.map(call, range(8)))
+        def queued() -> float:
+            return front.metrics().get(
+                ("jaxport_batch_requests_total", (("model", "rows"), ("version", "1"))), 0)
+
+        with gate.holding("rows"):
+            first = pool.submit(call, 0)
+            gate.wait_held("rows", 1, calls=[first])  # it found the batcher idle: run at once
+            rest = [pool.submit(call, i) for i in range(1, 9)]
+            wait_for(lambda: queued() == 9, "nine requests in the batcher")
+        outs = [first.result(timeout=WAIT_S)] + [f.result(timeout=WAIT_S) for f in rest]
         want = jax.jit(rows_model)(rows_params(), np.concatenate(xs))
         for i, out in enumerate(outs):
             assert out.id == str(i)
@@ -57,8 +69,12 @@ def test_one_batch_of_eight_rows_in_the_front(front_binary: Path, batched_repo: 
                 np.asarray(want)[i:i + 1], rtol=1e-5, atol=1e-6)
         (stats,) = s.ModelStatistics(pb.ModelStatisticsRequest(name="rows"),
                                      timeout=60).model_stats
-        assert (stats.inference_count, stats.execution_count) == (8, 1)
-        assert [(b.batch_size, b.compute_infer.count) for b in stats.batch_stats] == [(8, 1)]
+        assert (stats.inference_count, stats.execution_count) == (9, 2)
+        assert [(b.batch_size, b.compute_infer.count) for b in stats.batch_stats] == [(1, 1),
+                                                                                      (8, 1)]
+        executions = {dict(ls)["batch_size"]: v for (name, ls), v in front.metrics().items()
+                      if name == "jaxport_batch_executions_total"}
+        assert executions == {"1": 1, "8": 1}
 
 
 # workers_front: every model on two workers; the front counts each request once.

@@ -4,8 +4,8 @@ package dispatch
 // releases them; tests/support/gate.py speaks this file protocol.
 //
 // Enabled only when JAXPORT_TEST_GATE_DIR names a directory when the front starts (read
-// once). Then every execution of model M (gateWait, before the program runs or its request
-// joins the batcher) first
+// once). Then every execution of model M (gateWait, before its program runs; for a model
+// that batches, before each batch's execution, which holds every request of the batch) first
 // looks for <dir>/M.hold:
 //
 //   - absent: it runs at once;

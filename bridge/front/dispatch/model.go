@@ -109,6 +109,16 @@ func newModel(d *Dispatcher, a Artifact, exe Executable, eng, reason string, bat
 // LoadSeconds: the load's phases.
 func (m *Model) LoadSeconds() map[string]float64 { return m.exe.LoadSeconds() }
 
+// BatchCounters: what the model's batcher did (nil: it does not batch).
+func (m *Model) BatchCounters() *telemetry.BatchCounters {
+	if m.batcher == nil {
+		return nil
+	}
+	st := m.batcher.Stats()
+	return &telemetry.BatchCounters{Requests: uint64(st.Requests), Immediate: uint64(st.Immediate),
+		PaddedRows: uint64(st.PaddedRows), Executions: st.BatchSizeCounts}
+}
+
 // Close stops serving the version: no request is acquired from now on, and the backend lets
 // it go once the requests in flight have finished.
 func (m *Model) Close() {
@@ -175,10 +185,7 @@ func (m *Model) infer(ctx context.Context, req *request.Request, shm request.Sha
 	defer p.Release()
 	var outputs []request.Tensor
 	t := telemetry.Timings{Inferences: p.Rows, Executions: 1}
-	if m.batcher != nil {
-		if err := gateWait(ctx, m.Name); err != nil {
-			return fail(err)
-		}
+	if m.batcher != nil { // the test gate holds the batch's execution (executeBatch)
 		bctx, span := telemetry.StartSpan(ctx, "batcher", attribute.Int("jaxport.rows", p.Rows))
 		submitted := time.Now()
 		var data [][]byte
@@ -285,6 +292,7 @@ func (m *Model) execute(ctx context.Context, program int, inputs []request.Tenso
 // executeBatch is the batcher's Exec: one full batch of an exported size; every output's
 // bytes (size rows each).
 func (m *Model) executeBatch(size int, inputs [][]byte) ([][]byte, error) {
+	_ = gateWait(context.Background(), m.Name) // a held batch holds each of its requests
 	program := m.Sig.ProgramOf(size)
 	tensors := make([]request.Tensor, len(inputs))
 	for i, data := range inputs {

@@ -12,6 +12,8 @@ package telemetry
 //	                                                     under the RPC it maps to)
 //	jaxport_model_ready{model,version}                   1 while the version serves
 //	jaxport_model_load_seconds{model,version,phase}      the last load, by phase
+//	jaxport_batch_{requests,immediate,padded_rows}_total{model,version}, and
+//	jaxport_batch_executions_total{model,version,batch_size}: a batching model's batcher
 //	nv_inference_*{model,version}                        Triton's names, from ModelStatistics
 //
 // plus whatever the backends add (the workers' process gauges).
@@ -35,6 +37,15 @@ type Model struct {
 	Ready         bool
 	Stats         *ModelStats        // nil: never served (failed, unloaded before serving)
 	LoadSeconds   map[string]float64 // the last load's phases
+	Batch         *BatchCounters     // nil: it does not batch
+}
+
+// BatchCounters are a dynamic batcher's totals.
+type BatchCounters struct {
+	Requests   uint64      // requests it queued
+	Immediate  uint64      // ... that found it idle and its queue empty: run at once
+	PaddedRows uint64      // padding rows executed
+	Executions map[int]int // executions by exported batch size
 }
 
 // Metrics holds the counters that are not a model's: RPCs by method and status.
@@ -195,6 +206,38 @@ func (m *Metrics) Write(w io.Writer, models []Model, admission map[[2]string]uin
 		sort.Strings(phases)
 		for _, p := range phases {
 			fmt.Fprintf(&b, "jaxport_model_load_seconds{%s,phase=%q} %g\n", mv(mod), p, mod.LoadSeconds[p])
+		}
+	}
+	head("jaxport_batch_requests_total", "Requests a model's dynamic batcher queued", "counter")
+	for _, mod := range models {
+		if mod.Batch != nil {
+			fmt.Fprintf(&b, "jaxport_batch_requests_total{%s} %d\n", mv(mod), mod.Batch.Requests)
+		}
+	}
+	head("jaxport_batch_immediate_total", "Batched requests run at once: the batcher was idle and its queue empty", "counter")
+	for _, mod := range models {
+		if mod.Batch != nil {
+			fmt.Fprintf(&b, "jaxport_batch_immediate_total{%s} %d\n", mv(mod), mod.Batch.Immediate)
+		}
+	}
+	head("jaxport_batch_padded_rows_total", "Padding rows executed by a model's batcher", "counter")
+	for _, mod := range models {
+		if mod.Batch != nil {
+			fmt.Fprintf(&b, "jaxport_batch_padded_rows_total{%s} %d\n", mv(mod), mod.Batch.PaddedRows)
+		}
+	}
+	head("jaxport_batch_executions_total", "Batch executions by exported batch size", "counter")
+	for _, mod := range models {
+		if mod.Batch == nil {
+			continue
+		}
+		sizes := make([]int, 0, len(mod.Batch.Executions))
+		for size := range mod.Batch.Executions {
+			sizes = append(sizes, size)
+		}
+		sort.Ints(sizes)
+		for _, size := range sizes {
+			fmt.Fprintf(&b, "jaxport_batch_executions_total{%s,batch_size=\"%d\"} %d\n", mv(mod), size, mod.Batch.Executions[size])
 		}
 	}
 	for _, fam := range tritonFamilies {

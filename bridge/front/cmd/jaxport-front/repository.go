@@ -51,7 +51,7 @@ func (r served) Metrics() []telemetry.Model {
 		}
 		t := telemetry.Model{Name: s.Name, Version: s.VersionString(), Ready: s.State == repository.Ready}
 		if m := byKey[[2]string{s.Name, t.Version}]; m != nil {
-			t.Stats, t.LoadSeconds = m.Stats, m.LoadSeconds()
+			t.Stats, t.LoadSeconds, t.Batch = m.Stats, m.LoadSeconds(), m.BatchCounters()
 		}
 		out = append(out, t)
 	}
