@@ -1,7 +1,7 @@
-"""The native front's REST/JSON API (`--http-port`, bridge/front/http.go) against real fronts
-and workers: every answer is compared with the same front's gRPC answer (the REST handler is a
-codec in front of the same forwarding path), errors with their HTTP status and the message
-naming what is wrong, security (mTLS + bearer token, body limit), deadlines, the SIGTERM drain,
+"""The front's REST/JSON API (`--http-port`, bridge/front/rest) against real fronts: every
+answer is compared with the same front's gRPC answer (REST decodes into the request type the
+gRPC handlers take and answers from the same server methods), errors with their HTTP status
+and the message naming what is wrong, security (mTLS + bearer token, body limit), deadlines, the SIGTERM drain,
 and the conformance suite over REST (tests/conformance/rest_runner.py) judged case by case
 against the gRPC runner on the same server.
 
@@ -110,11 +110,12 @@ def rest_gate(tmp_path_factory: pytest.TempPathFactory) -> Gate:
 @pytest.fixture(scope="module")
 def rest_front(front_binary: Path, rest_repo: Path, rest_gate: Gate,
                tmp_path_factory: pytest.TempPathFactory) -> Iterator[BridgeProcess]:
-    """A front with two workers, REST on a free port (--port 0 implies --http-port 0), system
-    shared memory on."""
-    with BridgeProcess(rest_repo, "--system-shared-memory", env=rest_gate.env,
+    """A front with REST on a free port (--port 0 implies --http-port 0), system shared memory
+    on, explicit model control (a test unloads and loads)."""
+    with BridgeProcess(rest_repo, "--system-shared-memory", "--model-control-mode", "explicit",
+                       "--load-model", "*", env=rest_gate.env,
                        workdir=tmp_path_factory.mktemp("rest"),
-                       command=front_command(front_binary, "--workers", "2")) as f:
+                       command=front_command(front_binary)) as f:
         yield f
 
 
@@ -363,7 +364,7 @@ def test_shared_memory_parameters_over_rest(rest_front: BridgeProcess) -> None:
         grpc_client.register_system_shared_memory(r_in)
         grpc_client.register_system_shared_memory(r_out)
         try:
-            for _ in range(2):  # both workers map the regions
+            for _ in range(2):  # the front maps the regions once, for every request
                 body = json.dumps({
                     "inputs": [{"name": "x", "shape": [2, 3], "datatype": "FP32", "parameters": {
                         "shared_memory_region": "rin", "shared_memory_byte_size": x.nbytes}}],
@@ -412,9 +413,9 @@ def test_curl(rest_front: BridgeProcess, tmp_path: Path) -> None:
 
 def test_system_shared_memory_endpoints_share_the_grpc_registry(rest_front: BridgeProcess
                                                                  ) -> None:
-    """Triton's REST shared-memory endpoints (bridge/front/rest_shm.go): a region registered
-    over REST is the gRPC registry's (status over gRPC, used by REST and gRPC infer, on both
-    workers), the status list is Triton's shape, refusals are the gRPC ones with their HTTP
+    """Triton's REST shared-memory endpoints (bridge/front/rest/shm.go): a region registered
+    over REST is the gRPC registry's (status over gRPC, used by REST and gRPC infer), the
+    status list is Triton's shape, refusals are the gRPC ones with their HTTP
     status, unregister one and all. tritonclient.http's calls: test_triton_http_clients.py."""
     import os
 
@@ -438,7 +439,7 @@ def test_system_shared_memory_endpoints_share_the_grpc_registry(rest_front: Brid
             body = json.dumps({"inputs": [{
                 "name": "x", "shape": [2, 3], "datatype": "FP32", "parameters": {
                     "shared_memory_region": "rin", "shared_memory_byte_size": x.nbytes}}]})
-            for _ in range(2):  # both workers registered it
+            for _ in range(2):  # used again: still registered
                 got = rest_json(c, "POST", f"/v2/models/{model}/infer", body.encode())
                 assert got[0] == 200, got
                 assert_same(np.array(got[1]["outputs"][0]["data"], np.float32).reshape(2, 3),
@@ -565,8 +566,8 @@ def test_deadline_header(rest_front: BridgeProcess, rest_gate: Gate) -> None:
 
 
 def test_repository_index_unload_and_load(rest_front: BridgeProcess) -> None:
-    """Triton's repository extension over REST: the index equals the gRPC one; unload and load
-    reach every worker (the model is unready, then serves again on both)."""
+    """Triton's repository extension over REST: the index equals the gRPC one; unload makes
+    the model unready, load serves it again."""
     c, s = client(rest_front), stub(rest_front)
     index = s.RepositoryIndex(pb.RepositoryIndexRequest())
     want = [{"name": m.name, "version": m.version, "state": m.state, "reason": m.reason}
@@ -576,14 +577,11 @@ def test_repository_index_unload_and_load(rest_front: BridgeProcess) -> None:
     model = dt_model("UINT32")
     status, _, data = c.request("POST", f"/v2/repository/models/{model}/unload")
     assert (status, data) == (200, b"")
-    for _ in range(4):  # answered by either worker: unready on both
-        assert rest_json(c, "GET", f"/v2/models/{model}/ready")[0] in (404, 503)
-        assert s.ModelReady(pb.ModelReadyRequest(name=model)).ready is False
+    assert rest_json(c, "GET", f"/v2/models/{model}/ready")[0] == 503
+    assert s.ModelReady(pb.ModelReadyRequest(name=model)).ready is False
     status, _, data = c.request("POST", f"/v2/repository/models/{model}/load", b"{}")
     assert (status, data) == (200, b"")
-    for _ in range(4):
-        assert rest_json(c, "GET", f"/v2/models/{model}/ready") == (
-            200, {"name": model, "ready": True})
+    assert rest_json(c, "GET", f"/v2/models/{model}/ready") == (200, {"name": model, "ready": True})
     status, doc, got = rest_infer(rest_front, model, {"x": sample("UINT32")},
                                   binary_inputs=False, binary_outputs=False)
     assert status == 200, doc
