@@ -1,8 +1,8 @@
 """The front's REST/JSON API (`--http-port`, bridge/front/rest) against real fronts: every
 answer is compared with the same front's gRPC answer (REST decodes into the request type the
 gRPC handlers take and answers from the same server methods), errors with their HTTP status
-and the message naming what is wrong, security (mTLS + bearer token, body limit), deadlines, the SIGTERM drain,
-and the conformance suite over REST (tests/conformance/rest_runner.py) judged case by case
+and the message naming what is wrong, security (mTLS + bearer token, body limit), deadlines,
+the SIGTERM drain, and the conformance suite over REST (tests/conformance/rest_runner.py) judged case by case
 against the gRPC runner on the same server.
 
 Clients: http.client (through rest_runner's RestClient/encode_infer/decode_infer, plus bodies
