@@ -2,8 +2,8 @@
 answer is compared with the same front's gRPC answer (REST decodes into the request type the
 gRPC handlers take and answers from the same server methods), errors with their HTTP status
 and the message naming what is wrong, security (mTLS + bearer token, body limit), deadlines,
-the SIGTERM drain, and the conformance suite over REST (tests/conformance/rest_runner.py) judged case by case
-against the gRPC runner on the same server.
+the SIGTERM drain, and the conformance suite over REST (tests/conformance/rest_runner.py)
+judged case by case against the gRPC runner on the same server.
 
 Clients: http.client (through rest_runner's RestClient/encode_infer/decode_infer, plus bodies
 written out by hand where the wire bytes are the point) and curl when it is on PATH.
