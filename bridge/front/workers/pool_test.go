@@ -14,9 +14,9 @@ import (
 	"testing"
 	"time"
 
-	jaxport "github.com/jaxport/jaxport/clients/go"
 	"github.com/jaxport/jaxport/clients/go/conformance"
 	jaxportv1 "github.com/jaxport/jaxport/clients/go/gen/jaxport/v1"
+	"github.com/jaxport/jaxport/clients/go/jaxport"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
