@@ -45,7 +45,7 @@ help:
 # native engine (docs/native-engine.md) has a plugin on a fresh clone.
 FRONT := $(VENV)/bin/jaxport-front
 NATIVE_GOLDENS := $(VENV)/bin/jaxport-native-goldens
-FRONT_SRC := $(wildcard bridge/front/*/*.go bridge/front/cmd/*/*.go clients/go/gen/inference/*.go clients/go/gen/jaxport/v1/*.go) bridge/front/go.mod bridge/front/go.sum
+FRONT_SRC := $(wildcard bridge/front/*/*.go bridge/front/*/*/*.go clients/go/gen/inference/*.go clients/go/gen/jaxport/v1/*.go) bridge/front/go.mod bridge/front/go.sum
 
 setup: $(STAMP) $(FRONT) $(NATIVE_GOLDENS)
 
@@ -175,11 +175,11 @@ fuzz: setup
 clean:
 	rm -rf $(VENV) demo-out
 
-# The native serving front (issue 12, docs/front.md): grpc-go in front of Python execution
-# workers, executing eligible models itself through its native engine (issue 26, cgo: see
-# GO_BUILD above; no plugin is needed to build, and without one every model is served by the
-# workers). Built next to the venv's python, which it starts as `python -m
-# jaxport.bridge.worker`, with jaxport-native-goldens beside it.
+# The server, `jaxport serve` (issue 33, docs/front.md): one Go process answering every request
+# of every model, executing it through its native engine (issue 26, cgo: see GO_BUILD above; no
+# plugin is needed to build) or, for a model the engine cannot run, on execution workers it
+# starts only then (`python -m jaxport.bridge.worker`, the venv's python beside the binary).
+# Built next to the venv's python with jaxport-native-goldens beside it.
 .PHONY: front
 front:
 	@command -v go >/dev/null || { echo "error: make front needs Go >= 1.26 (go on PATH)" >&2; exit 1; }
