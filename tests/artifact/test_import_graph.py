@@ -5,10 +5,11 @@
 - the bridge imports nothing from `jaxport.exporter`;
 - the exporter never imports the bridge;
 - the server is the Go front (bridge/front); what stays Python in the bridge has one job each:
-  `jaxport serve` (`cli`) only finds and execs the front, so it imports nothing but the
-  standard library; the execution worker (`worker`, `frames`, `connection`, `engines`,
-  `loading`, `logs`) executes what the front validated and speaks frames (docs/frames.md), so
-  it reaches no gRPC and no generated protocol stubs; the Ray application (`ray`) supervises
+  `jaxport serve` (`cli`) only finds and execs the front, and `jaxport pjrt install` (`pjrt`)
+  only fetches a pinned plugin, so both import nothing but the standard library; the
+  execution worker (`worker`, `frames`, `connection`, `engines`, `loading`, `logs`) executes
+  what the front validated and speaks frames (docs/frames.md), so it reaches no gRPC and no
+  generated protocol stubs; the Ray application (`ray`) supervises
   a front per replica and forwards Serve's proxy calls, so it reaches neither the worker nor
   jax;
 - the client distribution (`jaxport-client`, its wheel built here as `make client-wheel` builds
@@ -181,7 +182,7 @@ def _reach_violations(starts: tuple[str, ...], forbidden: tuple[str, ...]) -> li
 def test_the_bridge_holds_only_the_expected_python_modules() -> None:
     """The protocol layer is the Go front's: nothing of it is left in Python."""
     modules = {p.stem for p in (REPO / "bridge").glob("*.py")} - {"__init__"}
-    assert modules == {"cli", "ray", *WORKER}, sorted(modules)
+    assert modules == {"cli", "pjrt", "ray", *WORKER}, sorted(modules)
 
 
 @pytest.mark.parametrize("starts", list(FORBIDDEN_REACH), ids=lambda s: s[0])
@@ -191,12 +192,14 @@ def test_each_entry_point_reaches_only_what_its_job_needs(starts: tuple[str, ...
     assert not bad, why + ":\n" + "\n".join(bad)
 
 
-def test_jaxport_serve_imports_only_the_standard_library() -> None:
-    """`jaxport serve` finds the front and execs it: every module it imports, at any level, is
-    the standard library's (no jaxport module, no numpy, jax or grpc)."""
+@pytest.mark.parametrize("file", ["cli.py", "pjrt.py"])
+def test_jaxport_serve_imports_only_the_standard_library(file: str) -> None:
+    """`jaxport serve` finds the front and execs it, `jaxport pjrt install` fetches a plugin:
+    every module they import, at any level, is the standard library's (no jaxport module, no
+    numpy, jax or grpc)."""
     stdlib = set(sys.stdlib_module_names) | {"__future__"}
-    bad = sorted(f"bridge/cli.py:{line} imports {name}" for file, line, name, _ in
-                 _imports("bridge") if file == "cli.py" and name.split(".")[0] not in stdlib)
+    bad = sorted(f"bridge/{file}:{line} imports {name}" for f, line, name, _ in
+                 _imports("bridge") if f == file and name.split(".")[0] not in stdlib)
     assert not bad, bad
 
 
@@ -244,7 +247,7 @@ def test_the_reach_follows_lazy_imports_through_other_bridge_modules(
     with pytest.raises(AssertionError, match=r"helper\.py:4 imports grpc"):
         test_each_entry_point_reaches_only_what_its_job_needs(("worker",))
     with pytest.raises(AssertionError, match=r"bridge/cli\.py:2 imports numpy"):
-        test_jaxport_serve_imports_only_the_standard_library()
+        test_jaxport_serve_imports_only_the_standard_library("cli.py")
 
 
 # --- what the client wheel carries ------------------------------------------------------------
