@@ -2,8 +2,8 @@
 lists no region (a named one is NOT_FOUND), unregister is OK with nothing registered (what
 perf_analyzer's clean-up calls), register is INVALID_ARGUMENT naming the region and saying this
 server has no CUDA devices. Checked with tritonclient (in a subprocess: `triton_cuda_shm.py`)
-against `jaxport serve` and against the native Go front, which forwards the RPCs to its
-workers by declaration order (they are appended after every older RPC)."""
+and the generated stubs against the shared `jaxport serve` (the front answers them itself;
+REST's CUDA routes: tests/front/test_rest.py)."""
 
 from __future__ import annotations
 
@@ -18,9 +18,6 @@ from jaxport.protocol.gen.inference import grpc_service_pb2 as pb
 from support.bridge import BridgeProcess
 
 SCRIPT = Path(__file__).with_name("triton_cuda_shm.py")
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "front"))
-
-from front_helpers import build_front, front_command  # noqa: E402
 
 
 def _run_tritonclient(server: BridgeProcess) -> None:
@@ -60,16 +57,3 @@ def test_generated_stub_cuda_shared_memory(stub) -> None:
                                     timeout=30)
     assert err.value.code() == grpc.StatusCode.NOT_FOUND
     assert "'cuda_region_7'" in err.value.details()
-
-
-@pytest.fixture(scope="module")
-def front_binary(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_front(tmp_path_factory.mktemp("front-bin"))
-
-
-def test_native_front_forwards_cuda_shared_memory(repository: Path, front_binary: Path,
-                                                  tmp_path: Path) -> None:
-    with BridgeProcess(repository, workdir=tmp_path / "front",
-                       command=front_command(front_binary, "--workers", "1")) as front:
-        _run_tritonclient(front)
-        assert front.alive()

@@ -7,20 +7,19 @@ import subprocess
 import sys
 from pathlib import Path
 
-from support.bridge import EXPLICIT, BridgeProcess
+from support.bridge import BridgeProcess
 
 SCRIPT = Path(__file__).with_name("triton_interop.py")
 
 
-def test_tritonclient_interop(repository: Path):
-    # Its own bridge: the script unloads and reloads a model (explicit model control).
-    with BridgeProcess(repository, *EXPLICIT) as bridge:
-        proc = subprocess.run(
-            [sys.executable, str(SCRIPT), "--url", bridge.address, "--repository",
-             str(repository)],
-            capture_output=True, text=True, timeout=180,
-        )
-        assert bridge.alive()
+def test_tritonclient_interop(repository: Path, bridge: BridgeProcess):
+    """On the shared server (explicit model control): the script unloads `mlp` and loads it
+    again, leaving the server as it found it."""
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), "--url", bridge.address, "--repository", str(repository)],
+        capture_output=True, text=True, timeout=180,
+    )
+    assert bridge.alive()
     output = proc.stdout + proc.stderr
     assert proc.returncode == 0, output
     assert "ALL PASS" in proc.stdout and "FAIL" not in proc.stdout
