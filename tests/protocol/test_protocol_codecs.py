@@ -1,7 +1,7 @@
 """The client's codecs (`jaxport.protocol.codecs`): request tensors from numpy, numpy from
-response tensors, parameters, protocol rules at the boundary. The server's half (requests
-into arrays, arrays into responses) and the round trips through both are tested in
-tests/bridge/test_bridge_messages.py."""
+response tensors, parameters, protocol rules at the boundary. The server's half is the Go
+front's (bridge/front/request, unit-tested there); round trips through a real server are in
+tests/bridge/ and tests/client/."""
 
 from __future__ import annotations
 

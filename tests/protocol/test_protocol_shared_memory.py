@@ -1,7 +1,7 @@
 """The shared-memory references of Triton's system-shared-memory extension, pure: the
 parameters that carry one (`jaxport.protocol.codecs.shared_memory_ref`). Inputs read from and
-outputs written into regions (the server's side, through a bytearray resolver) are tested in
-tests/bridge/test_bridge_messages_shared_memory.py."""
+outputs written into regions (the server's side) are the Go front's (bridge/front/request and
+bridge/front/shm, unit-tested there; live: tests/bridge/test_bridge_shared_memory.py)."""
 
 from __future__ import annotations
 

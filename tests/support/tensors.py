@@ -1,6 +1,5 @@
-"""Sample tensors of every protocol datatype and the checks the codec tests share: the
-client's half (tests/protocol/test_protocol_codecs.py) and the server's
-(tests/bridge/test_bridge_messages.py)."""
+"""Sample tensors of every protocol datatype and the checks the codec tests share
+(tests/protocol/test_protocol_codecs.py, tests/exporter/test_sharding.py)."""
 
 from __future__ import annotations
 
