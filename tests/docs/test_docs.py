@@ -22,10 +22,6 @@ REPO = docs_check.REPO
 #: findings' texts). Each entry must still match a finding (a fixed one fails the test until
 #: it is removed here); empty this at the onesrv merge. Nothing else may be pending.
 KNOWN_PENDING: dict[str, tuple[str, str, tuple[str, ...]]] = {
-    "docs/scale-out.md": (
-        "ONE-CLI", "rewritten on branch onesrv (issue 33: Ray scale-out with a front per "
-        "replica); its conformance runs there are re-measured with the 85-case suite",
-        ("'79 cases': the conformance suite has", "'79/79 each': the conformance suite has")),
     "docs/conformance-suite.md": (
         "CONFORMANCE", "asked in /work/notes/CONFORMANCE.md (issue 39's docs) for the same "
         "one-line fix; the lead routes it if the owner has finished",
@@ -101,7 +97,7 @@ jaxport modle is output here, not a command
 ```
 
 The conformance suite has 3 cases (its rank-0 cases and the fp32 cases among them); `go -C
-clients/go run ./cmd/tool` builds. `--workers N` (default 2) and `--port` (default 8001) are
+clients/go run ./cmd/tool` builds. `--workers N` (default 1) and `--port` (default 8001) are
 serve's. `make bench` (about 8 min) is long.
 """
 
