@@ -577,7 +577,9 @@ def test_repository_index_unload_and_load(rest_front: BridgeProcess) -> None:
     model = dt_model("UINT32")
     status, _, data = c.request("POST", f"/v2/repository/models/{model}/unload")
     assert (status, data) == (200, b"")
-    assert rest_json(c, "GET", f"/v2/models/{model}/ready")[0] == 503
+    # false is a 4xx (the OIP REST text; Triton's 400)
+    assert rest_json(c, "GET", f"/v2/models/{model}/ready") == (
+        400, {"error": f"model '{model}' is not ready"})
     assert s.ModelReady(pb.ModelReadyRequest(name=model)).ready is False
     status, _, data = c.request("POST", f"/v2/repository/models/{model}/load", b"{}")
     assert (status, data) == (200, b"")

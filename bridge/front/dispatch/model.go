@@ -20,7 +20,7 @@ import (
 
 // Model is one served model version: its signature (package request), the backend that has
 // it open, its programs' output and check positions, its batcher, statistics and requests in
-// flight (Close waits for them).
+// flight (the version is released once it is closed and the last of them is done).
 type Model struct {
 	Name, Version string
 	Manifest      *jaxportv1.Manifest
@@ -39,8 +39,7 @@ type Model struct {
 	log       *slog.Logger
 
 	mu       sync.Mutex
-	idle     *sync.Cond // signalled when requests reaches 0
-	requests int        // requests in flight
+	requests int // requests in flight
 	closed   bool
 }
 
@@ -62,7 +61,6 @@ func newModel(d *Dispatcher, a Artifact, exe Executable, eng, reason string, bat
 	model := &Model{Name: a.Model, Version: a.Version, Manifest: m, Sig: sig, Engine: eng, Reason: reason,
 		Stats: telemetry.NewModelStats(), exe: exe, programs: map[int]*programMap{},
 		admission: d.o.Admission, key: a.Model + "/" + a.Version, log: d.o.Log}
-	model.idle = sync.NewCond(&model.mu)
 	for i, p := range m.GetPrograms() {
 		pm := &programMap{batchSize: int(p.GetBatchSize())}
 		for _, out := range m.GetOutputs() {
@@ -120,7 +118,8 @@ func (m *Model) BatchCounters() *telemetry.BatchCounters {
 }
 
 // Close stops serving the version: no request is acquired from now on, and the backend lets
-// it go once the requests in flight have finished.
+// it go once the requests in flight have finished (by the last one's Done). Close does not
+// wait for them: an unload answers at once while they finish on this version.
 func (m *Model) Close() {
 	m.mu.Lock()
 	if m.closed {
@@ -128,17 +127,22 @@ func (m *Model) Close() {
 		return
 	}
 	m.closed = true
-	for m.requests > 0 {
-		m.idle.Wait()
-	}
+	last := m.requests == 0
 	m.mu.Unlock()
+	if last {
+		m.release()
+	}
+}
+
+// release frees the version's batcher and backend copy (once: closed and no request left).
+func (m *Model) release() {
 	if m.batcher != nil {
 		m.batcher.Close()
 	}
 	m.exe.Close()
 }
 
-// Acquire counts one more request in flight (Close waits for it; release with Done); false
+// Acquire counts one more request in flight (the version is released after its Done); false
 // once the version is closing (the caller looks it up again or answers UNAVAILABLE).
 func (m *Model) Acquire() bool {
 	m.mu.Lock()
@@ -150,13 +154,16 @@ func (m *Model) Acquire() bool {
 	return true
 }
 
-// Done ends a request Acquire counted.
+// Done ends a request Acquire counted; the last one of a closed version releases it (in the
+// background: that request's answer does not wait for the backend to let go).
 func (m *Model) Done() {
 	m.mu.Lock()
-	if m.requests--; m.requests == 0 {
-		m.idle.Broadcast()
-	}
+	m.requests--
+	last := m.closed && m.requests == 0
 	m.mu.Unlock()
+	if last {
+		go m.release()
+	}
 }
 
 // Infer runs one request: the one validation (Signature.Prepare), then the batcher or

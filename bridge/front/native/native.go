@@ -8,11 +8,14 @@ package native
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jaxport/jaxport/bridge/front/artifact"
 	"github.com/jaxport/jaxport/bridge/front/engine"
 	"github.com/jaxport/jaxport/bridge/front/request"
+	jaxportv1 "github.com/jaxport/jaxport/clients/go/gen/jaxport/v1"
 )
 
 // Engine is a loaded PJRT plugin.
@@ -120,7 +123,11 @@ func (e *Engine) Open(ctx context.Context, a *artifact.Artifact, name string) (*
 		}
 		if _, err := p.prog.Execute(in); err != nil {
 			em.Close()
-			return nil, fmt.Errorf("warm-up run failed: %v", err)
+			// The engine compiled the program; a run on the manifest's own argument shapes
+			// that fails says the manifest and the program disagree (an edited manifest) or
+			// the plugin cannot run it: name what the manifest claims.
+			return nil, fmt.Errorf("warm-up run of %s on the input shapes the manifest gives (%s) failed: %v",
+				p.prog.Spec.GetMlirbcFile(), argShapes(p.prog.Inputs), err)
 		}
 	}
 	model.loadSeconds["warmup"] = time.Since(warm).Seconds()
@@ -169,3 +176,16 @@ func (m *Model) Execute(_ context.Context, program int, inputs []request.Tensor)
 
 // Close frees the executables and device buffers (the caller waits for its executions).
 func (m *Model) Close() { m.m.Close() }
+
+// argShapes: "x FP32 [4, 16], t INT32 [4]" (each argument's datatype and shape).
+func argShapes(args []*jaxportv1.Argument) string {
+	parts := make([]string, len(args))
+	for i, a := range args {
+		dims := make([]string, len(a.GetShape()))
+		for j, d := range a.GetShape() {
+			dims[j] = strconv.FormatInt(d, 10)
+		}
+		parts[i] = fmt.Sprintf("%s %s [%s]", a.GetName(), a.GetDtype().GetDatatype(), strings.Join(dims, ", "))
+	}
+	return strings.Join(parts, ", ")
+}

@@ -262,16 +262,18 @@ func (r *Server) answer(ctx context.Context, w http.ResponseWriter, req *http.Re
 		return codes.OK
 	case "RepositoryIndex", "RepositoryModelLoad", "RepositoryModelUnload":
 		return r.repository(ctx, w, req, rt)
+	// Health false is a 4xx (the OIP REST text: "a 4xx status code indicates false"; Triton
+	// answers 400), with {"error"}: a probe reads the status alone.
 	case "ServerLive":
 		if !r.svc.ServerLive() {
-			writeJSON(w, http.StatusServiceUnavailable, appendJSONValue(nil, newObject().set("error", "server is not live")))
+			writeJSON(w, http.StatusBadRequest, appendJSONValue(nil, newObject().set("error", "server is not live")))
 		} else {
 			writeJSON(w, http.StatusOK, []byte(`{"live":true}`))
 		}
 		return codes.OK
-	case "ServerReady": // KServe's shapes: 503 and {"error"} when false, so a probe reads the status alone
+	case "ServerReady":
 		if !r.svc.ServerReady() {
-			writeJSON(w, http.StatusServiceUnavailable, appendJSONValue(nil, newObject().set("error", "server is not ready")))
+			writeJSON(w, http.StatusBadRequest, appendJSONValue(nil, newObject().set("error", "server is not ready")))
 		} else {
 			writeJSON(w, http.StatusOK, []byte(`{"ready":true}`))
 		}
@@ -286,7 +288,7 @@ func (r *Server) answer(ctx context.Context, w http.ResponseWriter, req *http.Re
 			if rt.version != "" {
 				msg = fmt.Sprintf("model '%s' version '%s' is not ready", rt.model, rt.version)
 			}
-			writeJSON(w, http.StatusServiceUnavailable, appendJSONValue(nil, newObject().set("error", msg)))
+			writeJSON(w, http.StatusBadRequest, appendJSONValue(nil, newObject().set("error", msg)))
 			return codes.OK
 		}
 		writeJSON(w, http.StatusOK, appendJSONValue(nil, newObject().set("name", rt.model).set("ready", true)))

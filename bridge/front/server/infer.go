@@ -30,8 +30,8 @@ func (s *Service) Infer(ctx context.Context, req *request.Request) (*request.Res
 }
 
 // StreamItem answers one message of a ModelStreamInfer call as Triton's streams do: a failed
-// request is a response with error_message (`CODE: message`) and the stream goes on; with
-// triton_enable_empty_final_response, the one response is marked final.
+// request is a response with error_message (`CODE: message`) and the stream goes on; every
+// response is marked final (triton_final_response).
 func (s *Service) StreamItem(ctx context.Context, req *request.Request) (string, *request.Response) {
 	if p, ok := req.Params[enableEmptyFinal]; ok {
 		if _, isBool := p.GetParameterChoice().(*inferencepb.InferParameter_BoolParam); !isBool {
@@ -43,24 +43,23 @@ func (s *Service) StreamItem(ctx context.Context, req *request.Request) (string,
 	if err != nil {
 		return s.streamFailure(req, err)
 	}
-	markFinal(resp, req)
+	markFinal(resp)
 	return "", resp
 }
 
 func (s *Service) streamFailure(req *request.Request, err error) (string, *request.Response) {
 	st := status.Convert(err)
 	resp := &request.Response{Model: req.Model, Version: req.Version, ID: req.ID}
-	markFinal(resp, req)
+	markFinal(resp)
 	return status.CodeName(st.Code()) + ": " + st.Message(), resp
 }
 
-// markFinal: `triton_final_response: true` when the caller asked for final flags (models here
-// are never decoupled: the one response is also the last).
-func markFinal(resp *request.Response, req *request.Request) {
-	p, ok := req.Params[enableEmptyFinal]
-	if !ok || !p.GetBoolParam() {
-		return
-	}
+// markFinal: `triton_final_response: true` on every stream response, success or error, asked
+// for or not (Triton's stream handler sets it whenever a response completes its request; models
+// here are never decoupled, so the one response is also the last).
+// triton_enable_empty_final_response only asks for an extra empty response after a decoupled
+// model's last one: nothing to send here.
+func markFinal(resp *request.Response) {
 	if resp.Params == nil {
 		resp.Params = request.Params{}
 	}
