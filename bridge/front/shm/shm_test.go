@@ -4,10 +4,13 @@ package shm
 // status, resolve, unregister, and every refusal with its code and the name it names.
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/jaxport/jaxport/bridge/front/status"
 	"google.golang.org/grpc/codes"
@@ -112,4 +115,82 @@ func TestRegisterRefusals(t *testing.T) {
 func TestDisabled(t *testing.T) {
 	_, _, err := Disabled{}.Resolve("input", "x", Ref{Region: "a"})
 	wantCode(t, err, codes.FailedPrecondition, "input 'x' uses shared memory: system shared memory is disabled on this server; start it with --system-shared-memory")
+}
+
+// TestConcurrentRegisterResolveUnregister (run under -race by `go test -race ./shm`): clients
+// register, resolve and unregister the same names at once while requests read and write the
+// mappings they resolved; every resolve either fails NOT_FOUND naming the region or gets
+// a mapping that stays valid until its release, whatever is unregistered meanwhile.
+func TestConcurrentRegisterResolveUnregister(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"o0", "o1", "o2"} {
+		object(t, dir, name, 1<<16)
+	}
+	r := New(dir, 4)
+	defer r.Close()
+	names := []string{"r0", "r1", "r2"}
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for w := range 3 { // registering and unregistering
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				name := names[(w+i)%len(names)]
+				if err := r.Register(name, fmt.Sprintf("/o%d", i%3), 0, 1<<16); err != nil {
+					if c := status.Code(err); c != codes.AlreadyExists && c != codes.ResourceExhausted {
+						t.Errorf("register %s: %v", name, err)
+						return
+					}
+				}
+				if _, err := r.Status(""); err != nil {
+					t.Errorf("status: %v", err)
+					return
+				}
+				if i%2 == 1 {
+					r.Unregister(name)
+				}
+				if i%7 == 6 {
+					r.Unregister("")
+				}
+			}
+		}()
+	}
+	resolved := 0
+	var mu sync.Mutex
+	for w := range 4 { // requests
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 2000 {
+				name := names[(w+i)%len(names)]
+				data, release, err := r.Resolve("input", "x", Ref{Region: name, ByteSize: 64, Offset: uint64(i % 1000)})
+				if err != nil {
+					if status.Code(err) != codes.NotFound || !strings.Contains(err.Error(), "'"+name+"' is not registered") {
+						t.Errorf("resolve %s: %v", name, err)
+						return
+					}
+					continue
+				}
+				for j := range data { // read and write the whole mapping while others unregister
+					data[j] ^= 0xFF
+					data[j] ^= 0xFF
+				}
+				release()
+				mu.Lock()
+				resolved++
+				mu.Unlock()
+			}
+		}()
+	}
+	go func() { time.Sleep(2 * time.Second); close(stop) }()
+	wg.Wait()
+	if resolved == 0 {
+		t.Fatal("no resolve ever found its region registered: the test raced nothing")
+	}
 }
