@@ -11,12 +11,15 @@
 // Batch formation, each time the previous execution ended (the queue is taken in arrival
 // order; a request is never split across executions):
 //   - a request that arrives while the batcher is idle (no execution running) and its queue
-//     is empty is executed at once: nothing else waits, so waiting for company would only
-//     delay it (Triton's dynamic batcher waits max_queue_delay for it);
+//     is empty is executed at once, on its caller's goroutine: nothing else waits, so waiting
+//     for company would only delay it (Triton's dynamic batcher waits max_queue_delay for it);
 //   - otherwise the batch is due when its rows reach a preferred batch size (Config.Preferred,
 //     default the largest exported size), when the next queued request would not fit in the
 //     largest exported size, once the OLDEST queued request has waited MaxQueueDelay (0: at
-//     once with whatever is queued), or when Close was called;
+//     once with whatever is queued) or, when that is shorter, as long as one execution of
+//     the batch takes by the measured costs below (waiting longer for company than the
+//     execution it could save costs more than it saves: a model whose execution is cheap
+//     hardly waits), or when Close was called;
 //   - a due batch whose rows are not an exported size runs either on the smallest exported
 //     size holding them, padded, or, when a prefix of its requests fills a smaller exported
 //     size exactly, on that size alone, full, the rest staying queued for the next execution
@@ -30,8 +33,9 @@
 //   - padding rows are copies of the batch's last real row (never zeros, so a row-wise runtime
 //     check trips on padding only if it trips on a real row); they never reach a response.
 //
-// Executions of one Batcher run one at a time, on the Batcher's own goroutine; requests queue
-// meanwhile and form the next batch.
+// Executions of one Batcher run one at a time, on the Batcher's own goroutine (or, for a
+// request that found it idle, on that request's); requests queue meanwhile and form the next
+// batch.
 //
 // Errors (grpc status errors; <name> is Config.Name quoted as Python's repr quotes it, e.g.
 // 'mlp/1', the words the workers' messages use):
@@ -129,7 +133,7 @@ type Stats struct {
 	Expired           int         // left the queue unexecuted: deadline passed
 	Cancelled         int         // left the queue unexecuted: caller went away
 	BatchSizeCounts   map[int]int // successful executions by exported batch size
-	Immediate         int         // requests that found the batcher idle and empty: run at once
+	Immediate         int         // requests that found the batcher idle and empty: run at once, inline
 	Splits            int         // due batches run as a smaller full program, the rest left queued
 }
 
@@ -158,8 +162,9 @@ type Batcher struct {
 	// "waiting" (the worker waits for company or for the oldest's delay).
 	hook func(event string)
 
-	wake    chan struct{} // cap 1: a waiting worker has something new to look at
-	stopped chan struct{} // closed when the worker has drained the queue and returned
+	wake    chan struct{}  // cap 1: a waiting worker has something new to look at
+	stopped chan struct{}  // closed when the worker has drained the queue and returned
+	inline  sync.WaitGroup // executions on a caller's goroutine (Close waits for them)
 	once    sync.Once
 
 	// Worker-owned (only the worker goroutine touches them).
@@ -179,9 +184,9 @@ type request struct {
 	rows     int
 	inputs   [][]byte
 	enqueued time.Time
-	idle     bool // found the batcher idle and its queue empty: due at once
 	state    int
 	done     chan struct{} // cap 1: the worker's one signal
+	self     [1]*request   // a batch of this request alone (run inline)
 	out      [][]byte
 	timing   Timing
 	err      error
@@ -326,9 +331,23 @@ func (b *Batcher) Submit(ctx context.Context, rows int, inputs [][]byte) ([][]by
 			"model %s: batching queue is full (%d requests waiting); retry later", b.quoted, b.cfg.MaxQueue)
 	}
 	wasEmpty := len(b.queue) == 0
-	r.enqueued, r.idle = b.now(), wasEmpty && !b.executing
-	if r.idle {
+	r.enqueued = b.now()
+	if wasEmpty && !b.executing { // idle, nothing waits: run it now, here
+		b.executing, r.state = true, taken
+		b.stats.Requests++
 		b.stats.Immediate++
+		b.inline.Add(1)
+		if b.hook != nil {
+			b.hook("queued")
+		}
+		b.mu.Unlock()
+		r.self[0] = r
+		b.dispatch(r.self[:], rows)
+		<-r.done
+		out, timing, err := r.out, r.timing, r.err
+		b.put(r)
+		b.inline.Done()
+		return out, timing, err
 	}
 	b.queue = append(b.queue, r)
 	b.queuedRows += rows
@@ -423,6 +442,7 @@ func (b *Batcher) signalLocked() {
 
 func (b *Batcher) put(r *request) {
 	*r = request{done: r.done}
+	r.self[0] = nil
 	b.pool.Put(r)
 }
 
@@ -440,6 +460,7 @@ func (b *Batcher) Close() {
 		b.mu.Unlock()
 	})
 	<-b.stopped
+	b.inline.Wait()
 }
 
 // run is the batcher's goroutine: form a batch, execute it, repeat; returns when closed and
@@ -458,9 +479,10 @@ func (b *Batcher) run() {
 	}
 }
 
-// take blocks until a batch is due and pops it; nil when the batcher is closed and its queue
-// empty. A request whose ctx is done by now leaves unexecuted. The batch it returns is
-// executing from here on (b.executing) until dispatch has run it.
+// take blocks until a batch is due and no execution runs (one may run inline), and pops it;
+// nil when the batcher is closed and its queue empty. A request whose ctx is done by now
+// leaves unexecuted. The batch it returns is executing from here on (b.executing) until
+// dispatch has run it.
 func (b *Batcher) take(timer *time.Timer) ([]*request, int) {
 	b.mu.Lock()
 	for {
@@ -497,11 +519,23 @@ func (b *Batcher) take(timer *time.Timer) ([]*request, int) {
 			b.waiting = false
 			continue
 		}
-		var wait time.Duration
-		if !due && !b.closed && !b.queue[0].idle {
-			wait = b.queue[0].enqueued.Add(b.cfg.MaxQueueDelay).Sub(b.now())
+		if b.executing { // inline: its end wakes the worker
+			b.waiting = true
+			b.mu.Unlock()
+			<-b.wake
+			b.mu.Lock()
+			b.waiting = false
+			continue
 		}
-		if wait <= 0 { // due, closing, idle, or the oldest request has waited long enough
+		var wait time.Duration
+		if !due && !b.closed {
+			delay := b.cfg.MaxQueueDelay
+			if c := b.cost.estimate(b.programOf[rows]); c > 0 && c < delay.Seconds() {
+				delay = time.Duration(c * float64(time.Second))
+			}
+			wait = b.queue[0].enqueued.Add(delay).Sub(b.now())
+		}
+		if wait <= 0 { // due, closing, or the oldest request has waited long enough
 			count, rows = b.planLocked(count, rows)
 			b.batch = append(b.batch[:0], b.queue[:count]...)
 			for _, r := range b.batch {
@@ -555,8 +589,8 @@ func (b *Batcher) planLocked(count, rows int) (int, int) {
 
 // dispatch executes one batch (b.executing is set) and answers its requests; a failing batch
 // of several requests is re-run request by request. The batcher is idle again (b.executing
-// false) before the requests are answered, so the next request of a caller that waited for
-// this answer finds it idle.
+// false, a waiting worker woken) before the requests are answered, so the next request of a
+// caller that waited for this answer finds it idle.
 func (b *Batcher) dispatch(batch []*request, rows int) {
 	outs, t0, t1, size, err := b.execute(batch, rows)
 	if err != nil && len(batch) > 1 {
@@ -573,6 +607,7 @@ func (b *Batcher) dispatch(batch []*request, rows int) {
 	}
 	b.mu.Lock()
 	b.executing = false
+	b.signalLocked()
 	if err != nil {
 		b.mu.Unlock()
 		r := batch[0]
