@@ -156,8 +156,11 @@ conformance-dist: | $(STAMP)
 conformance: setup
 	$(PY) tests/conformance/run.py --tier all
 
-# One run (~7 min on 2 cores): floors, bridge exported/pjrt/batching, large tensors, cold start,
-# exporter. Writes bench-results/<UTC timestamp>.{json,md,png} and latest.*; BENCH_ARGS=--quick.
+# One run (tests/bench/run.py, ~20 min on 2 cores): the one server (native engine, Python
+# workers, batching) beside the grpc-go echo floor and a real Triton 2.51 under ghz, the 1 GiB
+# load, issue 33's footprint, 16 MiB, the exporter, the Ray scale-out; every target met or
+# missed. Writes bench-results/<UTC timestamp>.{json,md,png} and latest.*; BENCH_ARGS=--quick
+# (a smoke run) or --only SECTION,...
 bench: setup
 	$(PY) -m tests.bench.run $(BENCH_ARGS)
 

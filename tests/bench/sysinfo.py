@@ -23,23 +23,6 @@ def process_cpu_s(pid: int) -> float:
     return (utime + stime) / _TICKS
 
 
-def thread_cpu_s(pid: int) -> dict[int, tuple[str, float]]:
-    """Per live thread of `pid`: tid -> (thread name, user + system CPU seconds).
-
-    Threads that exited are missing, so sums can fall short of `process_cpu_s`.
-    """
-    out: dict[int, tuple[str, float]] = {}
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        try:
-            text = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
-        except OSError:  # the thread exited meanwhile
-            continue
-        name = text[text.index("(") + 1 : text.rindex(")")]
-        fields = text[text.rindex(")") + 2 :].split()
-        out[int(tid)] = (name, (int(fields[11]) + int(fields[12])) / _TICKS)
-    return out
-
-
 def process_tree(pid: int) -> list[int]:
     """`pid` and its live descendants (children read from /proc/<pid>/task/*/children)."""
     out = [pid]
@@ -66,25 +49,6 @@ def tree_cpu_s(pid: int) -> tuple[float, float]:
         else:
             rest += cpu
     return own, rest
-
-
-def tree_thread_cpu_s(pid: int) -> dict[int, tuple[str, float]]:
-    """`thread_cpu_s` of every process of `pid`'s tree (thread ids are unique system-wide)."""
-    out: dict[int, tuple[str, float]] = {}
-    for p in process_tree(pid):
-        try:
-            out.update(thread_cpu_s(p))
-        except FileNotFoundError:
-            continue
-    return out
-
-
-def xla_cpu_s(before: dict[int, tuple[str, float]], after: dict[int, tuple[str, float]]) -> float:
-    """CPU seconds XLA's own threads (names starting `tf_`: execution and its intra-op pool)
-    spent between two `thread_cpu_s` samples. They live as long as the process, so the rest
-    of a process's CPU is its total minus this (threads that exited included)."""
-    return sum(cpu - before.get(tid, (name, 0.0))[1]
-               for tid, (name, cpu) in after.items() if name.startswith("tf_"))
 
 
 def process_rss_bytes(pid: int) -> tuple[int, int]:
@@ -142,3 +106,22 @@ def machine() -> dict[str, Any]:
         "grpcio": grpc.__version__,
         "numpy": np.__version__,
     }
+
+
+def tree_rss_bytes(pid: int) -> int:
+    """Resident bytes of `pid` and its live descendants together."""
+    total = 0
+    for p in process_tree(pid):
+        try:
+            total += process_rss_bytes(p)[0]
+        except OSError:
+            pass
+    return total
+
+
+def command(pid: int) -> str:
+    """The command line of `pid` ("" once it exited)."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+    except OSError:
+        return ""

@@ -24,7 +24,7 @@ import (
 	"os"
 	"time"
 
-	jaxport "github.com/jaxport/jaxport/clients/go"
+	"github.com/jaxport/jaxport/clients/go/jaxport"
 	pb "github.com/jaxport/jaxport/clients/go/gen/inference"
 	"google.golang.org/grpc"
 )
@@ -93,7 +93,7 @@ func call(args []string) error {
 		opts = append(opts, jaxport.WithDialOptions(grpc.WithInitialWindowSize(window),
 			grpc.WithInitialConnWindowSize(window)))
 	}
-	c, err := jaxport.Dial(ctx, *target, opts...)
+	c, err := jaxport.NewClient(*target, opts...)
 	if err != nil {
 		return err
 	}
