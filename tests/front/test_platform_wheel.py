@@ -4,12 +4,11 @@ toolchain: installed with the client wheel into a fresh venv whose PATH has none
 venv, `jaxport export` writes the bundled example model and a batched one, and `jaxport serve`
 executes both on the native engine (ModelConfig `engine` = `native`) with the artifacts'
 goldens as answers. The wheel's tag is honest: `manylinux_2_<N>`, N the highest glibc symbol
-version the front (objdump -T) or the plugin it loads needs. And where `jaxport serve` looks
-for the front (bridge/cli.py `front_binary`): `--front-binary`, the package's, next to the
-Python.
+version the front (objdump -T) or the plugin it loads needs. (Where `jaxport serve` looks for
+the front: tests/bridge/test_serve_cli.py::test_lookup_order.)
 
-The wheel tests are slow (the cgo build, then pip installing jax and the rest from the package
-index into the venv, the plugin download: minutes); the lookup order is not.
+Slow: the cgo build, then pip installing jax and the rest from the package index into the
+venv, the plugin download (minutes).
 """
 
 from __future__ import annotations
@@ -210,23 +209,3 @@ def test_installed_wheel_serves_natively_without_a_toolchain(
     assert report["batched"]["engine"] == "native" and report["batched"]["cases"], report
     assert report["batched"]["max_batch_size"] == 8 and report["batched"]["batching"], report
     assert not report["example"]["batching"], report
-
-
-def test_front_lookup_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """`--front-binary`, else the package's front when executable, else next to the Python."""
-    from jaxport.bridge import cli
-    from jaxport.bridge.settings import Settings
-
-    packaged = tmp_path / "bin" / "jaxport-front"
-    monkeypatch.setattr(cli, "PACKAGED_FRONT", packaged)
-    beside = Path(sys.executable).parent / "jaxport-front"
-    default = Settings.from_argv(["--repository", str(tmp_path)], environ={})
-    assert cli.front_binary(default) == beside  # a checkout: no front in the package
-    packaged.parent.mkdir()
-    packaged.write_bytes(b"")
-    assert cli.front_binary(default) == beside  # not executable: not a front
-    packaged.chmod(0o755)
-    assert cli.front_binary(default) == packaged
-    given = Settings.from_argv(["--repository", str(tmp_path), "--front-binary",
-                                str(tmp_path / "mine")], environ={})
-    assert cli.front_binary(given) == tmp_path / "mine"
