@@ -29,8 +29,9 @@ STATE = REPO / "build" / "containers"
 SUITE = "trixie"
 #: A Python base like docker.io/library/python:3.13-slim: Debian's Python 3.13, venv, CAs.
 PYTHON_BASE = ("apt", ("python3", "python3-venv", "ca-certificates"))
-#: A C/C++ runtime base like gcr.io/distroless/cc-debian12: glibc, libgcc, libstdc++ only.
-NATIVE_BASE = ("extract", ("libc6", "libgcc-s1", "libstdc++6"))
+#: A C/C++ runtime base like gcr.io/distroless/cc-debian12: glibc, libgcc, libstdc++, and
+#: base-files (the merged-/usr links: /lib64/ld-linux-x86-64.so.2 is every binary's loader).
+NATIVE_BASE = ("extract", ("base-files", "libc6", "libgcc-s1", "libstdc++6"))
 
 
 class PodmanError(RuntimeError):
@@ -130,7 +131,11 @@ def build(containerfile: str, tag: str, build_args: dict[str, str]) -> float:
     start = time.perf_counter()
     podman("build", "--network", "host", *ca_mounts(), "-f", REPO / containerfile, *args,
            "-t", tag, REPO, timeout=3600)
-    return time.perf_counter() - start
+    seconds = time.perf_counter() - start
+    # The images a rebuild left untagged (the previous build's layers): dropped, so
+    # build/containers stays bounded; the Go, zig and pip caches are cache mounts, kept.
+    podman("image", "prune", "-f")
+    return seconds
 
 
 def image_size(tag: str) -> int:
