@@ -46,6 +46,7 @@ CLIENTS = Path(__file__).with_name("image_clients.py")
 #: The artifact format's float32 rule (docs/artifact-format.md, Tolerances).
 RTOL, ATOL = 1e-4, 1e-5
 PLUGIN_IN_IMAGE = "/opt/jaxport/share/jaxport/pjrt/cpu/pjrt_c_api_cpu_plugin.so"
+NATIVE_PLUGIN = "/usr/local/share/jaxport/pjrt/cpu/pjrt_c_api_cpu_plugin.so"
 UID = 1000
 
 
@@ -214,3 +215,34 @@ def test_python_image_serves_natively(bases: dict[str, str], repository: tuple[P
     size = image_size(tag)
     print(f"\nimage {tag} (BASE {bases['python']}): {size / 1e6:.0f} MB, built in "
           f"{seconds:.0f} s\n{python_image_space(tag)}")
+
+
+@pytest.mark.slow  # builds the image (the cgo front and the plugin download: minutes cold)
+def test_native_image_serves_without_python(bases: dict[str, str], repository: tuple[Path, Path],
+                                            client_python: Path) -> None:
+    """The Python-free image: the front alone (no child process, so no Python worker) serves
+    the repository the native engine runs whole; goal <= 300 MB."""
+    tag = "localhost/jaxport-test/jaxport-front:latest"
+    seconds = build("bridge/deploy/kserve/Containerfile.native", tag,
+                    {"BASE": bases["native"], "BUILD_BASE": bases["python"],
+                     "GO_IMAGE": bases["go"]})
+    repo, work = repository
+    args = ["--repository=/mnt/models", "--host=127.0.0.1", "--port=0", "--metrics-port=0",
+            "--http-port=0", "--batching-models=batched:2000"]
+    with Container(tag, args, {repo: "/mnt/models"}, work / "native") as container:
+        report = check_serving(container, work, client_python)
+        pid = container.host_pid()
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        logs = container.logs()
+    assert container.exit_code == 0, logs[-4000:]
+    assert children == [], children  # no worker process: nothing but the front runs
+    for model in ("example", "batched"):
+        assert report[model]["engine"] == "native", report
+    engine = [json.loads(ln) for ln in logs.splitlines()
+              if ln.startswith("{") and '"msg":"native engine' in ln]
+    assert [r["msg"] for r in engine] == ["native engine on"], engine
+    assert str(engine[0]["plugin"]).startswith(f"{NATIVE_PLUGIN} (cpu, PJRT API"), engine
+    size = image_size(tag)
+    print(f"\nimage {tag} (BASE {bases['native']}): {size / 1e6:.0f} MB, built in "
+          f"{seconds:.0f} s")
+    assert size <= 300e6, size
