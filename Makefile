@@ -87,10 +87,13 @@ $(STAMP): pyproject.toml clients/python/pyproject.toml
 demo: setup
 	$(VENV)/bin/python -m jaxport.exporter.demo
 
-# The two tiers (tests/tiers.py says what each phase runs and prints how long each took).
-# make test: lint, generated-code drift, every pytest test not marked slow, conformance on the
-# shipped configuration with every runner. make test-all: every test, the full conformance
-# matrix, the Ray/KServe suite and perf_analyzer.
+# The two tiers (tests/tiers.py says what each phase runs and prints how long each took;
+# tests/README.md the rules). make test: lint, generated-code drift, the builds the tests use
+# (once, handed over by environment variable: tests/support/binaries.py), go vet + the Go unit
+# tests, every pytest test not marked slow, conformance (every runner on the shipped
+# configuration, one on the others). make test-all: every test, the full conformance matrix,
+# the Ray/KServe suite and perf_analyzer. Any other pytest run goes through
+# `tests/tiers.py pytest ARGS` (the same builds and variables first): make test-python.
 test: setup
 	$(PY) tests/tiers.py fast
 
@@ -98,7 +101,7 @@ test-all: setup $(PERF_VENV)/.installed
 	$(PY) tests/tiers.py all
 
 test-python: setup
-	$(VENV)/bin/python -m pytest -q -m 'not slow and not soak'
+	$(PY) tests/tiers.py pytest -m 'not slow and not soak'
 
 lint: setup
 	$(VENV)/bin/ruff check .
@@ -165,7 +168,7 @@ bench: setup
 	$(PY) -m tests.bench.run $(BENCH_ARGS)
 
 soak: setup
-	$(VENV)/bin/python -m pytest -q -s -m soak -o addopts='' --timeout=900
+	$(PY) tests/tiers.py pytest -s -m soak -o addopts='' --timeout=900
 
 # Hostile-input fuzz campaign against a live bridge (docs/security.md): 10,000 cases across every
 # RPC, streams, shared memory and repository control from 4 threads, then SIGTERM. Not part of
@@ -234,7 +237,7 @@ conformance-peers: setup peers-runner $(PEERS)/triton/.installed $(PEERS)/kserve
 # Serve's gRPC proxy. Not part of `make test`: ~1-2 min and ~2 GB on 2 cores, ~10 Ray processes.
 .PHONY: test-scale
 test-scale: setup
-	$(PY) -m pytest -q -p no:cacheprovider -o addopts='' --timeout=900 tests/scale/scale_ray.py tests/scale/kserve_crds.py
+	$(PY) tests/tiers.py pytest -o addopts='' --timeout=900 tests/scale/scale_ray.py tests/scale/kserve_crds.py
 
 # perf_analyzer (from the tritonclient 2.50.0 wheel) against a real bridge (issue 14,
 # tests/bridge/perf_analyzer_run.py): BOOL random data, -b 2/-b 3 without --batching, --streaming,
@@ -252,7 +255,7 @@ $(PERF_VENV)/.installed: | $(STAMP)
 
 .PHONY: test-perf-analyzer
 test-perf-analyzer: setup $(PERF_VENV)/.installed
-	$(PY) -m pytest -q -p no:cacheprovider -o addopts='' tests/bridge/perf_analyzer_run.py
+	$(PY) tests/tiers.py pytest -o addopts='' tests/bridge/perf_analyzer_run.py
 
 # ---- C++: the library and the PJRT CPU plugin (issues 26, 40; docs/cpp.md) ------------------
 # make pjrt-plugin: XLA's CPU PJRT plugin pjrt_c_api_cpu_plugin.so (XLA of jaxlib 0.11.2, PJRT C

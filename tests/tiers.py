@@ -1,35 +1,56 @@
 #!/usr/bin/env python3
 """The two test tiers, phase by phase, with how long each phase took.
 
-    .venv/bin/python tests/tiers.py fast    # `make test`: what a newcomer and the inner loop run
-    .venv/bin/python tests/tiers.py all     # `make test-all`: everything (CI runs this)
+    .venv/bin/python tests/tiers.py fast          # `make test`: the inner loop, <= 5 min here
+    .venv/bin/python tests/tiers.py all           # `make test-all`: everything (CI runs this)
+    .venv/bin/python tests/tiers.py pytest ARGS   # build, then pytest ARGS with the same set-up
+    .venv/bin/python tests/tiers.py build [fast|all]   # only the builds
 
-fast: lint (ruff, buf lint, buf breaking), generated-code drift, every pytest test not marked
-`slow` (in-process tests and live tests against `jaxport serve`'s native front), and the
-conformance suite on the shipped configuration with every runner (Python sync and asyncio, Go,
-Java, REST) plus the other server configurations with one runner and a few cases per other
-runner (tests/conformance/run.py --tier fast).
+Phases (tests/README.md says the rules they hold the tests to):
 
-all: the same lint and drift phases, every pytest test (the `slow` ones too: wheel installs,
-real-model exports, live Hypothesis runs, the fuzz smoke), the full conformance matrix (every
-runner against every server configuration), the Ray Serve / KServe suite (tests/scale) and
-perf_analyzer against a live bridge.
+1. lint: ruff, buf lint, buf breaking, generated-code drift;
+2. build: every program the tests run, built ONCE here and handed over by environment variable
+   (tests/support/binaries.py: the front and jaxport-native-goldens of `make setup`, the Go
+   conformance runner and example, the bench's wire tool, the engine's Go test binary, the Java
+   client + runner compiled (and its JUnit tests run) by one Maven call, the C++ library). No
+   test builds anything; one whose program is missing fails naming its variable;
+3. go: `go vet` and the unit tests of every Go module (bridge/front: the serving rules of the
+   one server; clients/go; tests/bench/wire);
+4. pytest: two processes (pytest-xdist, a file each); fast: every test not marked `slow`. The
+   test models come from the shared export cache (tests/support/exports.py, JAXPORT_TEST_EXPORTS),
+   so each is exported once and reused while its sources do not change;
+5. conformance (tests/conformance/run.py --tier): fast = every runner (Python sync and asyncio,
+   Go, Java, REST) over every case against the shipped configuration, the other configurations
+   (workers only, engine pjrt, mTLS + token and the refusal without a client certificate) with
+   one runner over every case; all = every runner over every case everywhere;
+6. all only: the Ray Serve / KServe suite (tests/scale) and perf_analyzer.
 
-Every phase runs even when an earlier one failed (so one run shows every failure); the exit
-status is 1 if any failed. The closing table names each phase, its wall time and its result, so
-a slow addition shows in the log.
+Every phase runs even when an earlier one failed (one run shows every failure); the exit status
+is 1 if any failed. The closing table names each phase, its wall time and its result, and the
+pytest phase lists every test over the fast tier's budget (BUDGET_S, set-up included), so a slow
+addition shows in the log: mark it `slow` with its reason (tests/README.md).
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+import tempfile
 import time
+import xml.etree.ElementTree as ET
+from collections.abc import Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))
+
+from support import binaries, exports  # noqa: E402
+
 BIN = Path(sys.executable).parent
 PY = sys.executable
+#: A fast-tier test (set-up included) longer than this is listed after the pytest phase.
+BUDGET_S = 10.0
 
 LINT = [
     ("ruff", [str(BIN / "ruff"), "check", "."]),
@@ -38,47 +59,118 @@ LINT = [
                       "proto/baseline.binpb"]),
     ("generated-code drift", [PY, "proto/generate.py", "--check"]),
 ]
+GO = [
+    ("go vet + unit tests (bridge/front)", "bridge/front"),
+    ("go vet + unit tests (clients/go)", "clients/go"),
+    ("go vet (tests/bench/wire)", "tests/bench/wire"),
+]
 PYTEST = [PY, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
 #: Two pytest processes (pytest-xdist), a test file each at a time: most live tests wait on a
 #: server or a subprocess, so two keep both cores busy; session fixtures run once per process.
-#: The 15 slowest tests are listed, so a slow addition shows.
 PARALLEL = ["-n", "2", "--dist", "loadfile", "--durations=15"]
-
-PHASES = {
-    "fast": [
-        *LINT,
-        ("pytest (not slow)", [*PYTEST, *PARALLEL, "-m", "not slow and not soak"]),
-        ("conformance (shipped configuration, every runner)",
-         [PY, "tests/conformance/run.py", "--tier", "fast"]),
-    ],
-    "all": [
-        *LINT,
-        ("pytest (every test but the soak)", [*PYTEST, *PARALLEL, "-m", "not soak"]),
-        ("conformance (every configuration, every runner)",
-         [PY, "tests/conformance/run.py", "--tier", "all"]),
-        ("scale (Ray Serve cluster, KServe runtime)",
-         [*PYTEST, "-o", "addopts=", "--timeout=900", "tests/scale/scale_ray.py",
-          "tests/scale/kserve_crds.py"]),
-        ("perf_analyzer", [*PYTEST, "-o", "addopts=", "tests/bridge/perf_analyzer_run.py"]),
-    ],
-}
+MARKS = {"fast": "not slow and not soak", "all": "not soak"}
 
 
-def main(argv: list[str]) -> int:
-    if len(argv) != 1 or argv[0] not in PHASES:
-        print(f"usage: tiers.py {{{'|'.join(PHASES)}}}", file=sys.stderr)
-        return 2
-    tier = argv[0]
+def test_environment(tier: str) -> dict[str, str]:
+    """What every test process gets: the handed-over programs, the export cache, and this
+    interpreter as the workers' Python (the Go tests start real workers)."""
+    return {**os.environ, **binaries.environment(tier),
+            exports.ENV: os.environ.get(exports.ENV) or str(REPO / "build" / "test-exports"),
+            "JAXPORT_WORKER_PYTHON": PY}
+
+
+def run(cmd: list[str], env: dict[str, str], cwd: Path = REPO) -> int:
+    return subprocess.run(cmd, cwd=cwd, env=env).returncode
+
+
+def build_phase(tier: str) -> Callable[[dict[str, str]], int]:
+    def phase(env: dict[str, str]) -> int:
+        failures = binaries.build_all(tier)
+        for line in failures:
+            print(f"tiers: build: {line}", flush=True)
+        return 1 if failures else 0
+    return phase
+
+
+def go_phase(module: str) -> Callable[[dict[str, str]], int]:
+    def phase(env: dict[str, str]) -> int:
+        cwd = REPO / module
+        rc = run(["go", "vet", "./..."], env, cwd)
+        if module != "tests/bench/wire":
+            rc = run(["go", "test", "./..."], env, cwd) or rc
+        return rc
+    return phase
+
+
+def over_budget(junit: Path, budget: float = BUDGET_S) -> list[tuple[float, str]]:
+    """(seconds, test id) of every test in a JUnit report that took longer than `budget`."""
+    if not junit.exists():
+        return []
+    out = []
+    for case in ET.parse(junit).getroot().iter("testcase"):
+        seconds = float(case.get("time") or 0)
+        if seconds > budget:
+            path = case.get("classname", "").replace(".", "/")
+            out.append((seconds, f"{path}.py::{case.get('name')}"))
+    return sorted(out, reverse=True)
+
+
+def pytest_phase(tier: str) -> Callable[[dict[str, str]], int]:
+    def phase(env: dict[str, str]) -> int:
+        with tempfile.TemporaryDirectory(prefix="jaxport-tiers-") as tmp:
+            junit = Path(tmp) / "junit.xml"
+            rc = run([*PYTEST, *PARALLEL, "-m", MARKS[tier], f"--junitxml={junit}",
+                      "-o", "junit_duration_report=total"], env)
+            slow = over_budget(junit)
+        if tier == "fast":
+            print(f"\n##### fast-tier tests over the {BUDGET_S:.0f} s budget (set-up included): "
+                  f"{len(slow)}")
+            for seconds, name in slow:
+                print(f"  {seconds:7.1f} s  {name}")
+            if slow:
+                print("  (a test that stays over the budget on a quiet machine belongs in the "
+                      "slow tier: mark it slow with its reason, tests/README.md)")
+        return rc
+    return phase
+
+
+def command(cmd: list[str]) -> Callable[[dict[str, str]], int]:
+    return lambda env: run(cmd, env)
+
+
+def phases(tier: str) -> list[tuple[str, Callable[[dict[str, str]], int]]]:
+    out = [(name, command(cmd)) for name, cmd in LINT]
+    out.append((f"build ({tier})", build_phase(tier)))
+    out += [(name, go_phase(module)) for name, module in GO]
+    if tier == "fast":
+        out.append(("pytest (not slow)", pytest_phase(tier)))
+        out.append(("conformance (every runner on the shipped configuration, one on the others)",
+                    command([PY, "tests/conformance/run.py", "--tier", "fast"])))
+        return out
+    out.append(("pytest (every test but the soak)", pytest_phase(tier)))
+    out.append(("conformance (every configuration, every runner)",
+                command([PY, "tests/conformance/run.py", "--tier", "all"])))
+    out.append(("scale (Ray Serve cluster, KServe runtime)",
+                command([*PYTEST, "-o", "addopts=", "--timeout=900", "tests/scale/scale_ray.py",
+                         "tests/scale/kserve_crds.py"])))
+    out.append(("perf_analyzer",
+                command([*PYTEST, "-o", "addopts=", "tests/bridge/perf_analyzer_run.py"])))
+    return out
+
+
+def run_phases(tier: str, todo: list[tuple[str, Callable[[dict[str, str]], int]]]) -> int:
+    env = test_environment(tier)
     rows: list[tuple[str, float, int]] = []
     start = time.perf_counter()
-    for name, cmd in PHASES[tier]:
-        print(f"\n##### {tier}: {name}: {' '.join(cmd)}", flush=True)
+    for name, phase in todo:
+        print(f"\n##### {tier}: {name}", flush=True)
         t0 = time.perf_counter()
-        rc = subprocess.run(cmd, cwd=REPO).returncode
+        rc = phase(env)
         rows.append((name, time.perf_counter() - t0, rc))
     total = time.perf_counter() - start
     width = max(len(n) for n, _, _ in rows)
-    print(f"\n##### make {'test' if tier == 'fast' else 'test-all'}: phases")
+    print(f"\n##### {tier}: phases (load average at the end: "
+          f"{', '.join(f'{x:.1f}' for x in os.getloadavg())})")
     for name, seconds, rc in rows:
         print(f"  {name:<{width}}  {seconds:7.1f} s  {'ok' if rc == 0 else f'FAILED (exit {rc})'}")
     print(f"  {'total':<{width}}  {total:7.1f} s")
@@ -87,6 +179,27 @@ def main(argv: list[str]) -> int:
         print(f"tiers: {tier}: failed phases: {', '.join(failed)}")
         return 1
     return 0
+
+
+USAGE = "usage: tiers.py {fast|all} | tiers.py build [fast|all] | tiers.py pytest [PYTEST ARGS]"
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] == ["pytest"]:
+        env = test_environment("all")
+        failures = binaries.build_all("all")
+        for line in failures:
+            print(f"tiers: build: {line}", file=sys.stderr)
+        if failures:
+            return 1
+        return run([*PYTEST, *argv[1:]], env)
+    if argv[:1] == ["build"] and len(argv) <= 2 and (argv[1:] or ["fast"])[0] in MARKS:
+        tier = (argv[1:] or ["fast"])[0]
+        return run_phases(tier, [(f"build ({tier})", build_phase(tier))])
+    if len(argv) != 1 or argv[0] not in MARKS:
+        print(USAGE, file=sys.stderr)
+        return 2
+    return run_phases(argv[0], phases(argv[0]))
 
 
 if __name__ == "__main__":

@@ -5,14 +5,19 @@ runners over every case, stop each server by PID; exit 1 if any runner or case f
     .venv/bin/python tests/conformance/run.py [--tier fast|all] [--only python,go,java]
                                               [--keep] [--front-workers N]
 
-Each server is `jaxport serve` (the native front: bridge/front, Go, built with `go build` for
-the run and handed to jaxport serve as `--front-binary`, before `--front-workers` Python
-execution workers). Four server configurations:
+Each server is `jaxport serve` (the native front, with `--front-workers` Python execution
+workers for the models it leaves to them). The programs are the ones tests/tiers.py built for
+the run and handed over (tests/support/binaries.py: the front, the Go runner and example, the
+Java classes and their classpath); run alone, this builds them first the same way. Nothing is
+built per configuration: the Go runner is a binary, the Java runner `java -cp` of the classes
+one Maven call compiled (the Java client's JUnit tests ran in that call; `go vet` and the Go
+unit tests are tests/tiers.py's go phase). The suite models come from the shared export cache
+(tests/support/exports.py). Four server configurations:
 
 1. the shipped one (no engine flag): the front's native engine executes every model it can
    through the PJRT C API (docs/native-engine.md), the workers the rest; every runner (Python
-   sync and asyncio, Go, Java, the Python REST runner) over every case, plus `go vet`/`go
-   test`, the Java client's JUnit tests and each language's example;
+   sync and asyncio, Go, Java, the Python REST runner) over every case, plus each language's
+   example;
 2. `--pjrt-plugin none`: every model on the Python workers (`--engine exported`), the engine
    the native one must agree with;
 3. `--engine pjrt` on the workers (the raw `model.mlirbc` bound from the manifest by jaxlib);
@@ -21,9 +26,8 @@ execution workers). Four server configurations:
    certificate and must be refused (its one case fails with UNAVAILABLE).
 
 `--tier all` (`make test-all`) runs every runner over every case against 2 to 4 as well.
-`--tier fast` (`make test`, the default) runs the Python runner over every case against 2 to
-4 and each other runner over a few cases there (SAMPLE: the fp32 inference and error cases),
-so each transport path of each language still meets each configuration once.
+`--tier fast` (`make test`, the default) runs one runner (Python, gRPC) over every case against
+2 to 4, and the refusal without a client certificate in every language.
 
 Go and Java toolchains are required: when one is missing this says which and fails (it never
 skips a language silently).
@@ -72,12 +76,7 @@ sys.path.insert(0, str(REPO))
 #: every other case (`suite_cases`); `check_pending` runs these alone and requires that they
 #: still fail as documented. Once the change lands a pending case passes and run.py fails,
 #: saying to delete its entry here: the lead's check after the merge.
-PENDING_SERVER_CHANGES: dict[str, tuple[str, str]] = {
-    "stream_final_response": (
-        "stream response 'final-1': parameter 'triton_final_response' is '(absent)'",
-        "S1: triton_final_response=true on every stream response, opt-in or not (Triton's "
-        "stream_infer_handler.cc; docs/user_guide/decoupled_models.md)"),
-}
+PENDING_SERVER_CHANGES: dict[str, tuple[str, str]] = {}
 _SUITE_CASES: list[Path] = []
 
 
@@ -185,64 +184,54 @@ def run_step(label: str, cmd: list[str], cwd: Path, log: list[str],
     return rc
 
 
-#: The cases each runner but the Python one runs against the other server configurations in
-#: the fast tier (a substring of case names, as every runner's --run takes): fp32 inference with
-#: raw and typed contents, special values and NaN outputs, its metadata and classification.
-SAMPLE = "fp32"
+def java_command(main_class: str, *args: str) -> list[str]:
+    """`java -cp CLASSPATH MAIN ARGS` over the classes the build compiled (its classpath file)."""
+    from tests.support.binaries import path
+
+    classpath = path("java-classpath").read_text().strip()
+    return ["java", "-cp", classpath, main_class, *args]
 
 
-def language_steps(lang: str, url: str, full: bool, only: str = ""
-                   ) -> list[tuple[str, list[str], Path]]:
-    """The commands of one language: with `full`, unit checks and the example as well as its
-    conformance runner (whose summary line ends the step's output); `only`: the runner runs the
-    cases whose name contains it (all when empty; Python's synchronous runner always runs all,
-    its asyncio twin takes `only`)."""
-    run = ["--run", only] if only else []
+def language_steps(lang: str, url: str, full: bool) -> list[tuple[str, list[str], Path]]:
+    """The commands of one language: its conformance runner over every case (whose summary line
+    ends the step's output), with `full` also its example (and Python's asyncio runner)."""
+    from tests.support.binaries import path
+
+    cases = str(suite_cases())
     if lang == "python":
         runner = ("python runner", [sys.executable, str(HERE / "runner.py"), "--url", url,
-                                    "--cases", str(suite_cases())], REPO)
-        # The same cases through AsyncInferenceClient (its summary is "python-async").
-        async_runner = ("python async runner", [*runner[1], *run, "--async"], REPO)
-        if not full:
-            return [runner, async_runner]
-        return [runner, async_runner,
-                ("python example", [sys.executable, str(PY_EXAMPLE), url, "cf_multi"], REPO)]
-    if lang == "go":
-        runner = ("go runner", ["go", "run", "./cmd/jaxport-conformance", "--url", url,
-                                "--cases", str(suite_cases()), *run], GO_DIR)
+                                    "--cases", cases], REPO)
         if not full:
             return [runner]
-        return [
-            ("go vet", ["go", "vet", "./..."], GO_DIR),
-            ("go test", ["go", "test", "./..."], GO_DIR),
-            runner,
-            ("go example", ["go", "run", "./examples/infer", "--url", url,
-                            "--model", "cf_multi"], GO_DIR),
-        ]
-    mvn = ["mvn", "-B", "-q", "-Dstyle.color=never"]
-    option = [f"-Dconformance.option=--run={only}"] if only else []
+        # The same cases through AsyncInferenceClient (its summary is "python-async").
+        return [runner, ("python async runner", [*runner[1], "--async"], REPO),
+                ("python example", [sys.executable, str(PY_EXAMPLE), url, "cf_multi"], REPO)]
+    if lang == "go":
+        runner = ("go runner", [str(path("go-conformance")), "--url", url, "--cases", cases],
+                  GO_DIR)
+        if not full:
+            return [runner]
+        return [runner, ("go example", [str(path("go-example")), "--url", url,
+                                        "--model", "cf_multi"], GO_DIR)]
+    runner = ("java runner", java_command("dev.jaxport.conformance.ConformanceRunner",
+                                          "--url", url, "--cases", cases), JAVA_DIR)
     if not full:
-        return [("java runner", [*mvn, "test-compile", "exec:exec@conformance",
-                                 f"-Dconformance.url={url}", f"-Dconformance.cases={suite_cases()}",
-                                 *option], JAVA_DIR)]
-    return [("java test + runner + example",
-             [*mvn, "test", "exec:exec@conformance", "exec:exec@example",
-              f"-Dconformance.url={url}", f"-Dconformance.cases={suite_cases()}",
-              f"-Dexample.url={url}", "-Dexample.model=cf_multi"], JAVA_DIR)]
+        return [runner]
+    return [runner, ("java example", java_command("dev.jaxport.client.examples.InferExample",
+                                                  url, "cf_multi"), JAVA_DIR)]
 
 
 def refusal_step(lang: str, url: str) -> tuple[str, list[str], Path]:
     """The runner of one language over REFUSAL_CASE only (run without a client certificate)."""
+    from tests.support.binaries import path
+
+    run = ["--url", url, "--cases", str(suite_cases()), "--run", REFUSAL_CASE]
     if lang == "python":
-        return ("python runner", [sys.executable, str(HERE / "runner.py"), "--url", url,
-                                  "--cases", str(suite_cases()), "--run", REFUSAL_CASE], REPO)
+        return ("python runner", [sys.executable, str(HERE / "runner.py"), *run], REPO)
     if lang == "go":
-        return ("go runner", ["go", "run", "./cmd/jaxport-conformance", "--url", url,
-                              "--cases", str(suite_cases()), "--run", REFUSAL_CASE], GO_DIR)
-    return ("java runner", ["mvn", "-B", "-q", "-Dstyle.color=never", "test-compile",
-                            "exec:exec@conformance", f"-Dconformance.url={url}",
-                            f"-Dconformance.cases={suite_cases()}",
-                            f"-Dconformance.option=--run={REFUSAL_CASE}"], JAVA_DIR)
+        return ("go runner", [str(path("go-conformance")), *run], GO_DIR)
+    return ("java runner", java_command("dev.jaxport.conformance.ConformanceRunner", *run),
+            JAVA_DIR)
 
 
 def check_refused(lang: str, rc: int, output: str) -> str | None:
@@ -259,15 +248,15 @@ def check_refused(lang: str, rc: int, output: str) -> str | None:
 
 
 def run_against_bridge(name: str, bridge_args: list[str], repository: Path, work: Path,
-                       languages: list[str], full: bool, only: str,
+                       languages: list[str], full: bool,
                        results: dict[str, tuple[int, int]], failed_steps: list[str],
                        env: dict[str, str | None] | None = None,
                        ca_pem: Path | None = None,
                        client_pair: tuple[Path, Path] | None = None,
-                       pending: bool = False) -> None:
+                       pending: bool = False, refusals: list[str] | None = None) -> None:
     """Serve `repository` with one configuration of `jaxport serve` and run each language
-    (and the REST runner) against it; `full`/`only` as for language_steps. With `client_pair`
-    (mutual TLS), each language then runs once without it and must be refused."""
+    (and, with `full`, the REST runner) against it; `full` as for language_steps. With
+    `client_pair` (mutual TLS), each language then runs once without it and must be refused."""
     from tests.support.bridge import BridgeProcess
 
     bridge = BridgeProcess(repository, *bridge_args,
@@ -292,7 +281,7 @@ def run_against_bridge(name: str, bridge_args: list[str], repository: Path, work
               f"{bridge.address}", flush=True)
         for lang in languages:
             key = f"{lang} ({name})"
-            for label, cmd, cwd in language_steps(lang, bridge.address, full, only):
+            for label, cmd, cwd in language_steps(lang, bridge.address, full):
                 log: list[str] = []
                 rc = run_step(f"{label} ({name})", cmd, cwd, log, env)
                 found = SUMMARY.findall("".join(log))
@@ -304,14 +293,14 @@ def run_against_bridge(name: str, bridge_args: list[str], repository: Path, work
                     break
             if key not in results:
                 failed_steps.append(f"{key}: runner produced no summary")
-        if "python" in languages:
-            run_rest(name, bridge, only, results, failed_steps, env)
+        if "python" in languages and full:
+            run_rest(name, bridge, results, failed_steps, env)
         if pending:
             check_pending(bridge.address, failed_steps, env)
         if client_pair is not None:
             no_cert = {**(env or {}), "JAXPORT_CONFORMANCE_CERT": None,
                        "JAXPORT_CONFORMANCE_KEY": None}
-            for lang in languages:
+            for lang in refusals or languages:
                 label, cmd, cwd = refusal_step(lang, bridge.address)
                 log = []
                 rc = run_step(f"{label} ({name}, no client certificate: must be refused)",
@@ -328,10 +317,10 @@ def run_against_bridge(name: str, bridge_args: list[str], repository: Path, work
         print(f"conformance: bridge ({name}) stopped by pid (exit {rc})", flush=True)
 
 
-def run_rest(name: str, bridge, only: str, results: dict[str, tuple[int, int]],
+def run_rest(name: str, bridge, results: dict[str, tuple[int, int]],
              failed_steps: list[str], env: dict[str, str | None] | None) -> None:
     """The Python REST runner against the front's --http-port (the same TLS/token settings
-    come through JAXPORT_CONFORMANCE_* in `env`); `only` as for language_steps."""
+    come through JAXPORT_CONFORMANCE_* in `env`)."""
     ports = json.loads(bridge.port_file.read_text())
     if int(ports.get("http_port", -1)) < 0:
         failed_steps.append(f"python-rest ({name}): the front reported no http_port")
@@ -339,8 +328,7 @@ def run_rest(name: str, bridge, only: str, results: dict[str, tuple[int, int]],
     label = f"python REST runner ({name})"
     log: list[str] = []
     rc = run_step(label, [sys.executable, str(HERE / "rest_runner.py"), "--url",
-                          f"127.0.0.1:{ports['http_port']}", "--cases", str(suite_cases()),
-                          *(["--run", only] if only else [])],
+                          f"127.0.0.1:{ports['http_port']}", "--cases", str(suite_cases())],
                   REPO, log, env)
     found = SUMMARY.findall("".join(log))
     if found:
@@ -351,33 +339,51 @@ def run_rest(name: str, bridge, only: str, results: dict[str, tuple[int, int]],
         failed_steps.append(label)
 
 
-def build_native_front(work: Path, workers: int) -> list[str] | None:
-    """`go build` bridge/front into `work`; the `jaxport serve` flags that serve with it (the
-    front of the tree under test: .venv/bin/jaxport-front may be older)."""
-    binary = work / "jaxport-front"
-    cmd = ["go", "build", "-o", str(binary), "."]
-    if run_step("build native front", cmd, REPO / "bridge" / "front", []) != 0:
-        print("conformance: error: go build of bridge/front failed", file=sys.stderr)
-        return None
-    # --system-shared-memory: the suite's REST shared-memory case (rest_system_shm_infer) needs
-    # the extension on; the bridge then claims it (ServerMetadata.extensions).
-    return ["--front-binary", str(binary), "--workers", str(workers), "--system-shared-memory"]
+def front_flags(workers: int) -> list[str]:
+    """The `jaxport serve` flags every configuration starts with: the handed-over front (the
+    tree under test's) and its workers. --system-shared-memory: the suite's REST shared-memory
+    case (rest_system_shm_infer) needs the extension on; the bridge then claims it
+    (ServerMetadata.extensions)."""
+    from tests.support.binaries import path
+
+    return ["--front-binary", str(path("front")), "--workers", str(workers),
+            "--system-shared-memory"]
+
+
+def handed_over(tier: str) -> list[str]:
+    """Set the programs' variables, building them first when this runs outside
+    tests/tiers.py (make conformance); the build failures, one line each."""
+    from tests.support import binaries
+
+    wanted = binaries.environment(tier)
+    if all(os.environ.get(k) == v and Path(v).exists() for k, v in wanted.items()):
+        return []
+    failures = binaries.build_all(tier, log=lambda line: print(line, flush=True))
+    os.environ.update(wanted)
+    return failures
+
+
+def suite_repository() -> Path:
+    """Every suite model as `<name>/1/`, from the shared export cache."""
+    from tests.support.exports import exported
+
+    return exported("conformance-suite", export_models, sources=[HERE / "models.py"])
 
 
 def run_sequence(tier: str, front: list[str], repository: Path, work: Path,
                  languages: list[str], results: dict[str, tuple[int, int]],
                  failed_steps: list[str]) -> None:
-    """The shipped configuration (every language over every case, unit checks and examples
-    too), then the workers alone, engine pjrt, and mTLS + token with the refusal without a
-    client certificate; those three over every case (tier all) or SAMPLE (tier fast, see the
-    module doc)."""
-    only = "" if tier == "all" else SAMPLE
+    """The shipped configuration (every language over every case, and the examples), then the
+    workers alone, engine pjrt, and mTLS + token with the refusal without a client certificate
+    in every language; those three with every runner (tier all) or the Python one (tier fast)
+    over every case."""
+    others = languages if tier == "all" else [x for x in languages if x == "python"]
     run_against_bridge("shipped (native engine)", front, repository, work,
-                       languages, True, "", results, failed_steps, pending=True)
+                       languages, True, results, failed_steps, pending=True)
     run_against_bridge("workers only", ["--pjrt-plugin", "none", *front], repository, work,
-                       languages, False, only, results, failed_steps)
+                       others, False, results, failed_steps)
     run_against_bridge("engine pjrt", ["--engine", "pjrt", *front], repository, work,
-                       languages, False, only, results, failed_steps)
+                       others, False, results, failed_steps)
     from tests.support.certs import make_pki
 
     pki = make_pki(work / "pki")
@@ -387,12 +393,13 @@ def run_sequence(tier: str, front: list[str], repository: Path, work: Path,
         "mtls + token",
         ["--tls-cert", str(pki.server_cert), "--tls-key", str(pki.server_key),
          "--tls-client-ca", str(pki.ca_cert), "--auth-token-file", str(token_file), *front],
-        repository, work, languages, False, only, results, failed_steps,
+        repository, work, others, False, results, failed_steps,
         env={"JAXPORT_CONFORMANCE_CA": str(pki.ca_cert),
              "JAXPORT_CONFORMANCE_CERT": str(pki.client_cert),
              "JAXPORT_CONFORMANCE_KEY": str(pki.client_key),
              "JAXPORT_CONFORMANCE_TOKEN": "conformance-secret"},
-        ca_pem=pki.ca_cert, client_pair=(pki.client_cert, pki.client_key))
+        ca_pem=pki.ca_cert, client_pair=(pki.client_cert, pki.client_key),
+        refusals=languages)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -400,12 +407,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[1])
     parser.add_argument("--tier", choices=("fast", "all"), default="fast",
                         help="'fast' (make test, default): every runner over every case against "
-                             "the shipped configuration, the other configurations with the "
-                             "Python runner and a sample per other runner; 'all' (make "
-                             "test-all): every runner over every case everywhere")
+                             "the shipped configuration, the Python runner over every case "
+                             "against the others; 'all' (make test-all): every runner over "
+                             "every case everywhere")
     parser.add_argument("--only", default=",".join(LANGUAGES),
                         help="comma-separated languages to run (default: all three)")
-    parser.add_argument("--keep", action="store_true", help="keep the temporary repository")
+    parser.add_argument("--keep", action="store_true",
+                        help="keep the work directory (server logs, certificates)")
     parser.add_argument("--front-workers", type=int, default=2,
                         help="Python execution workers behind the front (default 2)")
     args = parser.parse_args(argv)
@@ -420,24 +428,22 @@ def main(argv: list[str] | None = None) -> int:
         print("conformance: FAILED (a required toolchain is missing; no language is skipped)",
               file=sys.stderr)
         return 1
-    if shutil.which("go") is None:
-        print("conformance: error: the native front needs the Go toolchain (`go` on PATH) to "
-              "build bridge/front", file=sys.stderr)
-        return 1
-
-    work = Path(tempfile.mkdtemp(prefix="jaxport-conformance-"))
-    repository = work / "repository"
     start = time.perf_counter()
+    problems = handed_over(args.tier)
+    if problems:
+        for p in problems:
+            print(f"conformance: error: {p}", file=sys.stderr)
+        return 1
+    work = Path(tempfile.mkdtemp(prefix="jaxport-conformance-"))
     results: dict[str, tuple[int, int]] = {}
     failed_steps: list[str] = []
     try:
-        front = build_native_front(work, args.front_workers)
-        if front is None:
-            return 1
-        export_models(repository)
-        print(f"conformance: exported {len(list(repository.iterdir()))} suite models in "
-              f"{time.perf_counter() - start:.1f} s to {repository}", flush=True)
-        run_sequence(args.tier, front, repository, work, languages, results, failed_steps)
+        t0 = time.perf_counter()
+        repository = suite_repository()
+        print(f"conformance: {len(list(repository.iterdir()))} suite models in {repository} "
+              f"({time.perf_counter() - t0:.1f} s, shared export cache)", flush=True)
+        run_sequence(args.tier, front_flags(args.front_workers), repository, work, languages,
+                     results, failed_steps)
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)

@@ -1,0 +1,115 @@
+"""The tests' export cache: each test model is exported once and shared by every test
+directory and both pytest-xdist processes (and by the next run while nothing it depends on
+changed).
+
+    from support.exports import exported
+    path = exported("mlp", lambda out: export(fn, params, specs, out, quiet=True),
+                    sources=[Path(models.__file__)], options={"goldens": 2})
+
+An entry is `<root>/<name>-<key>/`, where the key is a sha256 over
+- the entry's name and `options` (the export options, as canonical JSON: every option that
+  changes the artifact must be in it),
+- the text of each file in `sources` (the model's code, and the module holding its export
+  call),
+- the text of every Python file of the exporter and of `jaxport.artifact` (what writes the
+  artifact), and the versions of jax, jaxlib, numpy and tensorstore.
+The root is JAXPORT_TEST_EXPORTS (tests/tiers.py sets it) or build/test-exports.
+
+Safe under concurrency: the first process to need an entry takes its file lock
+(`fcntl.flock`), exports into a temporary directory beside it and renames that into place
+(atomic), so another process either waits on the lock or sees the finished directory, never a
+half-written one. An export that raises leaves nothing behind.
+
+Entries are shared and READ-ONLY by convention: a test that changes an artifact copies it first
+(`copy_of`).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+from collections.abc import Callable, Iterable, Mapping
+from functools import cache
+from importlib import metadata
+from pathlib import Path
+
+__all__ = ["ENV", "cache_root", "copy_of", "entry_key", "exported"]
+
+REPO = Path(__file__).resolve().parents[2]
+ENV = "JAXPORT_TEST_EXPORTS"
+#: What writes an artifact besides the model: a change in any of these files is a new key.
+WRITERS = (REPO / "exporter", REPO / "clients" / "python" / "artifact")
+VERSIONED = ("jax", "jaxlib", "numpy", "tensorstore")
+
+
+def cache_root() -> Path:
+    """Where entries live (created on first use)."""
+    root = Path(os.environ.get(ENV) or REPO / "build" / "test-exports")
+    root.mkdir(parents=True, exist_ok=True)
+    return root
+
+
+@cache
+def _writers_digest() -> str:
+    h = hashlib.sha256()
+    for top in WRITERS:
+        for path in sorted(top.rglob("*.py")):
+            if "__pycache__" in path.parts:
+                continue
+            h.update(str(path.relative_to(REPO)).encode() + b"\0" + path.read_bytes() + b"\0")
+    for dist in VERSIONED:
+        try:
+            version = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            version = "-"
+        h.update(f"{dist}={version}\0".encode())
+    return h.hexdigest()
+
+
+@cache
+def _file_digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def entry_key(name: str, sources: Iterable[Path], options: Mapping[str, object]) -> str:
+    """The key of an entry (see the module doc): 16 hex digits."""
+    h = hashlib.sha256()
+    h.update(name.encode() + b"\0")
+    h.update(json.dumps(options, sort_keys=True, default=repr).encode() + b"\0")
+    for path in sorted({Path(p).resolve() for p in sources}):
+        h.update(str(path).encode() + b"\0" + _file_digest(path).encode() + b"\0")
+    h.update(_writers_digest().encode())
+    return h.hexdigest()[:16]
+
+
+def exported(name: str, export: Callable[[Path], object], *, sources: Iterable[Path],
+             options: Mapping[str, object] | None = None) -> Path:
+    """The cached artifact (or repository, or any directory) `export(out)` writes into `out`,
+    made once under the entry's lock; its path."""
+    if os.sep in name or not name:
+        raise ValueError(f"entry name {name!r}: one path component")
+    root = cache_root()
+    final = root / f"{name}-{entry_key(name, sources, options or {})}"
+    if final.is_dir():
+        return final
+    with open(root / f".{final.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if final.is_dir():  # made by another process while this one waited
+            return final
+        tmp = root / f".tmp-{final.name}-{os.getpid()}"
+        shutil.rmtree(tmp, ignore_errors=True)
+        try:
+            tmp.mkdir()
+            export(tmp / "out")
+            (tmp / "out").rename(final)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return final
+
+
+def copy_of(entry: Path, dest: Path) -> Path:
+    """A private copy of a cached entry at `dest`, for a test that changes it."""
+    return Path(shutil.copytree(entry, dest, symlinks=True))
