@@ -32,8 +32,10 @@ type Artifact struct {
 	files          map[string]*jaxportv1.FileEntry
 }
 
-// Open reads and checks the artifact in store: manifest.json (ReadManifest) and the path rule
-// for every path it names. Errors are *Error, one line.
+// Open reads and checks the artifact in store: manifest.json (ReadManifest), the path rule
+// for every path it names, and that the manifest describes its programs: each program's
+// bytecode (read, sha256-checked) has a @main taking and returning what the manifest lists
+// (checkPrograms). Every engine gets an artifact that passed; errors are *Error, one line.
 func Open(ctx context.Context, s Store) (*Artifact, error) {
 	m, digest, err := readManifest(ctx, s)
 	if err != nil {
@@ -45,6 +47,9 @@ func Open(ctx context.Context, s Store) (*Artifact, error) {
 	a := &Artifact{Store: s, Manifest: m, ManifestSHA256: digest, files: map[string]*jaxportv1.FileEntry{}}
 	for _, f := range m.GetFiles() {
 		a.files[f.GetPath()] = f
+	}
+	if err := a.checkPrograms(ctx); err != nil {
+		return nil, err
 	}
 	return a, nil
 }

@@ -141,7 +141,8 @@ func Open(p *Plugin, dir, name string) (*Model, error) {
 // program compiled, all three at once. What the engine cannot run (Eligible, the StableHLO
 // window, a program that does not compile) is a *Refused, one line; a file that is missing or
 // does not match the manifest is the *artifact.Error the reader gave (the version cannot be
-// served by any engine).
+// served by any engine). a comes from artifact.Open, which has checked the manifest against
+// its programs' @main.
 func OpenArtifact(ctx context.Context, p *Plugin, a *artifact.Artifact, name string, opts ...OpenOption) (*Model, error) {
 	var cfg openConfig
 	for _, o := range opts {

@@ -157,7 +157,14 @@ func TestOpenArtifactRefusesWhatDoesNotMatchItsManifest(t *testing.T) {
 			rel = artifacttest.FirstChunk(t, dir)
 		}
 		artifacttest.FlipByte(t, filepath.Join(dir, rel))
-		_, err := OpenArtifact(ctx, p, openAt(t, dir), "nested")
+		s, err := artifact.Locate(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := artifact.Open(ctx, s) // reads (and checks) the program's bytecode
+		if err == nil {
+			_, err = OpenArtifact(ctx, p, a, "nested")
+		}
 		var refused *Refused
 		if errors.As(err, &refused) || !isChecksum(err) ||
 			!strings.HasPrefix(err.Error(), filepath.Join(dir, rel)+": sha256 mismatch: expected ") {

@@ -6,9 +6,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jaxport/jaxport/bridge/front/artifact"
 	"github.com/jaxport/jaxport/bridge/front/artifact/artifacttest"
 	"github.com/jaxport/jaxport/bridge/front/repository"
+	jaxportv1 "github.com/jaxport/jaxport/clients/go/gen/jaxport/v1"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/encoding/protojson"
 )
 
 // brokenRepository is mlp (versions 1, 2) and mixed next to what cannot be served: tampered
@@ -344,4 +347,38 @@ func TestOptionsAreChecked(t *testing.T) {
 			t.Errorf("%+v: %v", *o, err)
 		}
 	}
+}
+
+// A manifest edited after export (an input's shape, consistently, so only its program can
+// tell) is the version's failure, the same for every engine: no loader sees it.
+func TestAManifestThatIsNotItsProgramIsRefusedBeforeAnyEngine(t *testing.T) {
+	root := makeRepository(t, filepath.Join(t.TempDir(), "repo"), map[string][]int{"mlp": {1}, "edited": {1}})
+	path := filepath.Join(root, "edited", "1", artifact.ManifestFile)
+	raw, err := os.ReadFile(path)
+	must(t, err)
+	m := &jaxportv1.Manifest{}
+	must(t, protojson.Unmarshal(raw, m))
+	x := m.GetPrograms()[0].GetArguments()[6]
+	x.Shape, x.ByteSize = []int64{4, 4}, 64
+	m.GetInputs()[0].Shape = x.Shape
+	raw, err = protojson.Marshal(m)
+	must(t, err)
+	must(t, os.WriteFile(path, raw, 0o644))
+	counts := &loads{}
+	r, err := repository.New[*served](root, verifyingLoader(counts), repository.Options{Log: quiet,
+		Mode: "explicit", LoadModels: []string{"*"}})
+	must(t, err)
+	t.Cleanup(r.Close)
+	r.Start(ctx)
+	reason := "manifest.json: edited/1/manifest.json: programs[0].arguments[6] ('x'): shape differs from the " +
+		"program's: the manifest says tensor<4x4xf32>, @main of model.mlirbc takes tensor<3x4xf32> (was the manifest edited?)"
+	if got := index(r, false); got["edited/1"] != (row{"UNAVAILABLE", reason}) || got["mlp/1"] != (row{"READY", ""}) {
+		t.Fatalf("index %v", got)
+	}
+	if n := counts.count("edited/1"); n != 0 {
+		t.Fatalf("the loader was given the edited version %d times", n)
+	}
+	_, err = r.Get("edited", "1")
+	wantStatus(t, err, codes.Unavailable, "model 'edited' version 1 is UNAVAILABLE: "+reason, true)
+	wantStatus(t, r.Load(ctx, "edited"), codes.FailedPrecondition, "model 'edited' failed to load: version 1: "+reason, true)
 }
