@@ -7,12 +7,14 @@ bridge's test gate (`support.gate`) until the test releases them."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import threading
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import grpc
 import pytest
@@ -92,7 +94,26 @@ def test_client_cancels_mid_stream(live) -> None:
     _still_serves(bridge, s)
 
 
-def test_broken_models_fail_alone_with_a_reason(live) -> None:
+def _tensor_type(arg: dict) -> str:
+    return "tensor<" + "".join(f"{d}x" for d in arg["shape"]) + arg["dtype"]["mlir"] + ">"
+
+
+def _edited_manifest_reason(hostile_repo, artifacts) -> str:
+    """The one line a manifest whose input shape was edited is refused with: the argument, the
+    manifest's type and the one @main of the (untouched) program takes."""
+    def first_input(manifest: Path) -> tuple[int, dict]:
+        args = json.loads(manifest.read_text())["programs"][0]["arguments"]
+        return next((i, a) for i, a in enumerate(args) if a["role"] == "ARGUMENT_ROLE_INPUT")
+
+    i, edited = first_input(hostile_repo.root / "tampered_manifest" / "1" / "manifest.json")
+    _, original = first_input(artifacts["fuzzy"] / "manifest.json")
+    return (f"model 'tampered_manifest' failed to load: version 1: manifest.json: "
+            f"tampered_manifest/1/manifest.json: programs[0].arguments[{i}] ('{edited['name']}'): shape "
+            f"differs from the program's: the manifest says {_tensor_type(edited)}, @main of model.mlirbc "
+            f"takes {_tensor_type(original)} (was the manifest edited?)")
+
+
+def test_broken_models_fail_alone_with_a_reason(live, hostile_repo, artifacts) -> None:
     bridge, s, _ = live
     index = s.RepositoryIndex(pb.RepositoryIndexRequest(), timeout=10)
     states = {m.name: (m.state, m.reason) for m in index.models}
@@ -115,6 +136,9 @@ def test_broken_models_fail_alone_with_a_reason(live) -> None:
         assert info.value.code() != grpc.StatusCode.INTERNAL, details
         assert name in details, details
         assert culprit in details.lower(), (culprit, details)
+        if name == "tampered_manifest":  # refused at load, before anything compiles or runs it
+            assert info.value.code() == grpc.StatusCode.FAILED_PRECONDITION, details
+            assert details == _edited_manifest_reason(hostile_repo, artifacts)
     print("\nfaults: broken models refused while others serve:\n  " + "\n  ".join(lines))
     _still_serves(bridge, s)
 
@@ -141,13 +165,30 @@ def test_unload_during_inflight_requests(live) -> None:
             outcomes[code] += 1
     with pytest.raises(grpc.RpcError) as info:
         s.ModelInfer(slow_request(10), timeout=60)
-    assert info.value.code().name in GONE_MODEL
+    assert info.value.code() == grpc.StatusCode.UNAVAILABLE
+    assert info.value.details() == f"model '{SLOW_MODEL}' has no ready version (version 1 is UNAVAILABLE: unloaded)"
     s.RepositoryModelLoad(pb.RepositoryModelLoadRequest(model_name=SLOW_MODEL), timeout=120)
     assert s.ModelInfer(slow_request(10, "back"), timeout=60).id == "back"
     print(f"\nfaults: unload with 6 requests in flight (4 executing) -> {dict(outcomes)}; after "
           f"unload {info.value.code().name}; reloaded and served")
     # Requests already executing finish on their copy of the model.
     assert outcomes["OK"] >= 4
+    _still_serves(bridge, s)
+
+
+def test_reload_during_inflight_requests(live) -> None:
+    """RepositoryModelLoad of a served model replaces its version at once, with requests still
+    executing on the old copy: they finish there, the new copy serves what comes next."""
+    bridge, s, gate = live
+    with ThreadPoolExecutor(2) as pool:
+        with gate.holding(SLOW_MODEL):
+            futs = [pool.submit(s.ModelInfer, slow_request(10, f"r{i}"), timeout=300) for i in range(2)]
+            gate.wait_held(SLOW_MODEL, 2, calls=futs)
+            s.RepositoryModelLoad(pb.RepositoryModelLoadRequest(model_name=SLOW_MODEL), timeout=120)
+            assert s.ModelReady(pb.ModelReadyRequest(name=SLOW_MODEL), timeout=10).ready
+            assert gate.held(SLOW_MODEL) == 2  # the reload did not wait for them
+        assert sorted(f.result(120).id for f in futs) == ["r0", "r1"]
+    assert s.ModelInfer(slow_request(10, "after"), timeout=60).id == "after"
     _still_serves(bridge, s)
 
 

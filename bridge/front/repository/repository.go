@@ -92,10 +92,11 @@ type Version struct {
 // String is the version number as the protocol writes it.
 func (v *Version) String() string { return strconv.FormatUint(v.Number, 10) }
 
-// Served is a loaded version. Close is called once it is replaced or unloaded (it lets go of
-// the version once the work in flight has finished). When S also has `Acquire() bool`, Get
-// calls it under the table's lock, so a version returned by Get is never closed before the
-// caller releases it.
+// Served is a loaded version. Close is called once it is replaced or unloaded, and must not
+// wait for the work in flight: the unload (or reload) answers at once, the version takes no
+// new request from then on, and it lets go of its resources once its last request is done.
+// When S also has `Acquire() bool`, Get calls it under the table's lock, so a version Get
+// returns is never let go of before the caller releases it.
 type Served interface{ Close() }
 
 type acquirer interface{ Acquire() bool }

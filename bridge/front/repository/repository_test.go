@@ -161,11 +161,11 @@ func TestExplicitModeLoadsTheNamedModelsAndTakesLoadAndUnload(t *testing.T) {
 	must(t, r.Load(ctx, "mlp"))
 	first, err := r.Get("mlp", "")
 	must(t, err)
-	first.Done()
-	must(t, r.Unload(ctx, "mlp"))
-	if !first.closed.Load() {
-		t.Fatal("unload did not close the served version")
+	must(t, r.Unload(ctx, "mlp")) // with a request of its own in flight on first
+	if !first.closed.Load() || first.inflight.Load() != 1 {
+		t.Fatal("unload did not close the served version (its request in flight finishes on it)")
 	}
+	first.Done()
 	if ready, _ := r.Ready("mlp", ""); ready {
 		t.Fatal("mlp still ready")
 	}
