@@ -4,6 +4,8 @@ The server's log keeps the full path for the operator."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import shutil
 from collections.abc import Iterator
@@ -116,3 +118,50 @@ def test_the_log_keeps_the_full_paths(server, rstub, repo, artifacts):
     assert str(failed["escape"]["path"]) == str(repo / "escape" / "1")
     escapes = [r for r in server.log_records() if r.get("msg") == "path outside the repository"]
     assert any(str(artifacts["mlp"].resolve()) in str(r.get("target")) for r in escapes)
+
+
+def _checksum_reasons(repo: Path) -> dict[str, str]:
+    """The reason of each version whose file does not match its manifest, as docs/bridge.md and
+    docs/security.md give it: `checksum verification failed: <repository-relative file>: ...`."""
+    def entry(model: str, rel: str) -> dict:
+        files = json.loads((repo / model / "1" / "manifest.json").read_text())["files"]
+        return next(f for f in files if f["path"] == rel)
+
+    tampered = _first_chunk(repo / "tampered" / "1")
+    t_rel = tampered.relative_to(repo / "tampered" / "1").as_posix()
+    truncated = _first_chunk(repo / "truncated" / "1")
+    u_rel = truncated.relative_to(repo / "truncated" / "1").as_posix()
+    prefix = "checksum verification failed: "
+    return {
+        "tampered": f"{prefix}tampered/1/{t_rel}: sha256 mismatch: expected {entry('tampered', t_rel)['sha256']}, "
+                    f"actual {hashlib.sha256(tampered.read_bytes()).hexdigest()}",
+        "truncated": f"{prefix}truncated/1/{u_rel}: size 3 bytes, manifest says "
+                     f"{entry('truncated', u_rel)['sizeBytes']} (truncated or replaced?)",
+        "missing": f"{prefix}missing/1/model.mlirbc: file listed in the manifest is missing",
+    }
+
+
+@pytest.fixture(scope="module")
+def exported_server(repo: Path) -> Iterator[BridgeProcess]:
+    """The same repository's broken versions with every model on the Python workers."""
+    loads = [flag for name in ("tampered", "truncated", "missing") for flag in ("--load-model", name)]
+    with BridgeProcess(repo, "--model-control-mode", "explicit", *loads, "--engine", "exported") as b:
+        yield b
+
+
+@pytest.mark.parametrize("engine", ["native", "exported"])
+def test_a_file_that_is_not_its_manifests_is_one_text_whatever_the_engine(engine, request, repo):
+    bridge = request.getfixturevalue("server" if engine == "native" else "exported_server")
+    want = _checksum_reasons(repo)
+    with bridge.channel() as channel:
+        stub = pb_grpc.GRPCInferenceServiceStub(channel)
+        reasons = _reasons(stub)
+        for name, reason in want.items():
+            assert reasons[name] == reason, (engine, name)
+            err = rpc_error(stub.ModelInfer, codecs.build_infer_request(name, {"x": X}, version="1"))
+            assert err.code() == grpc.StatusCode.UNAVAILABLE, (engine, name)
+            assert err.details() == f"model '{name}' version 1 is UNAVAILABLE: {reason}", engine
+            err = rpc_error(stub.RepositoryModelLoad, pb.RepositoryModelLoadRequest(model_name=name),
+                            timeout=120)
+            assert err.code() == grpc.StatusCode.FAILED_PRECONDITION, (engine, name)
+            assert err.details() == f"model '{name}' failed to load: version 1: {reason}", engine
