@@ -588,19 +588,70 @@ func (bc *bytecode) element(t, depth int) (string, error) {
 // element type (-1 where @main has a dynamic dimension, a token where it has one). A manifest
 // edited after export, or paired with other programs, is refused before any engine compiles
 // or runs them: an *Error naming the manifest, the argument or result, and both types.
-// Bytecode this reader cannot read (ErrUnreadableBytecode) is left to the compiler.
+// Bytecode this reader cannot read (ErrUnreadableBytecode) is left to the compiler. Then the
+// model's inputs and outputs are checked against each program's (checkSpecs).
 func (a *Artifact) checkPrograms(ctx context.Context) error {
+	source := a.Store.Display(ManifestFile)
 	for p, program := range a.Manifest.GetPrograms() {
 		code, err := a.ReadListed(ctx, program.GetMlirbcFile())
 		if err != nil {
 			return err
 		}
-		sig, err := MainSignature(code)
-		if err != nil {
-			continue
+		if sig, err := MainSignature(code); err == nil {
+			if err := checkSignature(source, p, program, sig); err != nil {
+				return err
+			}
 		}
-		if err := checkSignature(a.Store.Display(ManifestFile), p, program, sig); err != nil {
+		if err := checkSpecs(source, p, a.Manifest, program); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// checkSpecs: the model's inputs and outputs (what requests are checked against) are the
+// program's input arguments and output results of the same name: the same dtype and rank,
+// and the same size on every axis the model's spec fixes (-1 there, a batch or symbolic axis,
+// takes any size). Inputs jax dropped from @main (unused) have no argument to compare.
+func checkSpecs(source string, p int, m *jaxportv1.Manifest, program *jaxportv1.Program) error {
+	args := map[string]*jaxportv1.Argument{}
+	for _, arg := range program.GetArguments() {
+		if arg.GetRole() == jaxportv1.ArgumentRole_ARGUMENT_ROLE_INPUT {
+			args[arg.GetName()] = arg
+		}
+	}
+	results := map[string]*jaxportv1.Result{}
+	for _, res := range program.GetResults() {
+		if res.GetRole() == jaxportv1.ResultRole_RESULT_ROLE_OUTPUT {
+			results[res.GetName()] = res
+		}
+	}
+	check := func(kind string, spec *jaxportv1.TensorSpec, what string, shape []int64, dt *jaxportv1.DType) error {
+		fits := len(shape) == len(spec.GetShape()) && dt.GetMlir() == spec.GetDtype().GetMlir()
+		for i, d := range spec.GetShape() {
+			fits = fits && (d == -1 || d == shape[i])
+		}
+		if fits {
+			return nil
+		}
+		return errorf(fmt.Sprintf("%s: %s[%s] is %s but programs[%d].%s is %s (was the manifest edited?)", source, kind,
+			pyRepr(spec.GetName()), TensorType{Shape: spec.GetShape(), Elem: spec.GetDtype().GetMlir()}, p, what,
+			TensorType{Shape: shape, Elem: dt.GetMlir()}))
+	}
+	for _, spec := range m.GetInputs() {
+		if arg, ok := args[spec.GetName()]; ok {
+			what := fmt.Sprintf("arguments[%d] (%s)", arg.GetIndex(), pyRepr(arg.GetName()))
+			if err := check("inputs", spec, what, arg.GetShape(), arg.GetDtype()); err != nil {
+				return err
+			}
+		}
+	}
+	for _, spec := range m.GetOutputs() {
+		if res, ok := results[spec.GetName()]; ok {
+			what := fmt.Sprintf("results[%d] (%s)", res.GetIndex(), pyRepr(res.GetName()))
+			if err := check("outputs", spec, what, res.GetShape(), res.GetDtype()); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

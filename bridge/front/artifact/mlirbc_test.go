@@ -49,37 +49,49 @@ func TestAManifestThatIsNotItsProgramIsRefused(t *testing.T) {
 	int64Dtype := &jaxportv1.DType{Numpy: "int64", Mlir: "i64", Datatype: "INT64", Itemsize: 8}
 	for _, tc := range []struct {
 		name string
-		edit func(p *jaxportv1.Program)
+		edit func(m *jaxportv1.Manifest)
 		want string
 	}{
-		{"input shape", func(p *jaxportv1.Program) {
-			x := p.GetArguments()[6]
+		{"input shape", func(m *jaxportv1.Manifest) {
+			x := m.GetPrograms()[0].GetArguments()[6]
 			x.Shape, x.ByteSize = []int64{4, 4}, 64
 		}, "programs[0].arguments[6] ('x'): shape differs from the program's: the manifest says tensor<4x4xf32>, " +
 			"@main of model.mlirbc takes tensor<3x4xf32> (was the manifest edited?)"},
-		{"input dtype", func(p *jaxportv1.Program) {
-			ids := p.GetArguments()[8]
+		{"input dtype", func(m *jaxportv1.Manifest) {
+			ids := m.GetPrograms()[0].GetArguments()[8]
 			ids.Dtype, ids.ByteSize = int64Dtype, 24
 		}, "programs[0].arguments[8] ('ids'): dtype differs from the program's: the manifest says tensor<3xi64>, " +
 			"@main of model.mlirbc takes tensor<3xi32> (was the manifest edited?)"},
-		{"parameter shape and dtype", func(p *jaxportv1.Program) {
-			w := p.GetArguments()[0]
+		{"parameter shape and dtype", func(m *jaxportv1.Manifest) {
+			w := m.GetPrograms()[0].GetArguments()[0]
 			w.Shape, w.Dtype, w.ByteSize = []int64{2, 4}, int64Dtype, 64
 		}, "programs[0].arguments[0] ('params.a_head.0.w'): shape and dtype differ from the program's: the manifest " +
 			"says tensor<2x4xi64>, @main of model.mlirbc takes tensor<4x2xf32> (was the manifest edited?)"},
-		{"result shape", func(p *jaxportv1.Program) {
-			head := p.GetResults()[2]
+		{"result shape", func(m *jaxportv1.Manifest) {
+			head := m.GetPrograms()[0].GetResults()[2]
 			head.Shape, head.ByteSize = []int64{3, 3}, 36
 		}, "programs[0].results[2] ('head'): shape differs from the program's: the manifest says tensor<3x3xf32>, " +
 			"@main of model.mlirbc returns tensor<3x2xf32> (was the manifest edited?)"},
-		{"a result fewer", func(p *jaxportv1.Program) {
+		{"a result fewer", func(m *jaxportv1.Manifest) {
+			p := m.GetPrograms()[0]
 			p.Results = p.Results[:2]
 		}, "programs[0] lists 9 arguments and 2 results but @main of model.mlirbc takes 9 and returns 3 " +
 			"(was the manifest edited?)"},
+		// The model's inputs and outputs (what requests are checked against) are the program's.
+		{"model input shape", func(m *jaxportv1.Manifest) {
+			m.GetInputs()[0].Shape = []int64{4, 4}
+		}, "inputs['x'] is tensor<4x4xf32> but programs[0].arguments[6] ('x') is tensor<3x4xf32> (was the manifest edited?)"},
+		{"model output dtype", func(m *jaxportv1.Manifest) {
+			for _, out := range m.GetOutputs() {
+				if out.GetName() == "aux.norm" {
+					out.Dtype = int64Dtype
+				}
+			}
+		}, "outputs['aux.norm'] is tensor<3xi64> but programs[0].results[1] ('aux.norm') is tensor<3xf32> (was the manifest edited?)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := copied(t)
-			editManifest(t, dir, func(m *jaxportv1.Manifest) { tc.edit(m.GetPrograms()[0]) })
+			editManifest(t, dir, tc.edit)
 			// A consistent lie: the manifest alone is valid (ParseManifest), its program is not it.
 			raw, err := os.ReadFile(filepath.Join(dir, artifact.ManifestFile))
 			must(t, err)
