@@ -1,9 +1,9 @@
 """`make bench`: the one server measured beside its floors and its peers in ONE run, and every
 target of issues 36 and 33 printed met or missed.
 
-Servers, each started once and measured in alternating order over `--rounds` rounds (each
-cell keeps its best round: other processes only ever slow a round down; every round is in the
-JSON):
+Servers, each started once; every cell measured in each of `--rounds` rounds (each cell keeps
+its best round: other processes only ever slow a round down; every round is in the JSON), the
+rows of one case and concurrency back to back so the two cells of a ratio see the same minutes:
 - `echo`: the grpc-go echo server (tests/bench/wire: ModelInfer answered with its input, no
   model): the floor of any Go server here;
 - `native`: `jaxport-front` built from this tree, the native engine (PJRT C API, no Python);
@@ -121,10 +121,16 @@ def serving(work: Path, front_bin: Path, wire: Path, ghz_bin: Path, args: argpar
         log("every answer equals JAX's; loaded RSS: " + ", ".join(
             f"{k} {sysinfo.tree_rss_bytes(s.pid) / 2**20:.0f} MiB" for k, s in srv.items()))
         rounds: dict[str, dict[str, dict[int, list[dict]]]] = {}
+        # The rows a target compares are measured back to back (case, then concurrency, then
+        # every row, their order reversed every other round), so a ratio's two cells see the
+        # same minutes of a shared machine.
+        groups: dict[tuple[str, int], list[tuple[str, str]]] = {}
+        for case, row, model in todo:
+            for c in levels(case, args):
+                groups.setdefault((case, c), []).append((row, model))
         for rnd in range(args.rounds):
-            order = todo if rnd % 2 == 0 else todo[::-1]
-            for case, row, model in order:
-                for c in levels(case, args):
+            for (case, c), rows in groups.items():
+                for row, model in rows if rnd % 2 == 0 else rows[::-1]:
                     cell = ghz.measure(ghz_bin, srv[row.split()[0]], data[model], c,
                                        args.duration, args.warmup)
                     cell["model"] = model
@@ -268,7 +274,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="make bench", description=__doc__.splitlines()[0])
     ap.add_argument("--duration", type=float, default=5.0, help="measured seconds per cell")
     ap.add_argument("--warmup", type=float, default=1.0, help="unmeasured seconds per cell")
-    ap.add_argument("--rounds", type=int, default=2, help="rounds; each cell keeps its best")
+    ap.add_argument("--rounds", type=int, default=3, help="rounds; each cell keeps its best")
     ap.add_argument("--only", default="", help="comma list of sections (default all): "
                     + ",".join(SECTIONS))
     ap.add_argument("--quick", action="store_true",
