@@ -44,8 +44,16 @@ def export_model(name: str, out_dir: Path, **kwargs) -> manifest_pb2.Manifest:
 
 
 def run_cli(args: list[str], cwd: Path, *, pythonpath: tuple[Path, ...] = (MODELS_DIR,),
-            timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    """Run the real `jaxport` console script with the test models importable."""
+            timeout: float = 600, fresh_process: bool = False
+            ) -> subprocess.CompletedProcess[str]:
+    """`jaxport ARGS` with the test models importable: the console script's `main` in this
+    process (`support.inprocess.run_jaxport`), or with `fresh_process` the console script in
+    a process of its own (what a test of the process itself needs: `--mesh`, which configures
+    jax's devices before jax starts; the script's own start)."""
+    if not fresh_process and "--mesh" not in args:  # --mesh: devices before jax starts
+        from support.inprocess import run_jaxport
+
+        return run_jaxport(args, cwd, pythonpath)
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(str(p) for p in pythonpath)
     env["JAX_PLATFORMS"] = "cpu"

@@ -157,6 +157,6 @@ def test_cli_missing_flatbuffers(tmp_path: Path) -> None:
     work.mkdir()
     proc = run_cli(["export", "broken:predict", "--params", "broken:init", "--input",
                     "x:float32[4,16]", "--out", str(work / "out")], work,
-                   pythonpath=(shadow.parent, MODELS_DIR))
+                   pythonpath=(shadow.parent, MODELS_DIR), fresh_process=True)
     _one_error_line(proc, 1, "flatbuffers", "pip install flatbuffers")
     assert list(work.iterdir()) == []

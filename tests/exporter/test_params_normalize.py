@@ -187,7 +187,7 @@ def test_cli_msgpack_without_flax_is_one_clear_line(tmp_path: Path) -> None:
     path.write_bytes(b"\x80")
     proc = run_cli(["export", "mlp:predict", "--params", str(path), "--input", "x:float32[2,3]",
                     "--out", str(tmp_path / "o")], tmp_path,
-                   pythonpath=(tmp_path / "noflax", MODELS_DIR))
+                   pythonpath=(tmp_path / "noflax", MODELS_DIR), fresh_process=True)
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 1 and len(lines) == 1, proc.stderr
     assert "reading .msgpack checkpoints needs flax (pip install flax)" in lines[0]

@@ -20,8 +20,9 @@ Safe under concurrency: the first process to need an entry takes its file lock
 (atomic), so another process either waits on the lock or sees the finished directory, never a
 half-written one. An export that raises leaves nothing behind.
 
-Entries are shared and READ-ONLY by convention: a test that changes an artifact copies it first
-(`copy_of`).
+Entries are shared and READ-ONLY: a test that changes an artifact copies it first (`copy_of`).
+Each entry records the path, size and mtime of every file it holds (`.fingerprint` beside it);
+an entry found changed is exported again, with a warning naming it.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import hashlib
 import json
 import os
 import shutil
+import warnings
 from collections.abc import Callable, Iterable, Mapping
 from functools import cache
 from importlib import metadata
@@ -85,6 +87,19 @@ def entry_key(name: str, sources: Iterable[Path], options: Mapping[str, object])
     return h.hexdigest()[:16]
 
 
+def _fingerprint(entry: Path) -> str:
+    h = hashlib.sha256()
+    for path in sorted(entry.rglob("*")):
+        st = path.lstat()
+        h.update(f"{path.relative_to(entry)}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
+    return h.hexdigest()
+
+
+def _intact(final: Path) -> bool:
+    stamp = final.parent / f".{final.name}.fingerprint"
+    return final.is_dir() and stamp.exists() and stamp.read_text() == _fingerprint(final)
+
+
 def exported(name: str, export: Callable[[Path], object], *, sources: Iterable[Path],
              options: Mapping[str, object] | None = None) -> Path:
     """The cached artifact (or repository, or any directory) `export(out)` writes into `out`,
@@ -93,18 +108,25 @@ def exported(name: str, export: Callable[[Path], object], *, sources: Iterable[P
         raise ValueError(f"entry name {name!r}: one path component")
     root = cache_root()
     final = root / f"{name}-{entry_key(name, sources, options or {})}"
-    if final.is_dir():
+    if _intact(final):
         return final
     with open(root / f".{final.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if final.is_dir():  # made by another process while this one waited
+        if _intact(final):  # made by another process while this one waited
             return final
+        if final.exists():
+            warnings.warn(f"export cache: {final} was changed after it was made (a test must "
+                          "copy an entry before changing it: support.exports.copy_of); "
+                          "exporting it again", stacklevel=2)
+            shutil.rmtree(final)
         tmp = root / f".tmp-{final.name}-{os.getpid()}"
         shutil.rmtree(tmp, ignore_errors=True)
         try:
             tmp.mkdir()
             export(tmp / "out")
+            fingerprint = _fingerprint(tmp / "out")
             (tmp / "out").rename(final)
+            (root / f".{final.name}.fingerprint").write_text(fingerprint)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
     return final
