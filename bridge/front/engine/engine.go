@@ -124,16 +124,6 @@ func WithHostStaging() OpenOption { return func(c *openConfig) { c.staging = tru
 // parameter still goes through, alone).
 const stagingBudget = 256 << 20
 
-// Open loads the artifact in directory dir as model name (TEMPORARY for the callers that
-// still pass a directory: OpenArtifact takes the opened artifact, from any store).
-func Open(p *Plugin, dir, name string) (*Model, error) {
-	a, err := openDir(context.Background(), dir)
-	if err != nil {
-		return nil, &Refused{Model: orName(name, dir), Reason: err.Error()}
-	}
-	return OpenArtifact(context.Background(), p, a, name)
-}
-
 // OpenArtifact opens artifact a (its manifest read and checked, from a directory or a URL) as
 // model name (the serving name; the manifest's name when empty) on plugin p: every listed file
 // checked against its sha256 (the weights and programs as they are read), every parameter read

@@ -51,11 +51,6 @@ func WithParallelism(int) OpenOption { return func() {} }
 // WithHostStaging is accepted and ignored in this build.
 func WithHostStaging() OpenOption { return func() {} }
 
-// Open refuses: no cgo (TEMPORARY, as the cgo build's).
-func Open(_ *Plugin, _ string, name string) (*Model, error) {
-	return nil, &Refused{Model: name, Reason: errNoCgo.Error()}
-}
-
 // OpenArtifact refuses: no cgo.
 func OpenArtifact(_ context.Context, _ *Plugin, _ *artifact.Artifact, name string, _ ...OpenOption) (*Model, error) {
 	return nil, &Refused{Model: name, Reason: errNoCgo.Error()}
