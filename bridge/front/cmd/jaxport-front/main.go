@@ -144,7 +144,7 @@ func run(argv []string) int {
 	if o.WorkerPython != "" { // started when the first model that needs them is loaded
 		pool = workers.New(workers.WithPython(o.WorkerPython), workers.WithProcesses(o.Workers),
 			workers.WithCPUDevices(o.CPUDevices), workers.WithCompiledShapes(o.CompiledShapes),
-			workers.WithMaxFrameBytes(o.MaxMessageBytes+64<<10), workers.WithLogger(log))
+			workers.WithMaxFrameBytes(o.MaxMessageBytes+64<<10), workers.WithLogLevel(o.LogLevel), workers.WithLogger(log))
 		defer pool.Close()
 		backend = dispatch.WorkerPool(pool)
 	}
