@@ -16,7 +16,8 @@ itself), which keep it.
   `verify_subprocess`.
 - `run_jaxport(args, cwd, pythonpath)`: the `jaxport` console script's `main` in this process,
   with its stdout/stderr captured and its exit status returned as a CompletedProcess; modules
-  imported from `pythonpath` are forgotten afterwards (two tests may each write a `model.py`).
+  imported from `pythonpath` are forgotten afterwards (two tests may each write a `model.py`),
+  and modules of the same name imported from elsewhere are hidden while it runs.
 """
 
 from __future__ import annotations
@@ -106,12 +107,31 @@ def patch_verify(monkeypatch) -> None:
     monkeypatch.setattr(orchestration, "_run_worker", run_worker)
 
 
+def _shadowed_modules(paths: Sequence[str]) -> dict[str, object]:
+    """Take out of `sys.modules` (and return, to be put back) every module an earlier test
+    imported from elsewhere under a name that `paths` also provides: a fresh `jaxport` process
+    with PYTHONPATH=paths would import `paths`' module of that name (tests/models/broken.py,
+    not tests/reliability/broken.py)."""
+    def provided(name: str) -> bool:
+        top = name.split(".", 1)[0]
+        return any((Path(p) / f"{top}.py").exists() or (Path(p) / top / "__init__.py").exists()
+                   for p in paths)
+
+    out = {}
+    for name, module in list(sys.modules.items()):
+        file = getattr(module, "__file__", None) or ""
+        if provided(name) and not any(file.startswith(p + os.sep) for p in paths):
+            out[name] = sys.modules.pop(name)
+    return out
+
+
 def run_jaxport(args: Sequence[str], cwd: Path, pythonpath: Sequence[Path] = (),
                 env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """`jaxport ARGS` as the console script runs it, in this process (see the module doc)."""
     from jaxport.cli import main
 
     paths = [str(Path(p).resolve()) for p in pythonpath]
+    shadowed = _shadowed_modules(paths)
     before = set(sys.modules)
     saved_env = {k: os.environ.get(k) for k in (env or {})}
     rc = 0
@@ -142,4 +162,5 @@ def run_jaxport(args: Sequence[str], cwd: Path, pythonpath: Sequence[Path] = (),
                 file = getattr(sys.modules[name], "__file__", None) or ""
                 if any(file.startswith(p + os.sep) for p in paths):
                     del sys.modules[name]
+            sys.modules.update(shadowed)
     return subprocess.CompletedProcess(["jaxport", *args], rc, out.getvalue(), err.getvalue())
