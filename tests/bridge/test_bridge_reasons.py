@@ -133,7 +133,8 @@ def _checksum_reasons(repo: Path) -> dict[str, str]:
     u_rel = truncated.relative_to(repo / "truncated" / "1").as_posix()
     prefix = "checksum verification failed: "
     return {
-        "tampered": f"{prefix}tampered/1/{t_rel}: sha256 mismatch: expected {entry('tampered', t_rel)['sha256']}, "
+        "tampered": f"{prefix}tampered/1/{t_rel}: sha256 mismatch: "
+                    f"expected {entry('tampered', t_rel)['sha256']}, "
                     f"actual {hashlib.sha256(tampered.read_bytes()).hexdigest()}",
         "truncated": f"{prefix}truncated/1/{u_rel}: size 3 bytes, manifest says "
                      f"{entry('truncated', u_rel)['sizeBytes']} (truncated or replaced?)",
@@ -144,8 +145,10 @@ def _checksum_reasons(repo: Path) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def exported_server(repo: Path) -> Iterator[BridgeProcess]:
     """The same repository's broken versions with every model on the Python workers."""
-    loads = [flag for name in ("tampered", "truncated", "missing") for flag in ("--load-model", name)]
-    with BridgeProcess(repo, "--model-control-mode", "explicit", *loads, "--engine", "exported") as b:
+    loads = [flag for name in ("tampered", "truncated", "missing")
+             for flag in ("--load-model", name)]
+    with BridgeProcess(repo, "--model-control-mode", "explicit", *loads,
+                       "--engine", "exported") as b:
         yield b
 
 
@@ -158,10 +161,11 @@ def test_a_file_that_is_not_its_manifests_is_one_text_whatever_the_engine(engine
         reasons = _reasons(stub)
         for name, reason in want.items():
             assert reasons[name] == reason, (engine, name)
-            err = rpc_error(stub.ModelInfer, codecs.build_infer_request(name, {"x": X}, version="1"))
+            err = rpc_error(stub.ModelInfer,
+                            codecs.build_infer_request(name, {"x": X}, version="1"))
             assert err.code() == grpc.StatusCode.UNAVAILABLE, (engine, name)
             assert err.details() == f"model '{name}' version 1 is UNAVAILABLE: {reason}", engine
-            err = rpc_error(stub.RepositoryModelLoad, pb.RepositoryModelLoadRequest(model_name=name),
-                            timeout=120)
+            err = rpc_error(stub.RepositoryModelLoad,
+                            pb.RepositoryModelLoadRequest(model_name=name), timeout=120)
             assert err.code() == grpc.StatusCode.FAILED_PRECONDITION, (engine, name)
             assert err.details() == f"model '{name}' failed to load: version 1: {reason}", engine

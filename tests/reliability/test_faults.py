@@ -108,9 +108,10 @@ def _edited_manifest_reason(hostile_repo, artifacts) -> str:
     i, edited = first_input(hostile_repo.root / "tampered_manifest" / "1" / "manifest.json")
     _, original = first_input(artifacts["fuzzy"] / "manifest.json")
     return (f"model 'tampered_manifest' failed to load: version 1: manifest.json: "
-            f"tampered_manifest/1/manifest.json: programs[0].arguments[{i}] ('{edited['name']}'): shape "
-            f"differs from the program's: the manifest says {_tensor_type(edited)}, @main of model.mlirbc "
-            f"takes {_tensor_type(original)} (was the manifest edited?)")
+            f"tampered_manifest/1/manifest.json: programs[0].arguments[{i}] "
+            f"('{edited['name']}'): shape differs from the program's: the manifest says "
+            f"{_tensor_type(edited)}, @main of model.mlirbc takes {_tensor_type(original)} "
+            f"(was the manifest edited?)")
 
 
 def test_broken_models_fail_alone_with_a_reason(live, hostile_repo, artifacts) -> None:
@@ -166,7 +167,8 @@ def test_unload_during_inflight_requests(live) -> None:
     with pytest.raises(grpc.RpcError) as info:
         s.ModelInfer(slow_request(10), timeout=60)
     assert info.value.code() == grpc.StatusCode.UNAVAILABLE
-    assert info.value.details() == f"model '{SLOW_MODEL}' has no ready version (version 1 is UNAVAILABLE: unloaded)"
+    assert info.value.details() == (f"model '{SLOW_MODEL}' has no ready version "
+                                    "(version 1 is UNAVAILABLE: unloaded)")
     s.RepositoryModelLoad(pb.RepositoryModelLoadRequest(model_name=SLOW_MODEL), timeout=120)
     assert s.ModelInfer(slow_request(10, "back"), timeout=60).id == "back"
     print(f"\nfaults: unload with 6 requests in flight (4 executing) -> {dict(outcomes)}; after "
@@ -182,7 +184,8 @@ def test_reload_during_inflight_requests(live) -> None:
     bridge, s, gate = live
     with ThreadPoolExecutor(2) as pool:
         with gate.holding(SLOW_MODEL):
-            futs = [pool.submit(s.ModelInfer, slow_request(10, f"r{i}"), timeout=300) for i in range(2)]
+            futs = [pool.submit(s.ModelInfer, slow_request(10, f"r{i}"), timeout=300)
+                    for i in range(2)]
             gate.wait_held(SLOW_MODEL, 2, calls=futs)
             s.RepositoryModelLoad(pb.RepositoryModelLoadRequest(model_name=SLOW_MODEL), timeout=120)
             assert s.ModelReady(pb.ModelReadyRequest(name=SLOW_MODEL), timeout=10).ready
