@@ -54,7 +54,7 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def bridge(repo: Path) -> Iterator[BridgeProcess]:
     """A real bridge over a repository that each test fills and loads."""
-    with BridgeProcess(repo) as b:
+    with BridgeProcess(repo, "--model-control-mode", "explicit") as b:
         yield b
 
 
