@@ -119,12 +119,16 @@ def test_help_and_mistakes_are_the_fronts(front: Path, repository: Path) -> None
                                      "(JAXPORT_WORKER_THREADS) was removed: the front admits")
 
 
-def test_serve_execs_the_front(front: Path, artifacts: dict[str, Path], tmp_path: Path) -> None:
+def test_serve_execs_the_front(front: Path, artifacts: dict[str, Path], tmp_path: Path,
+                               monkeypatch: pytest.MonkeyPatch) -> None:
     """Same PID (the port file's pid is the process `jaxport serve` started), the front's
-    binary, the user's flags as given and --worker-python this interpreter; a repository the
+    binary, the user's flags as given and --worker-python this interpreter (added only when
+    JAXPORT_WORKER_PYTHON does not name one, which tests/tiers.py sets); a repository the
     native engine serves whole leaves no Python process in the server's tree."""
     import psutil
     from bridge_helpers import make_repository
+
+    monkeypatch.delenv("JAXPORT_WORKER_PYTHON", raising=False)
 
     repository = make_repository(tmp_path / "repo", artifacts, {"mlp": [1]})
     with BridgeProcess(repository, "--http-port", "-1", workdir=tmp_path / "serve") as server:
