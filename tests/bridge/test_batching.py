@@ -10,6 +10,7 @@ queue) are the front's one batcher, unit-tested in bridge/front/batch (batch_tes
 
 from __future__ import annotations
 
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import jax
@@ -18,9 +19,10 @@ import numpy as np
 import pytest
 
 FEATURES = 5
-# A queue delay no test outlives: a batch is then formed only when it is due by its rows (a
-# preferred size reached), never by a clock, so which requests share a batch does not depend
-# on how fast the machine submits them.
+# A queue delay no test outlives: requests queued behind an execution then form a batch only
+# when it is due by their rows (a preferred size reached), never by a clock, so which requests
+# share a batch does not depend on how fast the machine submits them. (A request that finds the
+# batcher idle and its queue empty does not wait at all: it executes at once, alone.)
 NEVER_US = 3_600_000_000
 # Bound on waiting for a condition the test itself brings about (generous: a loaded machine).
 WAIT_S = 120.0
@@ -267,58 +269,103 @@ def test_live_batching_with_shared_memory(batched_repo):
         client.unregister_system_shared_memory()
 
 
-@pytest.mark.parametrize("engine", ["workers", "native"])
-def test_live_concurrent_requests_share_one_batch(batched_repo, engine):
-    """Three concurrent requests of 3 + 1 + 4 rows are answered from ONE execution of the 8-row
-    program, each with exactly its own rows, by the front's one batcher (bridge/front/batch)
-    whichever engine executes the batch: the workers (one request with its tensors in shared
-    memory, which the front resolves) and the native engine (all three on the wire).
+def _batch_counter(bridge, name: str) -> float:
+    """The front's batcher counter `name` of rows/1 on /metrics (0 before the first sample)."""
+    return bridge.metrics().get((name, (("model", "rows"), ("version", "1"))), 0.0)
 
-    No clock decides it: the queue delay is one no test outlives, so the batcher dispatches
-    only when the rows reach its preferred size (8, the largest program), which takes all three,
-    in whatever order and however slowly they arrive."""
+
+def _wait_until(predicate, what: str, calls=()) -> None:
+    """Poll a condition the server reports (never a fixed sleep) until it holds; a call in
+    `calls` that ends first fails the test with its outcome (it must still be waiting)."""
+    end = time.monotonic() + WAIT_S
+    while not predicate():
+        for call in calls:
+            if call.done():
+                call.result()  # raises the call's error, if it failed
+                raise AssertionError(f"a call completed while the batch was held: {what}")
+        if time.monotonic() > end:
+            raise TimeoutError(f"not after {WAIT_S:.0f} s: {what}")
+        time.sleep(0.02)
+
+
+@pytest.mark.parametrize("engine", ["workers", "native"])
+def test_live_concurrent_requests_share_one_batch(batched_repo, tmp_path, engine):
+    """Requests queued behind an execution are answered from ONE execution of the 8-row
+    program, each with exactly its own rows, by the front's one batcher (bridge/front/batch)
+    whichever engine executes the batch: the workers (one queued request with its tensors in
+    shared memory, which the front resolves) and the native engine (all on the wire).
+
+    No clock decides it. A first request of 2 rows finds the batcher idle and its queue empty,
+    so it executes at once (the idle-engine rule), on the 4-row program, although the queue
+    delay is one no test outlives: its execution is held at the test gate. Meanwhile requests
+    of 3 + 1 + 4 rows are sent; the batcher's own count (jaxport_batch_requests_total) says
+    when all of them are queued, and only then is the gate released. Their 8 rows are the
+    preferred size (the largest program), so they are due by their rows alone, in whatever
+    order they arrived: one execution of 8 rows."""
     import os
 
     from jaxport.client import InferenceClient, SharedMemoryRegion
     from support.bridge import BridgeProcess
+    from support.gate import Gate
 
     rng = np.random.default_rng(16)
+    first_rows, queued_rows = 2, (3, 1, 4)
     reqs = [(rng.standard_normal((n, FEATURES)).astype(np.float32),
-             rng.standard_normal(n).astype(np.float32)) for n in (3, 1, 4)]
+             rng.standard_normal(n).astype(np.float32)) for n in (first_rows, *queued_rows)]
+    shm_index = 1  # workers: the first queued request travels through shared memory
     tag = f"jaxport_held_{os.getpid()}"
     engine_flags = ["--pjrt-plugin", "none"] if engine == "workers" else []
+    gate = Gate(tmp_path / "gate")
     with BridgeProcess(batched_repo, "--batching", "--max-queue-delay-us", str(NEVER_US),
-                       "--system-shared-memory", *engine_flags) as bridge, \
+                       "--system-shared-memory", *engine_flags, env=gate.env) as bridge, \
             InferenceClient(bridge.address, timeout=WAIT_S) as client, \
             SharedMemoryRegion("in", f"/{tag}_in", 4096) as r_in, \
-            SharedMemoryRegion("out", f"/{tag}_out", 4096) as r_out:
+            SharedMemoryRegion("out", f"/{tag}_out", 4096) as r_out, \
+            ThreadPoolExecutor(len(reqs)) as pool:
         config = client.model_config("rows")
         assert config.parameters["engine"].string_value == (
             "exported" if engine == "workers" else "native")
+        assert list(config.dynamic_batching.preferred_batch_size) == [max(LIVE_SIZES)]
+        assert config.dynamic_batching.max_queue_delay_microseconds == NEVER_US
         client.register_system_shared_memory(r_in)
         client.register_system_shared_memory(r_out)
 
         def call(i: int):
             x, t = reqs[i]
-            if i or engine == "native":
+            if i != shm_index or engine == "native":
                 return client.infer("rows", {"x": x, "t": t})
             return client.infer("rows", {"x": x, "t": t}, outputs=["s"],
                                 shared_memory_inputs={"x": (r_in, 0)},
                                 shared_memory_outputs={"y": (r_out, 0)})
 
-        with ThreadPoolExecutor(len(reqs)) as pool:
-            results = list(pool.map(call, range(len(reqs))))
+        with gate.holding("rows"):
+            first = pool.submit(call, 0)
+            gate.wait_held("rows", 1, calls=[first])  # found the batcher idle: executing
+            assert _batch_counter(bridge, "jaxport_batch_immediate_total") == 1
+            rest = [pool.submit(call, i) for i in range(1, len(reqs))]
+            _wait_until(lambda: _batch_counter(bridge, "jaxport_batch_requests_total")
+                        == len(reqs), f"{len(rest)} requests queued behind the held execution",
+                        calls=[first, *rest])
+            assert gate.entered("rows") == 1  # nothing else reached execution meanwhile
+        results = [first.result(timeout=WAIT_S)] + [f.result(timeout=WAIT_S) for f in rest]
         for (x, t), res in zip(reqs, results, strict=True):
             y, s = _live_expected(x, t)
-            assert res["y"].shape == (x.shape[0], 3)
+            assert res["y"].shape == (x.shape[0], 3) and res["s"].shape == (x.shape[0],)
             np.testing.assert_allclose(res["y"], y, rtol=1e-5, atol=1e-5)
             np.testing.assert_allclose(res["s"], s, rtol=1e-5, atol=1e-5)
         if engine == "workers":
-            rows0 = reqs[0][0].shape[0]
-            y_region = np.frombuffer(r_out.view(0, rows0 * 3 * 4), "<f4").reshape(rows0, 3)
-            np.testing.assert_array_equal(y_region, results[0]["y"])
+            rows = reqs[shm_index][0].shape[0]
+            y_region = np.frombuffer(r_out.view(0, rows * 3 * 4), "<f4").reshape(rows, 3)
+            np.testing.assert_array_equal(y_region, results[shm_index]["y"])
         (stats,) = client.model_statistics("rows").model_stats
-        assert stats.inference_count == 8
-        assert stats.execution_count == 1, "the three requests must share one batch"
-        assert [(b.batch_size, b.compute_infer.count) for b in stats.batch_stats] == [(8, 1)]
+        assert stats.inference_count == first_rows + sum(queued_rows)
+        assert stats.execution_count == 2, "the queued requests must share one batch"
+        # batch_stats count real rows: the lone 2-row request, then the three queued ones.
+        assert [(b.batch_size, b.compute_infer.count) for b in stats.batch_stats] == [
+            (first_rows, 1), (sum(queued_rows), 1)]
+        executions = {dict(labels)["batch_size"]: v for (name, labels), v
+                      in bridge.metrics().items() if name == "jaxport_batch_executions_total"}
+        assert executions == {"4": 1, "8": 1}  # the 2 rows padded onto the 4-row program
+        assert _batch_counter(bridge, "jaxport_batch_padded_rows_total") == 4 - first_rows
+        assert _batch_counter(bridge, "jaxport_batch_immediate_total") == 1  # only the first
         client.unregister_system_shared_memory()
