@@ -63,10 +63,7 @@ def _run_runner(lang: str, url: str, features: str) -> None:
     run = conformance_run()
     assert not run.missing_toolchains([lang]), run.missing_toolchains([lang])
     for label, cmd, cwd in run.language_steps(lang, url, False):
-        if lang == "java":  # the one extra runner argument its Maven property passes
-            cmd = [*cmd, f"-Dconformance.option=--features={features}"]
-        else:
-            cmd = [*cmd, "--features", features]
+        cmd = [*cmd, "--features", features]
         proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True,
                               timeout=run.STEP_TIMEOUT_S)
         out = run.ANSI.sub("", proc.stdout)
