@@ -1,11 +1,15 @@
 """Tracing against a REAL OTLP receiver (issue 27 item 5, docs/bridge.md#tracing): Jaeger
 all-in-one (v1.76.0, built here from the Go module proxy with `go get -tool` + `go build`)
 receives the front's OTLP/gRPC export (`jaxport serve --trace-otlp-endpoint`), and its query API
-shows, per request, ONE trace holding the expected spans: the caller's W3C traceparent
-(gRPC metadata, HTTP header) honoured as the trace id and the server span's parent; native
-execution (native.infer > admission, execute), a batched REST request (batcher > batch.queue,
-execute), a stream (every message under the one stream span) and a worker-served model
-(worker.call). Triton's trace extension answers what is configured (gRPC TraceSetting, REST
+shows, per request, ONE trace holding exactly the spans docs/bridge.md's table lists: the
+caller's W3C traceparent (gRPC metadata, HTTP header) honoured as the trace id and the server
+span's parent; under the server span one `infer` per request (per stream message) naming the
+model, version and serving engine, with `admission` and `execute` under it (native unary call),
+or `batcher` > `batch.queue`, `execute` (a batched REST request); a stream's messages all under
+its one server span; a worker-served model (engine `exported`, as ModelConfig says) traced by
+the front alone, its `execute` being the worker's share, and a request the front refuses
+stopping at `infer`; metadata, answered by the front itself, a trace of its server span only.
+Triton's trace extension answers what is configured (gRPC TraceSetting, REST
 GET /v2/trace/setting), and refuses a change naming the setting.
 
 Slow: the first Jaeger build compiles the collector (minutes on 2 cores; later sessions reuse
@@ -249,22 +253,45 @@ def http_port(server: BridgeProcess) -> int:
     return int(json.loads(server.port_file.read_text())["http_port"])
 
 
+def tags_of(span: dict) -> dict[str, object]:
+    return {t["key"]: t["value"] for t in span["tags"]}
+
+
+def names(spans: list[dict]) -> list[str]:
+    return sorted(s["operationName"] for s in spans)
+
+
+def children(spans: list[dict], parent: dict) -> list[str]:
+    """The operation names of `parent`'s children among `spans`, sorted."""
+    return names([s for s in spans if parent_of(s) == parent["spanID"]])
+
+
+def config_engine(server: BridgeProcess, model: str) -> str:
+    """The engine ModelConfig reports serving `model` (parameter `engine`)."""
+    stub = pb_grpc.GRPCInferenceServiceStub(server.channel())
+    cfg = stub.ModelConfig(pb.ModelConfigRequest(name=model)).config
+    return cfg.parameters["engine"].string_value
+
+
 def test_native_unary_is_one_trace_under_the_callers_span(traced: BridgeProcess,
                                                          jaeger: Jaeger) -> None:
     trace_id, span_id, tp = caller()
     stub = pb_grpc.GRPCInferenceServiceStub(traced.channel())
     stub.ModelInfer(mlp_request(), metadata=(("traceparent", tp),))
     server_name = "inference.GRPCInferenceService/ModelInfer"
-    spans = by_name(jaeger.trace(trace_id, {server_name, "native.infer", "admission", "execute"}))
+    got = jaeger.trace(trace_id, {server_name, "infer", "admission", "execute"})
+    # exactly these: the server span ends last, so every span of the call is in by then
+    assert names(got) == sorted([server_name, "infer", "admission", "execute"])
+    spans = by_name(got)
     (server,) = spans[server_name]
     assert parent_of(server) == span_id  # the caller's span, from the traceparent
-    (infer,) = spans["native.infer"]
+    (infer,) = spans["infer"]
     assert parent_of(infer) == server["spanID"]
-    assert parent_of(spans["admission"][0]) == infer["spanID"]
-    assert parent_of(spans["execute"][0]) == infer["spanID"]
-    assert "worker.call ModelInfer" not in spans  # no worker on a native request's path
-    tags = {t["key"]: t["value"] for t in infer["tags"]}
+    assert children(got, infer) == ["admission", "execute"]
+    tags = tags_of(infer)
     assert tags["jaxport.model"] == "mlp" and tags["jaxport.model_version"] == "1"
+    assert tags["jaxport.engine"] == "native" == config_engine(traced, "mlp")
+    assert tags_of(spans["execute"][0])["jaxport.rows"] == 1  # mlp: no batch dimension
 
 
 def test_batched_rest_request_is_one_trace_with_the_batchers_spans(traced: BridgeProcess,
@@ -277,22 +304,27 @@ def test_batched_rest_request_is_one_trace_with_the_batchers_spans(traced: Bridg
                      "data": x.ravel().tolist()}]},
         headers={"traceparent": tp})
     assert code == 200, body
-    spans = by_name(jaeger.trace(trace_id, {"POST ModelInfer", "native.infer", "batcher",
-                                            "batch.queue", "execute"}))
+    want = ["POST ModelInfer", "infer", "batcher", "batch.queue", "execute"]
+    got = jaeger.trace(trace_id, set(want))
+    # a batched request holds no admission slot: its batcher takes that place under infer
+    assert names(got) == sorted(want)
+    spans = by_name(got)
     (server,) = spans["POST ModelInfer"]
     assert parent_of(server) == span_id
-    (infer,) = spans["native.infer"]
+    assert tags_of(server)["http.response.status_code"] == 200
+    (infer,) = spans["infer"]
     (batcher,) = spans["batcher"]
     assert parent_of(infer) == server["spanID"] and parent_of(batcher) == infer["spanID"]
-    for name in ("batch.queue", "execute"):
-        (s,) = spans[name]
-        assert parent_of(s) == batcher["spanID"]
-    tags = {t["key"]: t["value"] for t in spans["execute"][0]["tags"]}
+    assert children(got, batcher) == ["batch.queue", "execute"]
+    tags = tags_of(infer)
+    assert tags["jaxport.model"] == "rows" and tags["jaxport.engine"] == "native"
+    assert tags_of(batcher)["jaxport.rows"] == 2
+    tags = tags_of(spans["execute"][0])
     assert tags["jaxport.batch_size"] == 4 and tags["jaxport.batch_rows"] == 2
 
 
-def test_stream_is_one_trace_with_a_span_per_message(traced: BridgeProcess,
-                                                      jaeger: Jaeger) -> None:
+def test_stream_is_one_trace_with_an_infer_span_per_message(traced: BridgeProcess,
+                                                             jaeger: Jaeger) -> None:
     trace_id, span_id, tp = caller()
     stub = pb_grpc.GRPCInferenceServiceStub(traced.channel())
     x = np.ones((1, FEATURES), np.float32)
@@ -301,28 +333,52 @@ def test_stream_is_one_trace_with_a_span_per_message(traced: BridgeProcess,
         metadata=(("traceparent", tp),)))
     assert [a.error_message for a in answers] == ["", "", ""]
     server_name = "inference.GRPCInferenceService/ModelStreamInfer"
-    spans = by_name(jaeger.trace(trace_id, {server_name, "native.infer", "batcher"}))
-    (server,) = spans[server_name]
+    got = jaeger.trace(trace_id, {server_name, "infer", "batcher"})
+    assert names(got) == sorted([server_name, *["infer"] * 3, *["admission", "execute"] * 2,
+                                 "batcher", "batch.queue", "execute"])
+    spans = by_name(got)
+    (server,) = spans[server_name]  # ONE span for the whole stream
     assert parent_of(server) == span_id
-    infers = spans["native.infer"]
-    assert len(infers) == 3 and {parent_of(s) for s in infers} == {server["spanID"]}
-    assert len(spans["batcher"]) == 1 and len(spans["execute"]) == 3
+    infers = spans["infer"]
+    assert {parent_of(s) for s in infers} == {server["spanID"]}
+    per_model: dict[str, list[dict]] = {}
+    for s in infers:
+        assert tags_of(s)["jaxport.engine"] == "native"
+        per_model.setdefault(str(tags_of(s)["jaxport.model"]), []).append(s)
+    assert sorted((m, len(v)) for m, v in per_model.items()) == [("mlp", 2), ("rows", 1)]
+    for s in per_model["mlp"]:
+        assert children(got, s) == ["admission", "execute"]
+    (rows,) = per_model["rows"]
+    assert children(got, rows) == ["batcher"]
+    assert children(got, spans["batcher"][0]) == ["batch.queue", "execute"]
 
 
-def test_worker_served_model_has_the_worker_call_span(traced: BridgeProcess,
-                                                      jaeger: Jaeger) -> None:
+def test_worker_served_model_executes_under_infer_with_its_engine(traced: BridgeProcess,
+                                                                  jaeger: Jaeger) -> None:
+    """The worker side is not traced: the front's `execute` span is the worker's share, under
+    an `infer` naming the worker's engine (the one ModelConfig reports)."""
+    engine = config_engine(traced, "future")
+    assert engine == "exported"  # the StableHLO target beyond the plugin: not native
     trace_id, span_id, tp = caller()
     stub = pb_grpc.GRPCInferenceServiceStub(traced.channel())
     req = mlp_request()
     req.model_name = "future"
     stub.ModelInfer(req, metadata=(("traceparent", tp),))
     server_name = "inference.GRPCInferenceService/ModelInfer"
-    spans = by_name(jaeger.trace(trace_id, {server_name, "worker.call ModelInfer"}))
-    assert parent_of(spans[server_name][0]) == span_id
-    (call,) = spans["worker.call ModelInfer"]
-    assert parent_of(call) == spans[server_name][0]["spanID"]
-    assert "native.infer" not in spans
-    # a failing call: its status on the server span and the worker call
+    got = jaeger.trace(trace_id, {server_name, "infer", "admission", "execute"})
+    assert names(got) == sorted([server_name, "infer", "admission", "execute"])
+    spans = by_name(got)
+    (server,) = spans[server_name]
+    assert parent_of(server) == span_id
+    (infer,) = spans["infer"]
+    assert parent_of(infer) == server["spanID"]
+    assert children(got, infer) == ["admission", "execute"]
+    tags = tags_of(infer)
+    assert tags["jaxport.model"] == "future" and tags["jaxport.model_version"] == "1"
+    assert tags["jaxport.engine"] == engine
+    assert tags_of(spans["execute"][0])["jaxport.rows"] == 1  # mlp: no batch dimension
+    # a request the front refuses (docs/front.md: workers only execute validated tensors): its
+    # status on the server span and on infer, and no admission or execution under it
     bad = mlp_request()
     bad.model_name = "future"
     bad.inputs[0].datatype = "INT8"
@@ -330,19 +386,25 @@ def test_worker_served_model_has_the_worker_call_span(traced: BridgeProcess,
     with pytest.raises(grpc.RpcError) as err:
         stub.ModelInfer(bad, metadata=(("traceparent", tp),))
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-    spans = by_name(jaeger.trace(trace_id, {server_name, "worker.call ModelInfer"}))
-    tags = {t["key"]: t["value"] for t in spans[server_name][0]["tags"]}
-    assert tags["rpc.grpc.status_code"] == grpc.StatusCode.INVALID_ARGUMENT.value[0]
-    assert tags["otel.status_code"] == "ERROR"
+    got = jaeger.trace(trace_id, {server_name, "infer"})
+    assert names(got) == sorted([server_name, "infer"])
+    invalid = grpc.StatusCode.INVALID_ARGUMENT.value[0]
+    for span in got:
+        tags = tags_of(span)
+        assert tags["rpc.grpc.status_code"] == invalid and tags["otel.status_code"] == "ERROR"
+    (infer,) = by_name(got)["infer"]
+    assert tags_of(infer)["jaxport.engine"] == engine
 
 
-def test_each_request_without_traceparent_is_its_own_trace(traced: BridgeProcess,
-                                                           jaeger: Jaeger) -> None:
+def test_metadata_without_traceparent_is_its_own_trace_of_the_server_span(
+        traced: BridgeProcess, jaeger: Jaeger) -> None:
+    """The front answers metadata itself, a worker-served model's too: each call is a trace of
+    its one server span, a root."""
     stub = pb_grpc.GRPCInferenceServiceStub(traced.channel())
     name = "inference.GRPCInferenceService/ModelMetadata"
     before = set(jaeger.traces_of(name))
-    for _ in range(3):
-        stub.ModelMetadata(pb.ModelMetadataRequest(name="mlp"))
+    for model in ("mlp", "future", "future"):
+        assert stub.ModelMetadata(pb.ModelMetadataRequest(name=model)).name == model
     deadline = time.monotonic() + WAIT_S
     new: set[str] = set()
     while time.monotonic() < deadline and len(new) < 3:
@@ -350,8 +412,9 @@ def test_each_request_without_traceparent_is_its_own_trace(traced: BridgeProcess
         time.sleep(0.2)
     assert len(new) == 3
     for trace_id in new:
-        spans = jaeger.trace(trace_id, {name, "worker.call ModelMetadata"})
-        assert len([s for s in spans if parent_of(s) is None]) == 1  # one root: the server span
+        (server,) = jaeger.trace(trace_id, {name})
+        assert parent_of(server) is None
+        assert tags_of(server)["rpc.method"] == "ModelMetadata"
 
 
 def test_trace_setting_answers_what_is_configured(traced: BridgeProcess, jaeger: Jaeger) -> None:
