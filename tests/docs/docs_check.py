@@ -11,8 +11,7 @@ work, and a number they quote twice must be the same number.
    real `jaxport ... --help`, run as a subprocess: every subcommand must exist (`jaxport
    model list`, `jaxport pjrt install cpu`) and every flag must be in the help of the deepest
    subcommand. Help is whatever the installed command prints: `jaxport serve --help` is the
-   server's own (Python's today, the Go front's once `jaxport serve` execs it), never an
-   imported Settings. Placeholders (`...`, `<NAME>`, `[--FLAG VALUE]`) are not flags.
+   server's own (the Go front's, which `jaxport serve` execs), never an imported Settings. Placeholders (`...`, `<NAME>`, `[--FLAG VALUE]`) are not flags.
 2. Go paths. Every `go install` / `go run` of a local path (`./...`), in a fenced block or an
    inline code span, must name a directory of Go files that `go` resolves from where the doc
    runs it: the directory of a `cd DIR &&` / `-C DIR` before it, else the checkout's root or
@@ -33,9 +32,8 @@ work, and a number they quote twice must be the same number.
    numeric default quoted in prose ("`--workers N` (default 2)") is the one the command's
    --help states ("(default: 2)"), for the flags of export, verify, serve, infer and model.
 
-Known findings in files whose owner is rewriting them (docs of the one-server rewrite, branch
-onesrv) are listed in test_docs.py with the owner and emptied at the merge; everything else
-must be fixed where it is written.
+A finding is fixed where it is written. test_docs.py's KNOWN_PENDING (empty since the
+one-server merge) may name, with its owner, a finding in a doc someone is rewriting right now.
 """
 
 from __future__ import annotations

@@ -20,13 +20,9 @@ REPO = docs_check.REPO
 
 #: Findings in files whose owner is rewriting them right now, by file: (owner, why, the
 #: findings' texts). Each entry must still match a finding (a fixed one fails the test until
-#: it is removed here); empty this at the onesrv merge. Nothing else may be pending.
-KNOWN_PENDING: dict[str, tuple[str, str, tuple[str, ...]]] = {
-    "docs/conformance-suite.md": (
-        "CONFORMANCE", "asked in /work/notes/CONFORMANCE.md (issue 39's docs) for the same "
-        "one-line fix; the lead routes it if the owner has finished",
-        ("`go install ./clients/go/cmd/jaxport-conformance` does not resolve",)),
-}
+#: it is removed here). Empty since the onesrv merge: every finding is fixed where it is
+#: written; an entry is for a doc someone else is mid-rewrite on, and names who and why.
+KNOWN_PENDING: dict[str, tuple[str, str, tuple[str, ...]]] = {}
 
 
 @pytest.fixture(scope="module")
