@@ -236,8 +236,8 @@ DECISIONS = [
      "on opt-in. Triton's documentation: \"Client applications using streaming GRPC can access "
      "this information by checking the response parameters for the \"triton_final_response\" "
      "parameter\"; the opt-in only adds an empty final response for decoupled models. "
-     "Triton is right: the case now requires the parameter on every response; jaxport's server "
-     "changes (S1, pending in main until the server rewrite lands)."),
+     "Triton is right: the case requires the parameter on every response, and jaxport's server "
+     "now sets it on every stream response, asked or not (S1), as Triton does: resolved."),
     ("error_model_ready_unknown", "Triton answers ModelReady of an unknown model OK with "
      "ready=false (REST: HTTP 400), jaxport and KServe NOT_FOUND naming the model. The protocol "
      "says only \"True if the model is ready, false if not ready\" and, over REST, \"a 4xx "
