@@ -561,6 +561,58 @@ func TestQueueDelayDispatchesAPartialBatch(t *testing.T) {
 	}
 }
 
+// A finite delay (20 ms here, not 0 or 1 ns, so the batcher really waits on its timer) sends a
+// partial batch once the oldest request has waited it, by the batcher's clock: here the test's,
+// which only the test moves. While that clock stands still the timer firing changes nothing
+// (the batcher waits again: a second "waiting" event, the batch still unexecuted); once the
+// test moves it past the delay the 3 queued rows run as one batch on the 4-row program, though
+// 8 rows are preferred, and each request's queue time is exactly the delay. No real duration
+// is asserted; the 60 s bounds only turn a hang into a failure.
+func TestAFiniteQueueDelayDispatchesAPartialBatchOnceItHasElapsed(t *testing.T) {
+	const delay = 20 * time.Millisecond
+	cfg := testConfig() // executions estimated at an hour each: the delay, not a cost, decides
+	cfg.MaxQueueDelay = delay
+	clock := &testClock{t: time.Unix(1000, 0)}
+	h := newClockHarness(t, cfg, clock)
+	first := h.busy()
+	a, b := req(1, 0x10), req(2, 0x20)
+	ra, rb := h.submit(context.Background(), 1, a), h.submit(context.Background(), 2, b)
+	h.release()
+	wantOK(t, "busy", <-first, 8, req(8, 0xF0))
+	for i := range 2 { // waits for company; its timer fires; it waits again: the delay is unspent
+		select {
+		case <-h.waiting:
+		case r := <-ra:
+			t.Fatalf("a was answered before its delay had elapsed on the batcher's clock (wait %d): %+v", i, r)
+		case <-time.After(60 * time.Second):
+			t.Fatalf("the batcher never waited for company (wait %d)", i)
+		}
+	}
+	if n := len(h.rc.seen()); n != 1 {
+		t.Fatalf("%d executions before the delay elapsed, want only the busy one", n)
+	}
+	clock.advance(delay)
+	var got [2]result
+	for i, ch := range []chan result{ra, rb} {
+		select {
+		case got[i] = <-ch:
+		case <-time.After(60 * time.Second):
+			t.Fatal("the partial batch was never sent after its delay elapsed")
+		}
+	}
+	wantOK(t, "a", got[0], 1, a)
+	wantOK(t, "b", got[1], 2, b)
+	wantCall(t, h.rc.seen()[1], 4, padded(4, a, b))
+	for i, r := range got {
+		if r.timing.Queue != delay || r.timing.BatchSize != 4 || r.timing.BatchRows != 3 {
+			t.Fatalf("request %d: timing %+v, want %v queued then one execution of 3 rows at size 4", i, r.timing, delay)
+		}
+	}
+	if st := h.b.Stats(); st.Batches != 2 || st.Rows != 11 || st.PaddedRows != 1 || st.BatchSizeCounts[4] != 1 || st.Immediate != 1 {
+		t.Fatalf("stats %+v: want the busy batch and one partial batch of 3 rows padded to 4", st)
+	}
+}
+
 func TestQueueFullIsUnavailable(t *testing.T) {
 	cfg := testConfig()
 	cfg.MaxQueue = 2
