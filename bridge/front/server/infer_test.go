@@ -7,6 +7,8 @@ package server
 
 import (
 	"context"
+	"io"
+	"net"
 	"strings"
 	"testing"
 
@@ -15,7 +17,9 @@ import (
 	"github.com/jaxport/jaxport/bridge/front/status"
 	"github.com/jaxport/jaxport/bridge/front/telemetry"
 	inferencepb "github.com/jaxport/jaxport/clients/go/gen/inference"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 )
 
 // noModels is a repository without models: every Get is NOT_FOUND.
@@ -56,5 +60,68 @@ func TestEveryStreamResponseIsMarkedFinal(t *testing.T) {
 	}
 	if p := resp.Params[finalResponse]; p == nil || !p.GetBoolParam() || resp.ID != "r8" {
 		t.Fatalf("the refusal is a final response with the request's id: %+v", resp)
+	}
+}
+
+// A ModelStreamInfer call over a real gRPC server: a message whose
+// triton_enable_empty_final_response is not a bool (a string, an int) is answered in place,
+// INVALID_ARGUMENT naming the parameter, before any model is looked up; the stream goes on, so
+// the next message reaches the repository (NOT_FOUND here, no models) and the call ends OK.
+func TestANonBoolEmptyFinalFailsOnlyItsStreamMessage(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer(grpc.ForceServerCodecV2(Codec()))
+	srv.RegisterService(New(Options{Repository: noModels{}}).ServiceDesc(), struct{}{})
+	go srv.Serve(lis)
+	defer srv.Stop()
+	cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	stream, err := inferencepb.NewGRPCInferenceServiceClient(cc).ModelStreamInfer(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := "INVALID_ARGUMENT: invalid value type for 'triton_enable_empty_final_response' parameter, expected bool_param"
+	messages := []struct {
+		id    string
+		param *inferencepb.InferParameter
+		want  string // the error_message, or its prefix for NOT_FOUND
+	}{
+		{"s1", &inferencepb.InferParameter{ParameterChoice: &inferencepb.InferParameter_StringParam{StringParam: "true"}}, refused},
+		{"s2", boolParam(true), "NOT_FOUND: "},
+		{"s3", &inferencepb.InferParameter{ParameterChoice: &inferencepb.InferParameter_Int64Param{Int64Param: 1}}, refused},
+		{"s4", nil, "NOT_FOUND: "},
+	}
+	for _, m := range messages {
+		req := &inferencepb.ModelInferRequest{ModelName: "nope", Id: m.id}
+		if m.param != nil {
+			req.Parameters = map[string]*inferencepb.InferParameter{enableEmptyFinal: m.param}
+		}
+		if err := stream.Send(req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := stream.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range messages {
+		resp, err := stream.Recv()
+		if err != nil {
+			t.Fatalf("%s: the stream ended: %v", m.id, err)
+		}
+		msg := resp.GetErrorMessage()
+		if (m.want == refused && msg != refused) || !strings.HasPrefix(msg, m.want) {
+			t.Fatalf("%s: error_message %q, want %q", m.id, msg, m.want)
+		}
+		if resp.GetInferResponse().GetId() != m.id {
+			t.Fatalf("%s: answered as %q: out of order", m.id, resp.GetInferResponse().GetId())
+		}
+	}
+	if _, err := stream.Recv(); err != io.EOF {
+		t.Fatalf("the call did not end OK after its last message: %v", err)
 	}
 }
