@@ -141,14 +141,42 @@ def test_metadata_and_config_list_no_check_outputs(checked_stub):
 
 
 def test_server_survives_and_counts_failures(checked_bridge, checked_stub):
+    """Each tripped check fails its request with its status; ModelStatistics counts each one
+    in fail (not in inference_count, execution_count nor success, as Triton counts) and
+    jaxport_inference_failure_total counts it under its code; the next request succeeds and
+    is counted as one success, one inference, one execution."""
+
+    def stats() -> pb.ModelStatistics:
+        (s,) = checked_stub.ModelStatistics(
+            pb.ModelStatisticsRequest(name="checked", version="1"), timeout=30).model_stats
+        return s
+
+    def failures() -> dict[str, float]:
+        return {dict(labels)["code"]: v for (name, labels), v in checked_bridge.metrics().items()
+                if name == "jaxport_inference_failure_total" and ("model", "checked") in labels}
+
+    s0, f0 = stats(), failures()
     for kind in KINDS:
-        rpc_error(
+        err = rpc_error(
             checked_stub.ModelInfer,
             codecs.build_infer_request("checked", named(CASES[kind])),
             timeout=30,
         )
+        assert err.code() == STATUS[kind], (kind, err.details())
+    s1, f1 = stats(), failures()
+    assert s1.inference_stats.fail.count == s0.inference_stats.fail.count + len(KINDS)
+    assert s1.inference_stats.success.count == s0.inference_stats.success.count
+    assert (s1.inference_count, s1.execution_count) == (s0.inference_count, s0.execution_count)
+    by_code = {code.name: sum(1 for k in KINDS if STATUS[k] == code) for code in STATUS.values()}
+    assert {c: d for c in f1 if (d := f1[c] - f0.get(c, 0))} == by_code  # 2 and 2
+
     assert checked_bridge.alive()
     checked_stub.ModelInfer(codecs.build_infer_request("checked", named(CASES["pass"])), timeout=30)
+    s2 = stats()
+    assert s2.inference_stats.fail.count == s1.inference_stats.fail.count
+    assert s2.inference_stats.success.count == s1.inference_stats.success.count + 1
+    assert (s2.inference_count, s2.execution_count) == (s1.inference_count + 1,
+                                                        s1.execution_count + 1)
 
 
 # Run in its own process: tritonclient's generated `inference.*` protobuf symbols clash with
