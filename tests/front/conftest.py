@@ -11,9 +11,7 @@ SERVING once the initial load has finished (every model open on the engine that 
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,12 +26,9 @@ for _p in (TESTS, TESTS / "bridge"):
 
 from front_helpers import (  # noqa: E402
     FEATURES,
-    FRONT_SRC,
-    PLUGIN,
     SIZES,
     build_front,
     front_command,
-    go_or_fail,
     rows_model,
     rows_params,
 )
@@ -70,19 +65,13 @@ def front_binary(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def goldens_binary(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """`go build` (cgo on) of bridge/front/cmd/jaxport-native-goldens, once per session; fails
-    in one line when the build fails or the PJRT plugin it runs with is missing."""
-    go = go_or_fail()
-    out = tmp_path_factory.mktemp("native-bin") / "jaxport-native-goldens"
-    proc = subprocess.run([go, "build", "-o", str(out), "./cmd/jaxport-native-goldens"],
-                          cwd=FRONT_SRC, capture_output=True, text=True, timeout=900,
-                          env={**os.environ, "CGO_ENABLED": "1"})
-    if proc.returncode:
-        pytest.fail(f"go build of jaxport-native-goldens failed:\n{proc.stderr}", pytrace=False)
-    if not PLUGIN.is_file():
-        pytest.fail(f"{PLUGIN} missing: run `make pjrt-plugin`", pytrace=False)
-    return out
+def goldens_binary() -> Path:
+    """jaxport-native-goldens (cgo), built once by tests/tiers.py and handed over; fails in one
+    line when it or the PJRT plugin it runs with is missing."""
+    from support import binaries
+
+    binaries.path("pjrt-plugin")
+    return binaries.path("native-goldens")
 
 
 @pytest.fixture(scope="session")

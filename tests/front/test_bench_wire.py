@@ -1,25 +1,18 @@
-"""The bench's 16 MiB Go tool (`tests/bench/wire`, issue 12) vetted, built and run for real: its
-grpc-go echo server answers the Go client over a socket, and the client's answer check fails
-(status 1, naming the element) when the answer is not what it expects, so the bench's large
-tensor figures can only come from correct answers."""
+"""The bench's 16 MiB Go tool (`tests/bench/wire`, issue 12; vetted and built once by
+tests/tiers.py) run for real: its grpc-go echo server answers the Go client over a socket, and
+the client's answer check fails (status 1, naming the element) when the answer is not what it
+expects, so the bench's large tensor figures can only come from correct answers."""
 
 from __future__ import annotations
 
 import json
 import subprocess
-from pathlib import Path
 
-from front_helpers import go_or_fail
-
-WIRE_SRC = Path(__file__).resolve().parents[2] / "tests" / "bench" / "wire"
+from support import binaries
 
 
-def test_wire_echo_round_trips_and_checks_answers(tmp_path: Path) -> None:
-    go = go_or_fail()
-    binary = tmp_path / "wire"
-    for cmd in ([go, "vet", "./..."], [go, "build", "-o", str(binary), "."]):
-        proc = subprocess.run(cmd, cwd=WIRE_SRC, capture_output=True, text=True, timeout=600)
-        assert proc.returncode == 0, f"{' '.join(cmd[1:])}:\n{proc.stdout}\n{proc.stderr}"
+def test_wire_echo_round_trips_and_checks_answers() -> None:
+    binary = binaries.path("wire")
     for tuned in ([], ["--tuned"]):
         server = subprocess.Popen([str(binary), "echo", *tuned], stdout=subprocess.PIPE,
                                   text=True)

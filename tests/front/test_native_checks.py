@@ -168,12 +168,14 @@ def parity_cases(seed: int, n: int) -> list[dict]:
 
 
 def run_go_parity(path: Path) -> subprocess.CompletedProcess:
-    from front_helpers import go_or_fail
+    from support import binaries
 
+    # The engine package's test binary, built once by tests/tiers.py (go test -c), run in the
+    # package's directory as `go test` would.
     return subprocess.run(
-        [go_or_fail(), "test", "./engine", "-run", "TestCheckParity", "-count=1", "-v",
-         "-args", "-check-parity", str(path)],
-        cwd=ROOT / "bridge" / "front", capture_output=True, text=True, timeout=600)
+        [str(binaries.path("engine-test")), "-test.run", "TestCheckParity", "-test.count=1",
+         "-test.v", "-check-parity", str(path)],
+        cwd=ROOT / "bridge" / "front" / "engine", capture_output=True, text=True, timeout=600)
 
 
 def parity_failures(proc: subprocess.CompletedProcess, cases: list[dict], seed: int) -> str:
