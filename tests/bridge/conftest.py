@@ -5,8 +5,9 @@ three outputs, one parameter jax drops), `slow` (run time grows with its `n` inp
 (lowered for cuda and cpu) and `ignores`. The shared repository holds them all as version 1;
 `bridge` serves it as `jaxport serve` does by default (the native engine where it admits a
 model, the workers for the others) with explicit model control (EXPLICIT: every model loaded
-at the start, load/unload by RPC), `bridge_pjrt` with `--engine pjrt` (every model on the
-workers). Tests that change a repository build their own.
+at the start, load/unload by RPC), `bridge_exported` with `--engine exported` (every model on
+the workers, `Exported.call`) and `bridge_pjrt` with `--engine pjrt` (every model on the
+workers, raw `model.mlirbc`). Tests that change a repository build their own.
 
 `bridge` runs with the test gate enabled (`gate`, see `support.gate`): a test that needs a
 request still executing holds its model there instead of relying on how long it computes.
@@ -81,6 +82,13 @@ def bridge(repository: Path, gate: Gate) -> Iterator[BridgeProcess]:
 
 
 @pytest.fixture(scope="session")
+def bridge_exported(repository: Path) -> Iterator[BridgeProcess]:
+    """A real bridge serving the shared repository with `--engine exported`."""
+    with BridgeProcess(repository, "--engine", "exported") as b:
+        yield b
+
+
+@pytest.fixture(scope="session")
 def bridge_pjrt(repository: Path) -> Iterator[BridgeProcess]:
     """A real bridge serving the shared repository with `--engine pjrt`."""
     # Chosen through the environment: covers JAXPORT_* settings too.
@@ -92,6 +100,13 @@ def bridge_pjrt(repository: Path) -> Iterator[BridgeProcess]:
 def stub(bridge: BridgeProcess) -> Iterator[pb_grpc.GRPCInferenceServiceStub]:
     """Generated stub on a channel to `bridge`."""
     with bridge.channel() as channel:
+        yield pb_grpc.GRPCInferenceServiceStub(channel)
+
+
+@pytest.fixture(scope="session")
+def stub_exported(bridge_exported: BridgeProcess) -> Iterator[pb_grpc.GRPCInferenceServiceStub]:
+    """Generated stub on a channel to `bridge_exported`."""
+    with bridge_exported.channel() as channel:
         yield pb_grpc.GRPCInferenceServiceStub(channel)
 
 

@@ -1,4 +1,5 @@
-"""ModelInfer and metadata RPCs against real bridges (both engines) over gRPC.
+"""ModelInfer and metadata RPCs against real bridges over gRPC: the native engine (the default
+server) and the workers' engines (`--engine exported`, `--engine pjrt`).
 
 Tolerances: FP32 rtol=atol=1e-6 - the bridge runs the same StableHLO on the same XLA CPU
 backend as the exporter's goldens, so only reassociation-level rounding may differ. BF16:
@@ -58,14 +59,24 @@ def test_outputs_equal_goldens(engine, model, artifacts, stub, stub_pjrt):
             assert_close(got[name], want, f"{engine}/{model}/{case}/{name}")
 
 
-def test_engines_agree_on_every_golden(artifacts, stub, stub_pjrt):
+def test_engines_agree_on_every_golden(artifacts, stub, stub_exported, stub_pjrt):
+    """The three engines give the same answers on every golden of every model: native (the
+    default server, in the front), exported (`--engine exported`: Exported.call on the
+    workers) and pjrt (`--engine pjrt`: raw model.mlirbc on the workers), each asserted to be
+    the engine that serves the model by its ModelConfig `engine` parameter."""
+    stubs = {"native": stub, "exported": stub_exported, "pjrt": stub_pjrt}
     for model in ("mlp", "mixed", "slow", "mlp2p", "ignores"):
+        for engine, client in stubs.items():
+            config = client.ModelConfig(pb.ModelConfigRequest(name=model), timeout=30).config
+            assert config.parameters["engine"].string_value == engine, (model, engine)
         for case, inputs, _ in golden_cases(artifacts[model]):
-            a = codecs.decode_infer_response(infer(stub, model, inputs))
-            b = codecs.decode_infer_response(infer(stub_pjrt, model, inputs))
-            assert list(a) == list(b)
-            for name in a:
-                assert_close(b[name], a[name], f"pjrt vs default {model}/{case}/{name}")
+            got = {engine: codecs.decode_infer_response(infer(client, model, inputs))
+                   for engine, client in stubs.items()}
+            for engine in ("exported", "pjrt"):
+                assert list(got[engine]) == list(got["native"])
+                for name, want in got["native"].items():
+                    assert_close(got[engine][name], want,
+                                 f"{engine} vs native {model}/{case}/{name}")
 
 
 def test_multi_platform_artifact_binds_the_platform_index(artifacts):
