@@ -11,11 +11,12 @@ and booleans: exact.
 from __future__ import annotations
 
 import bridge_models as bm
+import grpc
 import jax
 import ml_dtypes
 import numpy as np
 import pytest
-from bridge_helpers import golden_cases
+from bridge_helpers import golden_cases, rpc_error
 from jaxport.protocol import codecs
 from jaxport.protocol.gen.inference import grpc_service_pb2 as pb
 from jaxport.protocol.gen.inference import model_config_pb2 as mc
@@ -217,8 +218,9 @@ def test_model_statistics_count_requests(stub_pjrt):
     x = np.zeros((2, 8), np.float32)
     for _ in range(3):
         infer(stub_pjrt, "mlp", {"x": x})
-    with pytest.raises(Exception):  # noqa: B017 - any failure counts as one
-        infer(stub_pjrt, "mlp", {"x": np.zeros((3, 8), np.float32)})
+    err = rpc_error(infer, stub_pjrt, "mlp", {"x": np.zeros((3, 8), np.float32)})
+    assert (err.code(), err.details()) == (grpc.StatusCode.INVALID_ARGUMENT,
+                                           "input 'x': expected shape [2, 8], got [3, 8]")
     after = stats()
     assert after.inference_count == before.inference_count + 3
     assert after.execution_count == before.execution_count + 3
