@@ -19,7 +19,7 @@ After the campaign: the server's RSS growth since the warm-up (front and workers
 within `--rss-bound-mib`,
 its log holds no ERROR record (an ERROR is a bug in our code), hostile traffic was counted
 by code in `jaxport_grpc_requests_total`, and SIGTERM ends the process with status 0 ("stopped",
-cut 0) within the grace period + 2 s.
+cut 0); how long that took is printed, not asserted (a hang fails after EXIT_BOUND_S).
 
 Seeds: thread `t` of campaign seed `S` draws everything from
 `random.Random((S * 10 + phase) * 1000 + t)` (phase 0 warm-up, 1 the rest) and from
@@ -66,7 +66,9 @@ GO_DESERIALIZE_FAILED = ("grpc: error unmarshalling request: ",
                          "grpc: failed to unmarshal the received message: ")
 DEADLINE_S = 60.0
 GRACE_S = 5.0
-EXIT_SLACK_S = 2.0
+#: A failure bound for a drain that hangs, not a requirement on how long the exit takes (the
+#: machine may be loaded): the exit time is printed.
+EXIT_BOUND_S = 120.0
 REAL = [TensorSpec("x", "FP32", (2, 3)), TensorSpec("flag", "BOOL", (2,))]
 PROTECTED = ("fuzzy", "slow")  # models the valid requests use: never unloaded
 SPARE = "spare"  # a copy of fuzzy that repository-control cases load and unload
@@ -601,7 +603,7 @@ class Report:
             f"{self.rss_end - self.rss_warm:.0f} MiB, bound {self.rss_bound:.0f} MiB); "
             f"threads {self.threads_start} -> {self.threads_end}",
             f"fuzz: SIGTERM -> exit status {self.exit_status} in {self.exit_seconds:.2f} s "
-            f"(grace {GRACE_S:.0f} s + {EXIT_SLACK_S:.0f} s allowed)",
+            f"(grace {GRACE_S:.0f} s; a hang fails after {EXIT_BOUND_S:.0f} s)",
         ]
 
 
@@ -661,11 +663,11 @@ def run_campaign(bridge, cases: int, threads: int, seed: int, rss_bound_mib: flo
     counts = grpc_counts(bridge.metrics_url)
     campaign.channel.close()
     seconds = time.monotonic() - start
-    # The end: SIGTERM must drain (nothing is in flight) and exit 0 within grace + slack.
+    # The end: SIGTERM must drain (nothing is in flight) and exit 0.
     t0 = time.monotonic()
     bridge.send_signal(signal.SIGTERM)
     try:
-        status = bridge.wait(GRACE_S + EXIT_SLACK_S)
+        status = bridge.wait(EXIT_BOUND_S)
     except Exception:
         status = None
     exit_seconds = time.monotonic() - t0
@@ -675,8 +677,8 @@ def run_campaign(bridge, cases: int, threads: int, seed: int, rss_bound_mib: flo
         log(line)
     problems = []
     if status != 0:
-        problems.append(f"SIGTERM: exit status {status} after {exit_seconds:.1f} s (want 0 "
-                        f"within {GRACE_S + EXIT_SLACK_S:.0f} s)")
+        problems.append(f"SIGTERM: exit status {status} after {exit_seconds:.1f} s (want 0; "
+                        f"no exit within {EXIT_BOUND_S:.0f} s is a hang)")
     records = bridge.log_records()
     # jaxport serve: one record (cut, exit_status); the native front: the front's and each
     # worker's. Every one must be clean.
