@@ -3,15 +3,12 @@ images made from Debian packages, image builds, containers started and stopped b
 
 This machine (measured): Debian's podman 4.3.1 runs containers with `runc` (crun fails on the
 hybrid cgroups here), `cgroup_manager = "cgroupfs"` and `default_ulimits = []`, from a
-CONTAINERS_CONF file of our own. Its storage lives in the user's cache,
-$XDG_CACHE_HOME/jaxport/containers (~/.cache by default; JAXPORT_CONTAINERS_DIR overrides), so
-a fresh clone's run reuses the bases, build layers and the builds' Go, zig and pip cache
-mounts of earlier runs instead of rebuilding them (10+ minutes) in a new build/. No image
-registry is reachable, so the bases the Containerfiles take as build arguments are made here:
-`mmdebstrap` root file systems imported with `podman import`, and an image holding this
-machine's Go at /usr/local/go (the official Go image's layout). TLS from the build's RUN steps
-(pip, the Go module proxy) goes through this machine's CA bundle, mounted for the build only
-(nothing of it reaches the image).
+CONTAINERS_CONF file of our own; its storage lives in build/containers (kept between runs:
+bases and build layers are reused). No image registry is reachable, so the bases the
+Containerfiles take as build arguments are made here: `mmdebstrap` root file systems imported
+with `podman import`, and an image holding this machine's Go at /usr/local/go (the official Go
+image's layout). TLS from the build's RUN steps (pip, the Go module proxy) goes through this
+machine's CA bundle, mounted for the build only (nothing of it reaches the image).
 """
 
 from __future__ import annotations
@@ -28,9 +25,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-STATE = Path(os.environ.get("JAXPORT_CONTAINERS_DIR")
-             or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-             / "jaxport" / "containers")
+STATE = REPO / "build" / "containers"
 SUITE = "trixie"
 #: A Python base like docker.io/library/python:3.13-slim: Debian's Python 3.13, venv, CAs.
 PYTHON_BASE = ("apt", ("python3", "python3-venv", "ca-certificates"))
@@ -138,7 +133,7 @@ def build(containerfile: str, tag: str, build_args: dict[str, str]) -> float:
            "-t", tag, REPO, timeout=3600)
     seconds = time.perf_counter() - start
     # The images a rebuild left untagged (the previous build's layers): dropped, so
-    # the storage stays bounded; the Go, zig and pip caches are cache mounts, kept.
+    # build/containers stays bounded; the Go, zig and pip caches are cache mounts, kept.
     podman("image", "prune", "-f")
     return seconds
 

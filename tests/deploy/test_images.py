@@ -9,8 +9,7 @@ the space.
 
 Slow (second tier): the first build compiles the front with zig in the container and installs
 JAX & co. and the plugin from the package index (10+ minutes on 2 shared cores; podman's layer
-cache in ~/.cache/jaxport/containers, kept across clones, makes an unchanged rebuild take
-seconds).
+cache in build/containers makes an unchanged rebuild take seconds).
 """
 
 from __future__ import annotations
