@@ -11,7 +11,8 @@ work, and a number they quote twice must be the same number.
    real `jaxport ... --help`, run as a subprocess: every subcommand must exist (`jaxport
    model list`, `jaxport pjrt install cpu`) and every flag must be in the help of the deepest
    subcommand. Help is whatever the installed command prints: `jaxport serve --help` is the
-   server's own (the Go front's, which `jaxport serve` execs), never an imported Settings. Placeholders (`...`, `<NAME>`, `[--FLAG VALUE]`) are not flags.
+   server's own (the Go front's, which `jaxport serve` execs), never an imported Settings.
+   Placeholders (`...`, `<NAME>`, `[--FLAG VALUE]`) are not flags.
 2. Go paths. Every `go install` / `go run` of a local path (`./...`), in a fenced block or an
    inline code span, must name a directory of Go files that `go` resolves from where the doc
    runs it: the directory of a `cd DIR &&` / `-C DIR` before it, else the checkout's root or
