@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The two test tiers, phase by phase, with how long each phase took.
 
-    .venv/bin/python tests/tiers.py fast          # `make test`: the inner loop, <= 5 min here
+    .venv/bin/python tests/tiers.py fast          # `make test`: the inner loop (README tier table)
     .venv/bin/python tests/tiers.py all           # `make test-all`: everything (CI runs this)
     .venv/bin/python tests/tiers.py pytest ARGS   # build, then pytest ARGS with the same set-up
     .venv/bin/python tests/tiers.py build [fast|all]   # only the builds
