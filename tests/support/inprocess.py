@@ -112,15 +112,16 @@ def _shadowed_modules(paths: Sequence[str]) -> dict[str, object]:
     imported from elsewhere under a name that `paths` also provides: a fresh `jaxport` process
     with PYTHONPATH=paths would import `paths`' module of that name (tests/models/broken.py,
     not tests/reliability/broken.py)."""
-    def provided(name: str) -> bool:
-        top = name.split(".", 1)[0]
-        return any((Path(p) / f"{top}.py").exists() or (Path(p) / top / "__init__.py").exists()
-                   for p in paths)
-
+    provided = set()  # the top-level names `paths` provide: modules and packages
+    for p in map(Path, paths):
+        for entry in p.iterdir() if p.is_dir() else ():
+            if entry.suffix == ".py" or (entry / "__init__.py").exists():
+                provided.add(entry.stem if entry.suffix == ".py" else entry.name)
     out = {}
     for name, module in list(sys.modules.items()):
         file = getattr(module, "__file__", None) or ""
-        if provided(name) and not any(file.startswith(p + os.sep) for p in paths):
+        if (name.split(".", 1)[0] in provided
+                and not any(file.startswith(p + os.sep) for p in paths)):
             out[name] = sys.modules.pop(name)
     return out
 
