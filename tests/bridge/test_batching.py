@@ -10,13 +10,13 @@ queue) are the front's one batcher, unit-tested in bridge/front/batch (batch_tes
 
 from __future__ import annotations
 
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from support.waiting import wait_until
 
 FEATURES = 5
 # A queue delay no test outlives: requests queued behind an execution then form a batch only
@@ -274,20 +274,6 @@ def _batch_counter(bridge, name: str) -> float:
     return bridge.metrics().get((name, (("model", "rows"), ("version", "1"))), 0.0)
 
 
-def _wait_until(predicate, what: str, calls=()) -> None:
-    """Poll a condition the server reports (never a fixed sleep) until it holds; a call in
-    `calls` that ends first fails the test with its outcome (it must still be waiting)."""
-    end = time.monotonic() + WAIT_S
-    while not predicate():
-        for call in calls:
-            if call.done():
-                call.result()  # raises the call's error, if it failed
-                raise AssertionError(f"a call completed while the batch was held: {what}")
-        if time.monotonic() > end:
-            raise TimeoutError(f"not after {WAIT_S:.0f} s: {what}")
-        time.sleep(0.02)
-
-
 @pytest.mark.parametrize("engine", ["workers", "native"])
 def test_live_concurrent_requests_share_one_batch(batched_repo, tmp_path, engine):
     """Requests queued behind an execution are answered from ONE execution of the 8-row
@@ -343,7 +329,7 @@ def test_live_concurrent_requests_share_one_batch(batched_repo, tmp_path, engine
             gate.wait_held("rows", 1, calls=[first])  # found the batcher idle: executing
             assert _batch_counter(bridge, "jaxport_batch_immediate_total") == 1
             rest = [pool.submit(call, i) for i in range(1, len(reqs))]
-            _wait_until(lambda: _batch_counter(bridge, "jaxport_batch_requests_total")
+            wait_until(lambda: _batch_counter(bridge, "jaxport_batch_requests_total")
                         == len(reqs), f"{len(rest)} requests queued behind the held execution",
                         calls=[first, *rest])
             assert gate.entered("rows") == 1  # nothing else reached execution meanwhile

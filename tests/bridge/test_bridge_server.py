@@ -1,5 +1,6 @@
-"""The server around the servicer: port reporting, gRPC health, reflection, Prometheus metrics,
-SIGTERM draining, and `jaxport serve` usage errors (one line, exit status 2)."""
+"""The server (the front `jaxport serve` starts): port reporting, gRPC health, reflection,
+Prometheus metrics, SIGTERM draining, and `jaxport serve` usage errors (one line, exit status 2).
+"""
 
 from __future__ import annotations
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 from pathlib import Path
 
 import grpc
@@ -24,6 +23,7 @@ from jaxport.protocol.gen.inference import grpc_service_pb2 as pb
 from jaxport.protocol.gen.inference import grpc_service_pb2_grpc as pb_grpc
 from support.bridge import BridgeProcess
 from support.gate import Gate
+from support.waiting import wait_until
 
 SERVICE = "inference.GRPCInferenceService"
 WORKER_GONE = "execution worker exited while handling the request"
@@ -64,19 +64,10 @@ def slow_request(n: int = 1) -> pb.ModelInferRequest:
     return req
 
 
-def wait_for(predicate, what: str, timeout: float = 120.0) -> None:
-    """Poll an observable condition (log records, health) with a bound."""
-    end = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > end:
-            raise TimeoutError(f"not after {timeout:.0f} s: {what}")
-        time.sleep(0.02)
-
-
 # -- server RPCs, health, reflection -------------------------------------------------------------
 
 def test_server_rpcs(front: BridgeProcess) -> None:
-    """Answered by the workers' servicer through the front (every field: tests/bridge)."""
+    """Answered by the front itself, no worker involved (every field: tests/bridge)."""
     f = stub(front)
     assert f.ServerLive(pb.ServerLiveRequest()).live
     assert f.ServerReady(pb.ServerReadyRequest()).ready
@@ -201,13 +192,13 @@ BAD_REQUESTS = {
 
 
 @pytest.mark.parametrize("case", list(BAD_REQUESTS))
-def test_errors_keep_the_servicer_status_and_message(front: BridgeProcess, case: str) -> None:
+def test_bad_requests_get_their_status_and_message(front: BridgeProcess, case: str) -> None:
     req, code, details = BAD_REQUESTS[case]
     got = rpc_error(stub(front).ModelInfer, req, timeout=60)
     assert (got.code(), got.details()) == (code, details)
 
 
-def test_other_rpc_errors_keep_the_servicer_status_and_message(front: BridgeProcess) -> None:
+def test_other_rpc_errors_get_their_status_and_message(front: BridgeProcess) -> None:
     calls = [("ModelMetadata", pb.ModelMetadataRequest(name="nope"),
               grpc.StatusCode.NOT_FOUND, f"unknown model 'nope' {KNOWN}"),
              ("ModelConfig", pb.ModelConfigRequest(name="mlp", version="9"),
@@ -295,7 +286,7 @@ def test_killed_worker_is_restarted(workers_front: BridgeProcess) -> None:
     before = worker_records(workers_front)
     victim = before[-1]
     os.kill(int(victim["pid"]), signal.SIGKILL)
-    wait_for(lambda: any(r["worker"] == victim["worker"] and r["pid"] != victim["pid"]
+    wait_until(lambda: any(r["worker"] == victim["worker"] and r["pid"] != victim["pid"]
                          for r in worker_records(workers_front)[len(before):]),
              f"worker {victim['worker']} restarted")
     for i in range(8):

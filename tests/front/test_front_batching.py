@@ -22,7 +22,8 @@ from front_helpers import FEATURES, NEVER_US, front_command, rows_model, rows_pa
 from jaxport.protocol.gen.inference import grpc_service_pb2 as pb
 from support.bridge import BridgeProcess
 from support.gate import Gate
-from test_front import mlp_request, stub, wait_for
+from support.waiting import wait_until
+from test_front import mlp_request, stub
 
 WAIT_S = 120.0
 
@@ -59,7 +60,7 @@ def test_one_batch_of_eight_rows_in_the_front(front_binary: Path, batched_repo: 
             first = pool.submit(call, 0)
             gate.wait_held("rows", 1, calls=[first])  # it found the batcher idle: run at once
             rest = [pool.submit(call, i) for i in range(1, 9)]
-            wait_for(lambda: queued() == 9, "nine requests in the batcher")
+            wait_until(lambda: queued() == 9, "nine requests in the batcher")
         outs = [first.result(timeout=WAIT_S)] + [f.result(timeout=WAIT_S) for f in rest]
         want = jax.jit(rows_model)(rows_params(), np.concatenate(xs))
         for i, out in enumerate(outs):

@@ -27,6 +27,7 @@ from front_helpers import front_command, worker_records
 from jaxport.protocol.gen.inference import grpc_service_pb2 as pb
 from support.bridge import BridgeProcess
 from support.gate import Gate
+from support.waiting import wait_until
 from test_front import (
     WORKER_GONE,
     mlp_reference,
@@ -34,7 +35,6 @@ from test_front import (
     rpc_error,
     slow_request,
     stub,
-    wait_for,
 )
 
 
@@ -98,7 +98,7 @@ def test_sigkill_while_executing_fails_only_that_call(faulty: BridgeProcess) -> 
         np.testing.assert_allclose(
             np.frombuffer(out.raw_output_contents[0], np.float32).reshape(2, 4),
             mlp_reference(x), rtol=1e-5, atol=1e-6)
-    wait_for(lambda: victim not in running_workers(faulty).values(), "killed worker restarted")
+    wait_until(lambda: victim not in running_workers(faulty).values(), "killed worker restarted")
     assert len(running_workers(faulty)) == 2
 
 

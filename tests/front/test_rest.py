@@ -34,6 +34,7 @@ from jaxport.protocol.gen.inference import grpc_service_pb2 as pb
 from jaxport.protocol.gen.inference import grpc_service_pb2_grpc as pb_grpc
 from support.bridge import BridgeProcess
 from support.gate import Gate
+from support.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 CONFORMANCE = REPO / "tests" / "conformance"
@@ -760,12 +761,3 @@ def refused(port: int) -> bool:
     return False
 
 
-def wait_until(condition: Any, what: str, timeout: float = 120.0) -> None:
-    """Poll a condition (never a fixed sleep standing in for it)."""
-    import time
-
-    end = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > end:
-            raise TimeoutError(f"waited {timeout:.0f} s for {what}")
-        time.sleep(0.02)

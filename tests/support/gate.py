@@ -17,14 +17,14 @@ from __future__ import annotations
 
 import contextlib
 import os
-import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+
+from support.waiting import wait_until
 
 __all__ = ["ENV", "Gate"]
 
 ENV = "JAXPORT_TEST_GATE_DIR"  # read by the front (bridge/front/dispatch/gate.go)
-POLL_S = 0.01
 
 
 class Gate:
@@ -94,18 +94,13 @@ class Gate:
         `calls` (futures with `done()`/`result()`): if one of them ends first, its outcome is
         raised instead of waiting for the timeout (it never reached execution).
         """
-        calls = list(calls)
-        end = time.monotonic() + timeout
-        while (self.held(model) > n) if at_most else (self.held(model) < n):
-            for call in calls:
-                if call.done():
-                    call.result()  # raises the call's error, if it failed
-                    raise AssertionError(f"a call to {model!r} completed while it was held")
-            if time.monotonic() > end:
-                raise TimeoutError(f"{self.held(model)} executions of {model!r} held at the "
-                                   f"test gate after {timeout:.0f} s, wanted "
-                                   f"{'at most' if at_most else 'at least'} {n}")
-            time.sleep(POLL_S)
+        held = (lambda: self.held(model) <= n) if at_most else (lambda: self.held(model) >= n)
+        try:
+            wait_until(held, f"executions of {model!r} held at the test gate", timeout, calls)
+        except TimeoutError:
+            raise TimeoutError(f"{self.held(model)} executions of {model!r} held at the test "
+                               f"gate after {timeout:.0f} s, wanted "
+                               f"{'at most' if at_most else 'at least'} {n}") from None
 
 
 def _running(pid: int) -> bool:
