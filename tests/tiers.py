@@ -28,7 +28,8 @@ Phases (tests/README.md says the rules they hold the tests to):
 Every phase runs even when an earlier one failed (one run shows every failure); the exit status
 is 1 if any failed. The closing table names each phase, its wall time and its result, and the
 pytest phase lists every test over the fast tier's budget (BUDGET_S, set-up included), so a slow
-addition shows in the log: mark it `slow` with its reason (tests/README.md).
+addition shows in the log: mark it `slow` with its reason (tests/README.md). The pytest phase's
+JUnit report, every test's time, stays in build/test-reports/pytest-TIER.xml.
 """
 
 from __future__ import annotations
@@ -36,7 +37,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import tempfile
 import time
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
@@ -48,6 +48,8 @@ sys.path.insert(0, str(REPO / "tests"))
 from support import binaries, exports  # noqa: E402
 
 BIN = Path(sys.executable).parent
+#: The pytest phase's JUnit report (every test's time, set-up included) stays here after a run.
+REPORTS = REPO / "build" / "test-reports"
 PY = sys.executable
 #: A fast-tier test (set-up included) longer than this is listed after the pytest phase.
 BUDGET_S = 10.0
@@ -119,11 +121,12 @@ def over_budget(junit: Path, budget: float = BUDGET_S) -> list[tuple[float, str]
 
 def pytest_phase(tier: str) -> Callable[[dict[str, str]], int]:
     def phase(env: dict[str, str]) -> int:
-        with tempfile.TemporaryDirectory(prefix="jaxport-tiers-") as tmp:
-            junit = Path(tmp) / "junit.xml"
-            rc = run([*PYTEST, *PARALLEL, "-m", MARKS[tier], f"--junitxml={junit}",
-                      "-o", "junit_duration_report=total"], env)
-            slow = over_budget(junit)
+        junit = REPORTS / f"pytest-{tier}.xml"
+        junit.parent.mkdir(parents=True, exist_ok=True)
+        junit.unlink(missing_ok=True)
+        rc = run([*PYTEST, *PARALLEL, "-m", MARKS[tier], f"--junitxml={junit}",
+                  "-o", "junit_duration_report=total"], env)
+        slow = over_budget(junit)
         if tier == "fast":
             print(f"\n##### fast-tier tests over the {BUDGET_S:.0f} s budget (set-up included): "
                   f"{len(slow)}")
