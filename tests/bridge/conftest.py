@@ -28,6 +28,7 @@ for _p in (Path(__file__).resolve().parents[1], Path(__file__).resolve().parent)
 from bridge_helpers import EXPLICIT, make_repository  # noqa: E402
 from jaxport.protocol.gen.inference import grpc_service_pb2_grpc as pb_grpc  # noqa: E402
 from support.bridge import BridgeProcess  # noqa: E402
+from support.exports import exported  # noqa: E402
 from support.gate import Gate  # noqa: E402
 
 # mlp2p: the mlp lowered for ("cuda", "cpu"): @main takes a platform index first.
@@ -56,9 +57,14 @@ def _export_all(out: Path) -> dict[str, Path]:
 
 
 @pytest.fixture(scope="session")
-def artifacts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """Artifact directories by model name, exported once per session."""
-    return _export_all(tmp_path_factory.mktemp("artifacts"))
+def artifacts() -> dict[str, Path]:
+    """Artifact directories by model name, from the shared export cache (support.exports: once
+    per run, whichever pytest process asks first; read-only)."""
+    import bridge_models
+
+    entry = exported("bridge-models", _export_all,
+                     sources=[Path(__file__), Path(bridge_models.__file__)])
+    return {name: entry / name for name in MODEL_NAMES}
 
 
 @pytest.fixture(scope="session")

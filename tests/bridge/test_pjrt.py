@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -135,7 +136,8 @@ def test_cuda_install_checksums_hold_and_the_front_loads_it(tmp_path: Path) -> N
     `jaxport pjrt install cuda` does for an image's /usr/local; `--pjrt-plugin cuda` finds it,
     loads every NVIDIA library the plugin's RPATH misses, then the plugin (GetPjrtApi), and
     without a GPU fails to create its client: one start line saying so."""
-    from support.bridge import BridgeProcess, build_front
+    from support import binaries
+    from support.bridge import BridgeProcess
 
     prefix = tmp_path / "prefix"
     directory = prefix / "share" / "jaxport" / "pjrt" / "cuda"
@@ -159,7 +161,7 @@ def test_cuda_install_checksums_hold_and_the_front_loads_it(tmp_path: Path) -> N
     versions = {tuple(int(p) for p in v.split(".")) for v in re.findall(r"GLIBC_([0-9.]+)", out)}
     assert max(versions)[:2] == pjrt.CUDA.glibc
     (prefix / "bin").mkdir()
-    front = build_front(prefix / "bin")
+    front = Path(shutil.copy2(binaries.path("front"), prefix / "bin" / "jaxport-front"))
     repo = tmp_path / "repo"
     repo.mkdir()
     with BridgeProcess(repo, "--workers", "1", "--pjrt-plugin", "cuda", "--front-binary",

@@ -26,13 +26,19 @@ from client_helpers import TOKEN, Server  # noqa: E402
 from client_models import export_repository  # noqa: E402
 from support.bridge import EXPLICIT, BridgeProcess  # noqa: E402
 from support.certs import Pki, make_pki  # noqa: E402
+from support.exports import exported  # noqa: E402
 from support.gate import Gate  # noqa: E402
 
 
 @pytest.fixture(scope="session")
-def repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Every client test model exported as version 1 into one repository."""
-    return export_repository(tmp_path_factory.mktemp("client-repo"))
+def repository() -> Path:
+    """Every client test model exported as version 1 into one repository, from the shared
+    export cache (support.exports; read-only: the tests load and unload, never write)."""
+    import bridge_models
+    import client_models
+
+    return exported("client-models", export_repository,
+                    sources=[Path(client_models.__file__), Path(bridge_models.__file__)])
 
 
 @pytest.fixture(scope="session")

@@ -136,14 +136,6 @@ def missing_toolchains(languages: list[str]) -> list[str]:
     return problems
 
 
-def export_models(repository: Path) -> None:
-    """Export every suite model to `<repository>/<name>/1/`."""
-    import models
-
-    for m in models.suite_models():
-        models.export_model(m, repository / m.name / "1")
-
-
 def run_step(label: str, cmd: list[str], cwd: Path, log: list[str],
              env: dict[str, str | None] | None = None) -> int:
     """Run one command, echoing its output live and keeping it for the summary. `env` overrides
@@ -363,13 +355,6 @@ def handed_over(tier: str) -> list[str]:
     return failures
 
 
-def suite_repository() -> Path:
-    """Every suite model as `<name>/1/`, from the shared export cache."""
-    from tests.support.exports import exported
-
-    return exported("conformance-suite", export_models, sources=[HERE / "models.py"])
-
-
 def run_sequence(tier: str, front: list[str], repository: Path, work: Path,
                  languages: list[str], results: dict[str, tuple[int, int]],
                  failed_steps: list[str]) -> None:
@@ -439,7 +424,9 @@ def main(argv: list[str] | None = None) -> int:
     failed_steps: list[str] = []
     try:
         t0 = time.perf_counter()
-        repository = suite_repository()
+        from tests.support.exports import conformance_suite
+
+        repository = conformance_suite()
         print(f"conformance: {len(list(repository.iterdir()))} suite models in {repository} "
               f"({time.perf_counter() - t0:.1f} s, shared export cache)", flush=True)
         run_sequence(args.tier, front_flags(args.front_workers), repository, work, languages,

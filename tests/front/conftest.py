@@ -1,9 +1,9 @@
 """Fixtures of the front's tests: the Go binaries (cmd/jaxport-front, jaxport-native-goldens)
-built once, a repository exported once, a real front on 127.0.0.1 port 0 (Python workers
-started only for models that need them).
+handed over by tests/tiers.py, the models from the shared export cache, a real front on
+127.0.0.1 port 0 (Python workers started only for models that need them).
 
-The front (`bridge/front/cmd/jaxport-front`, Go) is built with `go build` into a session temp
-dir; without Go the session fails with one line saying so (never skipped). Fronts are started
+The front is `make setup`'s (`bridge/front/cmd/jaxport-front`, Go, with cgo); a run without it
+fails naming the variable that hands it over (never skipped). Fronts are started
 through `support.bridge.BridgeProcess` as `jaxport serve` starts them
 (`front_helpers.front_command`); they report their ports in the port file and answer health
 SERVING once the initial load has finished (every model open on the engine that serves it).
@@ -27,12 +27,12 @@ for _p in (TESTS, TESTS / "bridge"):
 from front_helpers import (  # noqa: E402
     FEATURES,
     SIZES,
-    build_front,
     front_command,
     rows_model,
     rows_params,
 )
 from support.bridge import BridgeProcess  # noqa: E402
+from support.exports import exported  # noqa: E402
 from support.gate import Gate  # noqa: E402
 
 MODELS = ("mlp", "mixed", "slow", "big")
@@ -44,24 +44,31 @@ def scale(params: dict, x):
     return x * params["s"] + 0.5
 
 
-@pytest.fixture(scope="session")
-def batched_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The batching model `rows` (front_helpers) as version 1, exported with batch sizes
-    SIZES."""
+def _export_batched(repo: Path) -> None:
     import jax
     import numpy as np
     from jaxport.exporter import export
 
-    repo = tmp_path_factory.mktemp("front-batched")
     export(rows_model, rows_params(), {"x": jax.ShapeDtypeStruct((1, FEATURES), np.float32)},
            repo / "rows" / "1", batch_sizes=SIZES, goldens=1, quiet=True)
-    return repo
 
 
 @pytest.fixture(scope="session")
-def front_binary(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The front, built once per session."""
-    return build_front(tmp_path_factory.mktemp("front-bin"))
+def batched_repo() -> Path:
+    """The batching model `rows` (front_helpers) as version 1, exported with batch sizes SIZES
+    (shared export cache, read-only)."""
+    import front_helpers
+
+    return exported("front-batched", _export_batched,
+                    sources=[Path(__file__), Path(front_helpers.__file__)])
+
+
+@pytest.fixture(scope="session")
+def front_binary() -> Path:
+    """The front `make setup` built, handed over by tests/tiers.py."""
+    from support import binaries
+
+    return binaries.path("front")
 
 
 @pytest.fixture(scope="session")
@@ -74,16 +81,12 @@ def goldens_binary() -> Path:
     return binaries.path("native-goldens")
 
 
-@pytest.fixture(scope="session")
-def artifacts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """mlp (FP32), mixed (BF16/INT64/BOOL, three outputs), slow (INT32 n), big (16 MiB FP32
-    in and out) exported once."""
+def _export_all(out: Path) -> None:
     import bridge_models as m
     import jax
     import numpy as np
     from jaxport.exporter import export
 
-    out = tmp_path_factory.mktemp("front-artifacts")
     specs = {
         "mlp": (m.mlp, m.mlp_params(), m.MLP_INPUTS, None),
         "mixed": (m.mixed, m.mixed_params(), m.MIXED_INPUTS, m.MIXED_OUTPUTS),
@@ -91,12 +94,20 @@ def artifacts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         "big": (scale, {"s": np.float32(2.0)},
                 {"x": jax.ShapeDtypeStruct((BIG_ELEMENTS,), np.float32)}, None),
     }
-    paths = {}
     for name, (fn, params, inputs, outputs) in specs.items():
-        paths[name] = out / name
-        export(fn, params, inputs, paths[name], output_names=outputs, goldens=1, quiet=True,
+        export(fn, params, inputs, out / name, output_names=outputs, goldens=1, quiet=True,
                name=name)
-    return paths
+
+
+@pytest.fixture(scope="session")
+def artifacts() -> dict[str, Path]:
+    """mlp (FP32), mixed (BF16/INT64/BOOL, three outputs), slow (INT32 n), big (16 MiB FP32
+    in and out), from the shared export cache (read-only)."""
+    import bridge_models
+
+    entry = exported("front-models", _export_all,
+                     sources=[Path(__file__), Path(bridge_models.__file__)])
+    return {name: entry / name for name in MODELS}
 
 
 @pytest.fixture(scope="session")

@@ -1,5 +1,5 @@
-"""Building and starting the native front in tests, and the row-wise batching model `rows`
-the routing and worker tests share (no fixtures here: see conftest.py)."""
+"""Starting the native front in tests, and the row-wise batching model `rows` the routing and
+worker tests share (no fixtures here: see conftest.py)."""
 
 from __future__ import annotations
 
@@ -11,14 +11,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from jaxport.protocol.gen.inference import grpc_service_pb2 as pb
-from support.bridge import FRONT_SRC, FrontBuildError, serve_command
-from support.bridge import build_front as support_build_front
+from support.bridge import serve_command
 
-__all__ = ["FEATURES", "FRONT_SRC", "NEVER_US", "PLUGIN", "SIZES", "beyond_plugin", "build_front",
-           "front_command", "go_or_fail", "rows_model", "rows_params", "rows_request",
-           "worker_records"]
+__all__ = ["FEATURES", "NEVER_US", "PLUGIN", "SIZES", "beyond_plugin", "front_command",
+           "go_or_fail", "rows_model", "rows_params", "rows_request", "worker_records"]
 # XLA's CPU PJRT plugin the native engine loads (`make pjrt-plugin`).
-PLUGIN = FRONT_SRC.parents[1] / "build" / "pjrt" / "pjrt_c_api_cpu_plugin.so"
+PLUGIN = Path(__file__).resolve().parents[2] / "build" / "pjrt" / "pjrt_c_api_cpu_plugin.so"
 # The batching model `rows` (exported by conftest's `batched_repo`): FEATURES inputs per row,
 # batch sizes SIZES.
 FEATURES = 5
@@ -67,18 +65,9 @@ def go_or_fail() -> str:
     """The `go` binary; pytest.fail with one line when Go is missing."""
     go = shutil.which("go")
     if go is None:
-        pytest.fail("Go toolchain not found (`go` on PATH): the native front tests need "
-                    "Go >= 1.26 to build bridge/front", pytrace=False)
+        pytest.fail("Go toolchain not found (`go` on PATH): building Jaeger needs Go",
+                    pytrace=False)
     return go
-
-
-def build_front(out_dir: Path) -> Path:
-    """`go build` the front into `out_dir`; pytest.fail with one line when Go is missing."""
-    go_or_fail()
-    try:
-        return support_build_front(out_dir)
-    except FrontBuildError as exc:
-        pytest.fail(str(exc), pytrace=False)
 
 
 def front_command(binary: Path, *args: str) -> list[str]:

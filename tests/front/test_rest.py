@@ -33,6 +33,7 @@ from jaxport.protocol import dtypes
 from jaxport.protocol.gen.inference import grpc_service_pb2 as pb
 from jaxport.protocol.gen.inference import grpc_service_pb2_grpc as pb_grpc
 from support.bridge import BridgeProcess
+from support.exports import conformance_suite, copy_of, exported
 from support.gate import Gate
 from support.waiting import wait_until
 
@@ -51,7 +52,6 @@ def _load(name: str, path: Path) -> Any:
 
 
 rest_runner = _load("jaxport_conformance_rest_runner", CONFORMANCE / "rest_runner.py")
-scale_helpers = _load("jaxport_scale_helpers", REPO / "tests" / "scale" / "scale_helpers.py")
 
 #: One model per datatype the bridge serves: y = x + c (BOOL: x XOR c), x and y [2, 3].
 DATATYPES = [row.datatype for row in dtypes.DTYPES]
@@ -94,12 +94,14 @@ def _export_dtype_models(root: Path) -> None:
 
 @pytest.fixture(scope="module")
 def rest_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The conformance suite's models and one model per datatype, exported once."""
-    root = tmp_path_factory.mktemp("rest-repo")
-    suite = scale_helpers.suite_models()  # tests/conformance/models.py, loaded by path
-    for model in suite.suite_models():
-        suite.export_model(model, root / model.name / "1")
-    _export_dtype_models(root)
+    """The conformance suite's models and one model per datatype (each from the shared export
+    cache), copied into one repository."""
+    root = tmp_path_factory.mktemp("rest") / "repo"
+    copy_of(conformance_suite(), root)
+    dtype_models = exported("rest-dtype-models", _export_dtype_models,
+                            sources=[Path(__file__)])
+    for model in dtype_models.iterdir():
+        shutil.copytree(model, root / model.name)
     return root
 
 

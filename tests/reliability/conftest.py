@@ -20,14 +20,11 @@ from support.gate import Gate  # noqa: E402
 
 
 @pytest.fixture(scope="session")
-def front_binary(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The native front of the tree under test, built once (one line when Go is missing)."""
-    from support.bridge import FrontBuildError, build_front
+def front_binary() -> Path:
+    """The front `make setup` built, handed over by tests/tiers.py."""
+    from support import binaries
 
-    try:
-        return build_front(tmp_path_factory.mktemp("front-bin"))
-    except FrontBuildError as exc:
-        pytest.fail(str(exc), pytrace=False)
+    return binaries.path("front")
 
 
 @pytest.fixture(scope="session")
@@ -36,18 +33,24 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
     return make_pki(tmp_path_factory.mktemp("pki"))
 
 
-@pytest.fixture(scope="session")
-def artifacts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """`fuzzy` (x FP32[2,3], flag BOOL[2]) and `slow` (x FP32[128,128], iters INT32[]) artifacts."""
+def _export_all(out: Path) -> None:
     import rel_models
     from jaxport.exporter.api import export
 
-    out = tmp_path_factory.mktemp("artifacts")
-    paths = {}
     for name, (fn, params, inputs) in rel_models.MODELS.items():
-        paths[name] = out / name
-        export(fn, params, inputs, paths[name], quiet=True, goldens=1)
-    return paths
+        export(fn, params, inputs, out / name, quiet=True, goldens=1)
+
+
+@pytest.fixture(scope="session")
+def artifacts() -> dict[str, Path]:
+    """`fuzzy` (x FP32[2,3], flag BOOL[2]) and `slow` (x FP32[128,128], iters INT32[]), from
+    the shared export cache (read-only)."""
+    import rel_models
+    from support.exports import exported
+
+    entry = exported("reliability-models", _export_all,
+                     sources=[Path(__file__), Path(rel_models.__file__)])
+    return {name: entry / name for name in rel_models.MODELS}
 
 
 @pytest.fixture

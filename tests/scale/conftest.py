@@ -6,13 +6,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from scale_helpers import ServeCluster, export_suite, running_serve_cluster
+from scale_helpers import ServeCluster, conformance_suite, running_serve_cluster
+from support.exports import copy_of
 
 
 @pytest.fixture(scope="session")
 def suite_repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The conformance suite's models exported as `<repo>/<name>/1/`."""
-    return export_suite(tmp_path_factory.mktemp("suite-repo"))
+    """The conformance suite's models as `<repo>/<name>/1/`: a copy of the shared export cache's
+    entry (a test writes the repository index into it)."""
+    return copy_of(conformance_suite(), tmp_path_factory.mktemp("suite") / "repo")
 
 
 @pytest.fixture(scope="session")

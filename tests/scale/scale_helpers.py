@@ -15,19 +15,8 @@ CONFORMANCE = REPO / "tests" / "conformance"
 if str(REPO / "tests") not in sys.path:
     sys.path.insert(0, str(REPO / "tests"))  # support.*
 
+from support.exports import conformance_suite, suite_models  # noqa: E402
 from support.ray_cluster import ServeCluster, running_serve_cluster  # noqa: E402
-
-
-def suite_models() -> Any:
-    """tests/conformance/models.py, loaded by path: other suites have a `models` module too
-    (tests/bench), so `import models` would depend on what ran first."""
-    name = "jaxport_conformance_suite_models"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, CONFORMANCE / "models.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
 
 
 def conformance_run() -> Any:
@@ -48,12 +37,5 @@ def export_suite_model(model: Any, out: Path) -> None:
     suite_models().export_model(model, out)
 
 
-def export_suite(repository: Path) -> Path:
-    """The conformance suite's models exported as `<repository>/<name>/1/`."""
-    for model in suite_models().suite_models():
-        export_suite_model(model, repository / model.name / "1")
-    return repository
-
-
-__all__ = ["CONFORMANCE", "REPO", "ServeCluster", "conformance_run", "export_suite",
-           "running_serve_cluster", "suite_models"]
+__all__ = ["CONFORMANCE", "REPO", "ServeCluster", "conformance_run", "conformance_suite",
+           "export_suite_model", "running_serve_cluster", "suite_models"]

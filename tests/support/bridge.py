@@ -13,9 +13,9 @@ Stdout and stderr (JSON-line logs) go to files in `workdir` for `stdout_text()`/
 
 The server is `jaxport serve` as users run it: the native front (Go, `jaxport-front`) and its
 Python execution workers. The front binary is the one `jaxport serve` finds
-(`.venv/bin/jaxport-front`, or `--front-binary`/`JAXPORT_FRONT_BINARY` for one built from the
-tree under test, see `build_front`). Stdout is the front's (`jaxport serve: ...` lines);
-stderr carries the JSON-line logs of the front and of its workers.
+(`.venv/bin/jaxport-front`, or `--front-binary`/`JAXPORT_FRONT_BINARY`; tests take the one
+tests/tiers.py hands over, `support.binaries.path("front")`). Stdout is the front's
+(`jaxport serve: ...` lines); stderr carries the JSON-line logs of the front and of its workers.
 """
 
 from __future__ import annotations
@@ -35,8 +35,7 @@ from types import TracebackType
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-__all__ = ["EXPLICIT", "BridgeProcess", "BridgeStartError", "FrontBuildError", "build_front",
-           "serve_command"]
+__all__ = ["EXPLICIT", "BridgeProcess", "BridgeStartError", "serve_command"]
 
 #: The flags of a test server that loads or unloads models: Triton's explicit model control,
 #: every model loaded at the start (`jaxport serve`'s default, mode none, refuses load/unload).
@@ -48,30 +47,6 @@ MAX_MESSAGE_BYTES = 256 * 1024 * 1024
 
 class BridgeStartError(RuntimeError):
     """The bridge exited or did not become ready; the message carries its log tail."""
-
-
-class FrontBuildError(RuntimeError):
-    """The native front could not be built (one line: no Go, or the compiler's output)."""
-
-
-FRONT_SRC = Path(__file__).resolve().parents[2] / "bridge" / "front"
-
-
-def build_front(out_dir: Path) -> Path:
-    """`go build` the native front (bridge/front) into `out_dir`: a binary of the tree under
-    test for `--front-binary` (`.venv/bin/jaxport-front` may be older)."""
-    import shutil
-
-    go = shutil.which("go")
-    if go is None:
-        raise FrontBuildError("Go toolchain not found (`go` on PATH): the native front needs "
-                              "Go >= 1.26 to build bridge/front")
-    binary = Path(out_dir) / "jaxport-front"
-    proc = subprocess.run([go, "build", "-o", str(binary), "./cmd/jaxport-front"], cwd=FRONT_SRC,
-                          capture_output=True, text=True, timeout=600)
-    if proc.returncode != 0:
-        raise FrontBuildError(f"go build of bridge/front failed:\n{proc.stderr}")
-    return binary
 
 
 def serve_command() -> list[str]:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import importlib.util
 import json
 import os
 import shutil
@@ -37,14 +38,19 @@ from collections.abc import Callable, Iterable, Mapping
 from functools import cache
 from importlib import metadata
 from pathlib import Path
+from types import ModuleType
 
-__all__ = ["ENV", "cache_root", "copy_of", "entry_key", "exported"]
+__all__ = ["ENV", "cache_root", "conformance_suite", "copy_of", "entry_key", "exported",
+           "suite_models"]
 
 REPO = Path(__file__).resolve().parents[2]
 ENV = "JAXPORT_TEST_EXPORTS"
 #: What writes an artifact besides the model: a change in any of these files is a new key.
 WRITERS = (REPO / "exporter", REPO / "clients" / "python" / "artifact")
 VERSIONED = ("jax", "jaxlib", "numpy", "tensorstore")
+#: The conformance suite's models (the one definition every runner, make conformance and the
+#: Ray/KServe and REST tests serve).
+SUITE_MODELS = REPO / "tests" / "conformance" / "models.py"
 
 
 def cache_root() -> Path:
@@ -135,3 +141,29 @@ def exported(name: str, export: Callable[[Path], object], *, sources: Iterable[P
 def copy_of(entry: Path, dest: Path) -> Path:
     """A private copy of a cached entry at `dest`, for a test that changes it."""
     return Path(shutil.copytree(entry, dest, symlinks=True))
+
+
+def suite_models() -> ModuleType:
+    """tests/conformance/models.py, loaded by path under a name of its own: other suites have a
+    `models` module too (tests/bench), so `import models` would depend on what ran first."""
+    import sys
+
+    name = "jaxport_conformance_suite_models"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, SUITE_MODELS)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+def _export_suite(repository: Path) -> None:
+    models = suite_models()
+    for model in models.suite_models():
+        models.export_model(model, repository / model.name / "1")
+
+
+def conformance_suite() -> Path:
+    """Every conformance suite model as `<name>/1/` (the repository make conformance serves),
+    exported once per run (read-only: copy_of it to change it)."""
+    return exported("conformance-suite", _export_suite, sources=[SUITE_MODELS])

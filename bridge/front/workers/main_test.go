@@ -2,17 +2,19 @@ package workers
 
 // The tests of this package start REAL Python workers (`python -m jaxport.bridge.worker`)
 // on artifacts exported once per run (needSetup), with `jaxport export` of tests/models/*.py
-// (and testdata/spin.py). The interpreter is $JAXPORT_WORKER_PYTHON (the Makefile and the
+// (and testdata/spin.py) run by tests/support/export_cli.py through the tests' shared export
+// cache (read-only: a test that changes an artifact copies it first). The interpreter is $JAXPORT_WORKER_PYTHON (the Makefile and the
 // Python suite set it), else the checkout's .venv/bin/python; when neither works the tests
 // FAIL (never skip), saying which.
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -84,18 +86,27 @@ func setUp(dir string) error {
 	if out, err := exec.Command(python, "-c", "import jaxport.bridge.worker").CombinedOutput(); err != nil {
 		return fmt.Errorf("worker Python %s cannot import jaxport.bridge.worker: %v\n%s", python, err, out)
 	}
-	artifacts = map[string]string{}
+	// One Python process exports every artifact through the tests' shared export cache
+	// (tests/support/export_cli.py): JAX starts once, and a later run reuses what it made.
 	pythonPath := filepath.Join(root, "tests", "models") + string(os.PathListSeparator) + filepath.Join(root, "bridge", "front", "workers", "testdata")
+	lines, err := json.Marshal(exports)
+	if err != nil {
+		return err
+	}
 	started := time.Now()
-	for name, args := range exports {
-		out := filepath.Join(dir, name)
-		cmd := exec.Command(python, append([]string{"-m", "jaxport.cli", "export", "--out", out, "--quiet"}, args...)...)
-		cmd.Env = append(os.Environ(), "PYTHONPATH="+pythonPath, "JAX_PLATFORMS=cpu")
-		cmd.Dir = dir
-		if msg, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("jaxport export %s: %v\n%s", strings.Join(args, " "), err, msg)
-		}
-		artifacts[name] = out
+	cmd := exec.Command(python, filepath.Join(root, "tests", "support", "export_cli.py"))
+	cmd.Env = append(os.Environ(), "PYTHONPATH="+pythonPath, "JAX_PLATFORMS=cpu")
+	cmd.Dir = dir
+	cmd.Stdin = bytes.NewReader(lines)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return fmt.Errorf("tests/support/export_cli.py: %v\n%s", err, stderr.String())
+	}
+	artifacts = map[string]string{}
+	if err := json.Unmarshal(out, &artifacts); err != nil {
+		return fmt.Errorf("tests/support/export_cli.py printed %q: %v", out, err)
 	}
 	fmt.Fprintf(os.Stderr, "workers tests: exported %d artifacts in %.1f s with %s\n", len(artifacts), time.Since(started).Seconds(), python)
 	return nil
