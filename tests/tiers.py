@@ -9,7 +9,8 @@
 Phases (tests/README.md says the rules they hold the tests to):
 
 1. lint: ruff, buf lint, buf breaking, generated-code drift;
-2. build: every program the tests run, built ONCE here and handed over by environment variable
+2. build: every program the tests run, built ONCE here (the independent builds at the same
+   time) and handed over by environment variable
    (tests/support/binaries.py: the front and jaxport-native-goldens of `make setup`, the Go
    conformance runner and example, the bench's wire tool, the engine's Go test binary, the Java
    client + runner compiled (and its JUnit tests run) by one Maven call, the C++ library). No
@@ -77,10 +78,15 @@ MARKS = {"fast": "not slow and not soak", "all": "not soak"}
 
 def test_environment(tier: str) -> dict[str, str]:
     """What every test process gets: the handed-over programs, the export cache, and this
-    interpreter as the workers' Python (the Go tests start real workers)."""
-    return {**os.environ, **binaries.environment(tier),
-            exports.ENV: os.environ.get(exports.ENV) or str(REPO / "build" / "test-exports"),
-            "JAXPORT_WORKER_PYTHON": PY}
+    interpreter as the workers' Python (the Go tests start real workers). Python may write its
+    bytecode cache even where the caller's environment says not to (PYTHONDONTWRITEBYTECODE):
+    a tier starts hundreds of Python processes, each of which would otherwise compile jaxport
+    and pytest's rewritten test modules again (fast tier, 2 cores: pytest 183 s -> 167 s)."""
+    env = {**os.environ, **binaries.environment(tier),
+           exports.ENV: os.environ.get(exports.ENV) or str(REPO / "build" / "test-exports"),
+           "JAXPORT_WORKER_PYTHON": PY}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
 
 
 def run(cmd: list[str], env: dict[str, str], cwd: Path = REPO) -> int:
@@ -101,7 +107,8 @@ def go_phase(module: str) -> Callable[[dict[str, str]], int]:
         cwd = REPO / module
         rc = run(["go", "vet", "./..."], env, cwd)
         if module != "tests/bench/wire":
-            rc = run(["go", "test", "./..."], env, cwd) or rc
+            # -vet=off: `go vet` above ran every analyzer; go test's own vet is a subset of them.
+            rc = run(["go", "test", "-vet=off", "./..."], env, cwd) or rc
         return rc
     return phase
 

@@ -19,7 +19,9 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -149,40 +151,53 @@ def _stamp(build: Build) -> Path:
     return Path(f"{build.out}.stamp")
 
 
+def _run_build(build: Build, log) -> str | None:
+    """Run one build (unless its inputs are unchanged since its stamp); its failure line."""
+    cmd = build.command()
+    if shutil.which(cmd[0]) is None:
+        return f"{build.name}: `{cmd[0]}` not found on PATH ({build.what})"
+    digest = _digest(build) if build.inputs else ""
+    if digest and build.out.exists() and _stamp(build).exists() \
+            and _stamp(build).read_text() == digest:
+        log(f"  {build.name:<16} unchanged since its last build ({_stamp(build)})")
+        return None
+    _stamp(build).unlink(missing_ok=True)
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=build.cwd, capture_output=True, text=True)
+    if proc.returncode == 0 and build.name == "java-classpath":
+        _java_classpath(build)
+    seconds = time.perf_counter() - t0
+    if proc.returncode != 0:
+        log(proc.stdout[-6000:] + proc.stderr[-6000:])
+        return f"{build.name}: `{' '.join(cmd)}` failed (exit {proc.returncode})"
+    if digest:
+        _stamp(build).write_text(digest)
+    log(f"  built {build.name:<16} {seconds:6.1f} s  {build.out}")
+    return None
+
+
 def build_all(tier: str, log=print) -> list[str]:
-    """Run every build of `tier` (each command once, in table order); the failures, one line
-    each (the command's output is printed)."""
+    """Run every build of `tier` (each command once), the independent ones at the same time:
+    the Maven build, the C++ build and the Go builds wait mostly on different things (a JVM,
+    two compilers, the Go cache). The failures, one line each (the command's output is
+    printed)."""
     TEST_BIN.mkdir(parents=True, exist_ok=True)
-    failures: list[str] = []
-    done: set[tuple[str, ...]] = set()
+    todo: list[Build] = []
+    seen: set[tuple[str, ...]] = set()
     for build in BUILDS:
-        if tier not in build.tiers:
-            continue
-        cmd = build.command()
-        key = (str(build.cwd), *cmd)
-        if key in done:
-            continue
-        done.add(key)
-        if shutil.which(cmd[0]) is None:
-            failures.append(f"{build.name}: `{cmd[0]}` not found on PATH ({build.what})")
-            continue
-        digest = _digest(build) if build.inputs else ""
-        if digest and build.out.exists() and _stamp(build).exists() \
-                and _stamp(build).read_text() == digest:
-            log(f"  {build.name:<16} unchanged since its last build ({_stamp(build)})")
-            continue
-        _stamp(build).unlink(missing_ok=True)
-        t0 = time.perf_counter()
-        proc = subprocess.run(cmd, cwd=build.cwd, capture_output=True, text=True)
-        if proc.returncode == 0 and build.name == "java-classpath":
-            _java_classpath(build)
-        seconds = time.perf_counter() - t0
-        if proc.returncode != 0:
-            log(proc.stdout[-6000:] + proc.stderr[-6000:])
-            failures.append(f"{build.name}: `{' '.join(cmd)}` failed (exit {proc.returncode})")
-        elif digest:
-            _stamp(build).write_text(digest)
-        log(f"  built {build.name:<16} {seconds:6.1f} s  {build.out}")
+        key = (str(build.cwd), *build.command())
+        if tier in build.tiers and key not in seen:
+            seen.add(key)
+            todo.append(build)
+    lock = threading.Lock()
+
+    def locked_log(line: str) -> None:
+        with lock:
+            log(line)
+
+    with ThreadPoolExecutor(max_workers=len(todo) or 1) as pool:
+        results = list(pool.map(lambda b: _run_build(b, locked_log), todo))
+    failures = [r for r in results if r]
     for build in BUILDS:
         if tier in build.tiers and not build.out.exists() and not any(
                 f.startswith(f"{build.name}:") for f in failures):
