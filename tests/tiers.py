@@ -16,7 +16,8 @@ Phases (tests/README.md says the rules they hold the tests to):
    client + runner compiled (and its JUnit tests run) by one Maven call, the C++ library). No
    test builds anything; one whose program is missing fails naming its variable;
 3. go: `go vet` and the unit tests of every Go module (bridge/front: the serving rules of the
-   one server; clients/go; tests/bench/wire);
+   one server; clients/go; tests/bench/wire), at the same time as the builds (neither needs
+   the other; each one's output is printed when it ends);
 4. pytest: three processes (pytest-xdist, a file each); fast: every test not marked `slow`. The
    test models come from the shared export cache (tests/support/exports.py, JAXPORT_TEST_EXPORTS),
    so each is exported once and reused while its sources do not change;
@@ -24,7 +25,9 @@ Phases (tests/README.md says the rules they hold the tests to):
    Go, Java, REST) over every case against the shipped configuration, the other configurations
    (workers only, engine pjrt, mTLS + token and the refusal without a client certificate) with
    one runner over every case; all = every runner over every case everywhere;
-6. all only: the Ray Serve / KServe suite (tests/scale) and perf_analyzer.
+6. all only: the Ray Serve / KServe suite (tests/scale) and perf_analyzer, at the same time as
+   the conformance phase (each waits mostly on the servers it starts; each one's output is
+   printed when it ends).
 
 Every phase runs even when an earlier one failed (one run shows every failure); the exit status
 is 1 if any failed. The closing table names each phase, its wall time and its result, and the
@@ -38,10 +41,14 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import IO
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
@@ -74,6 +81,9 @@ PYTEST = [PY, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
 #: time); session fixtures run once per process.
 PARALLEL = ["-n", "3", "--dist", "loadfile", "--durations=15"]
 MARKS = {"fast": "not slow and not soak", "all": "not soak"}
+#: A phase: its name and what runs it (env -> exit status; a command phase also takes the file
+#: its output goes to).
+Phase = tuple[str, Callable[..., int]]
 
 
 def test_environment(tier: str) -> dict[str, str]:
@@ -89,26 +99,28 @@ def test_environment(tier: str) -> dict[str, str]:
     return env
 
 
-def run(cmd: list[str], env: dict[str, str], cwd: Path = REPO) -> int:
-    return subprocess.run(cmd, cwd=cwd, env=env).returncode
+def run(cmd: list[str], env: dict[str, str], cwd: Path = REPO, out: IO[str] | None = None) -> int:
+    """Run `cmd`; its output goes to this process's, or to `out` (both streams) when given."""
+    return subprocess.run(cmd, cwd=cwd, env=env, stdout=out,
+                          stderr=subprocess.STDOUT if out else None).returncode
 
 
-def build_phase(tier: str) -> Callable[[dict[str, str]], int]:
-    def phase(env: dict[str, str]) -> int:
-        failures = binaries.build_all(tier)
+def build_phase(tier: str) -> Callable[..., int]:
+    def phase(env: dict[str, str], out: IO[str] | None = None) -> int:
+        failures = binaries.build_all(tier, log=lambda line: print(line, file=out, flush=True))
         for line in failures:
-            print(f"tiers: build: {line}", flush=True)
+            print(f"tiers: build: {line}", file=out, flush=True)
         return 1 if failures else 0
     return phase
 
 
-def go_phase(module: str) -> Callable[[dict[str, str]], int]:
-    def phase(env: dict[str, str]) -> int:
+def go_phase(module: str) -> Callable[..., int]:
+    def phase(env: dict[str, str], out: IO[str] | None = None) -> int:
         cwd = REPO / module
-        rc = run(["go", "vet", "./..."], env, cwd)
+        rc = run(["go", "vet", "./..."], env, cwd, out)
         if module != "tests/bench/wire":
             # -vet=off: `go vet` above ran every analyzer; go test's own vet is a subset of them.
-            rc = run(["go", "test", "-vet=off", "./..."], env, cwd) or rc
+            rc = run(["go", "test", "-vet=off", "./..."], env, cwd, out) or rc
         return rc
     return phase
 
@@ -146,35 +158,70 @@ def pytest_phase(tier: str) -> Callable[[dict[str, str]], int]:
     return phase
 
 
-def command(cmd: list[str]) -> Callable[[dict[str, str]], int]:
-    return lambda env: run(cmd, env)
+def command(cmd: list[str]) -> Callable[..., int]:
+    return lambda env, out=None: run(cmd, env, out=out)
 
 
-def phases(tier: str) -> list[tuple[str, Callable[[dict[str, str]], int]]]:
+def phases(tier: str) -> list[Phase | list[Phase]]:
     out = [(name, command(cmd)) for name, cmd in LINT]
-    out.append((f"build ({tier})", build_phase(tier)))
-    out += [(name, go_phase(module)) for name, module in GO]
+    # The builds and the Go unit tests need nothing of each other (the Go tests build what they
+    # test; the workers package starts Python workers): they run at the same time.
+    out.append([(f"build ({tier})", build_phase(tier)),
+                *[(name, go_phase(module)) for name, module in GO]])
     if tier == "fast":
         out.append(("pytest (not slow)", pytest_phase(tier)))
         out.append(("conformance (every runner on the shipped configuration, one on the others)",
                     command([PY, "tests/conformance/run.py", "--tier", "fast"])))
         return out
     out.append(("pytest (every test but the soak)", pytest_phase(tier)))
-    out.append(("conformance (every configuration, every runner)",
-                command([PY, "tests/conformance/run.py", "--tier", "all"])))
-    out.append(("scale (Ray Serve cluster, KServe runtime)",
-                command([*PYTEST, "-o", "addopts=", "--timeout=900", "tests/scale/scale_ray.py",
-                         "tests/scale/kserve_crds.py"])))
-    out.append(("perf_analyzer",
-                command([*PYTEST, "-o", "addopts=", "tests/bridge/perf_analyzer_run.py"])))
+    # These three wait mostly on servers they start (a Ray cluster, four bridges, a bridge under
+    # perf_analyzer's load): they run at the same time, each one's output printed when it ends.
+    out.append([
+        ("conformance (every configuration, every runner)",
+         command([PY, "tests/conformance/run.py", "--tier", "all"])),
+        ("scale (Ray Serve cluster, KServe runtime)",
+         command([*PYTEST, "-o", "addopts=", "--timeout=900", "tests/scale/scale_ray.py",
+                  "tests/scale/kserve_crds.py"])),
+        ("perf_analyzer",
+         command([*PYTEST, "-o", "addopts=", "tests/bridge/perf_analyzer_run.py"])),
+    ])
     return out
 
 
-def run_phases(tier: str, todo: list[tuple[str, Callable[[dict[str, str]], int]]]) -> int:
+def run_together(tier: str, group: list[Phase], env: dict[str, str]
+                 ) -> list[tuple[str, float, int]]:
+    """Run the phases of `group` at the same time; each one's output is printed, under its
+    heading, when it ends. Their rows (name, wall time, exit status)."""
+    lock = threading.Lock()
+    names = ", ".join(name for name, _ in group)
+    print(f"\n##### {tier}: at the same time: {names}", flush=True)
+
+    def one(phase: Phase) -> tuple[str, float, int]:
+        name, fn = phase
+        with tempfile.TemporaryFile("w+") as out:
+            t0 = time.perf_counter()
+            rc = fn(env, out)
+            seconds = time.perf_counter() - t0
+            out.seek(0)
+            text = out.read()
+        with lock:
+            print(f"\n##### {tier}: {name} ({seconds:.1f} s, beside the others)", flush=True)
+            print(text, end="", flush=True)
+        return name, seconds, rc
+
+    with ThreadPoolExecutor(max_workers=len(group)) as pool:
+        return list(pool.map(one, group))
+
+
+def run_phases(tier: str, todo: list[Phase | list[Phase]]) -> int:
     env = test_environment(tier)
     rows: list[tuple[str, float, int]] = []
     start = time.perf_counter()
-    for name, phase in todo:
+    for item in todo:
+        if isinstance(item, list):
+            rows += run_together(tier, item, env)
+            continue
+        name, phase = item
         print(f"\n##### {tier}: {name}", flush=True)
         t0 = time.perf_counter()
         rc = phase(env)
