@@ -4,7 +4,7 @@
 - `jaxport verify`'s checks run in the test process (`support.inprocess.patch_verify`): the
   process boundary is what only the tests marked `verify_subprocess` check.
 - Markers: `slow` (the second tier, `make test-all`) takes its reason:
-  `@pytest.mark.slow(reason="...")`; `verify_subprocess`.
+  `@pytest.mark.slow(reason="...")`; `verify_subprocess`. Slow tests are collected first.
 """
 
 from __future__ import annotations
@@ -23,6 +23,14 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "verify_subprocess: jaxport verify starts its fresh `python -I` process per "
                    "check, as it does for users (the test proves that isolation)")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Slow tests first (otherwise in collection order): under pytest-xdist the test files are
+    handed to the processes in this order, so the minutes-long ones (images, wheels, sanitizer
+    builds) start at once and the short ones fill in around them, instead of one starting
+    last and running alone."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
 @pytest.fixture(autouse=True)

@@ -10,7 +10,6 @@ backend stubs.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -19,24 +18,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.modules import load
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 pytestmark = pytest.mark.slow
 
 
-def _load(name: str, path: Path) -> Any:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-triton_server = _load("jaxport_conformance_triton_server", HERE / "peers" / "triton_server.py")
-run_peers = _load("jaxport_conformance_run_peers", HERE / "peers" / "run_peers.py")
-make_triton_repo = _load("jaxport_conformance_make_triton_repo",
+triton_server = load("jaxport_conformance_triton_server", HERE / "peers" / "triton_server.py")
+run_peers = load("jaxport_conformance_run_peers", HERE / "peers" / "run_peers.py")
+make_triton_repo = load("jaxport_conformance_make_triton_repo",
                          HERE / "kit" / "make_triton_repo.py")
 
 

@@ -11,7 +11,6 @@ written out by hand where the wire bytes are the point) and curl when it is on P
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import shutil
@@ -35,23 +34,14 @@ from jaxport.protocol.gen.inference import grpc_service_pb2_grpc as pb_grpc
 from support.bridge import BridgeProcess
 from support.exports import conformance_suite, copy_of, exported
 from support.gate import Gate
+from support.modules import load
 from support.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 CONFORMANCE = REPO / "tests" / "conformance"
 
 
-def _load(name: str, path: Path) -> Any:
-    """A helper module loaded by path under a unique name (suites share generic names)."""
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-rest_runner = _load("jaxport_conformance_rest_runner", CONFORMANCE / "rest_runner.py")
+rest_runner = load("jaxport_conformance_rest_runner", CONFORMANCE / "rest_runner.py")
 
 #: One model per datatype the bridge serves: y = x + c (BOOL: x XOR c), x and y [2, 3].
 DATATYPES = [row.datatype for row in dtypes.DTYPES]

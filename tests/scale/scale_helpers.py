@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from pathlib import Path
 from typing import Any
@@ -16,19 +15,14 @@ if str(REPO / "tests") not in sys.path:
     sys.path.insert(0, str(REPO / "tests"))  # support.*
 
 from support.exports import conformance_suite, suite_models  # noqa: E402
+from support.modules import load  # noqa: E402
 from support.ray_cluster import ServeCluster, running_serve_cluster  # noqa: E402
 
 
 def conformance_run() -> Any:
     """tests/conformance/run.py (how `make conformance` runs each language's runner), loaded by
     path under a unique name, like `suite_models`."""
-    name = "jaxport_conformance_run"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, CONFORMANCE / "run.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
+    return load("jaxport_conformance_run", CONFORMANCE / "run.py")
 
 
 def export_suite_model(model: Any, out: Path) -> None:

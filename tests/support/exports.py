@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
-import importlib.util
 import json
 import os
 import shutil
@@ -144,17 +143,10 @@ def copy_of(entry: Path, dest: Path) -> Path:
 
 
 def suite_models() -> ModuleType:
-    """tests/conformance/models.py, loaded by path under a name of its own: other suites have a
-    `models` module too (tests/bench), so `import models` would depend on what ran first."""
-    import sys
+    """tests/conformance/models.py, loaded by path (other suites have a `models` module too)."""
+    from support.modules import load
 
-    name = "jaxport_conformance_suite_models"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, SUITE_MODELS)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
+    return load("jaxport_conformance_suite_models", SUITE_MODELS)
 
 
 def _export_suite(repository: Path) -> None:
