@@ -13,8 +13,9 @@ Phases (tests/README.md says the rules they hold the tests to):
    time) and handed over by environment variable
    (tests/support/binaries.py: the front and jaxport-native-goldens of `make setup`, the Go
    conformance runner and example, the bench's wire tool, the engine's Go test binary, the Java
-   client + runner compiled (and its JUnit tests run) by one Maven call, the C++ library). No
-   test builds anything; one whose program is missing fails naming its variable;
+   client + runner compiled (and its JUnit tests run) by one Maven call, the C++ library; for
+   tier all also Jaeger, the OTLP receiver of the tracing tests). No test builds anything; one
+   whose program is missing fails naming its variable;
 3. go: `go vet` and the unit tests of every Go module (bridge/front: the serving rules of the
    one server; clients/go; tests/bench/wire);
 4. pytest: three processes (pytest-xdist, a file each); fast: every test not marked `slow`. The

@@ -9,12 +9,11 @@ from pathlib import Path
 
 import jax.numpy as jnp
 import numpy as np
-import pytest
 from jaxport.protocol.gen.inference import grpc_service_pb2 as pb
 from support.bridge import serve_command
 
 __all__ = ["FEATURES", "NEVER_US", "PLUGIN", "SIZES", "beyond_plugin", "front_command",
-           "go_or_fail", "rows_model", "rows_params", "rows_request", "worker_records"]
+           "rows_model", "rows_params", "rows_request", "worker_records"]
 # XLA's CPU PJRT plugin the native engine loads (`make pjrt-plugin`).
 PLUGIN = Path(__file__).resolve().parents[2] / "build" / "pjrt" / "pjrt_c_api_cpu_plugin.so"
 # The batching model `rows` (exported by conftest's `batched_repo`): FEATURES inputs per row,
@@ -59,15 +58,6 @@ def worker_records(server) -> list[dict[str, object]]:
     order: a restarted worker appears again with its new pid."""
     return [r for r in server.log_records()
             if r.get("logger") == "jaxport.front" and r.get("msg") == "execution worker started"]
-
-
-def go_or_fail() -> str:
-    """The `go` binary; pytest.fail with one line when Go is missing."""
-    go = shutil.which("go")
-    if go is None:
-        pytest.fail("Go toolchain not found (`go` on PATH): building Jaeger needs Go",
-                    pytrace=False)
-    return go
 
 
 def front_command(binary: Path, *args: str) -> list[str]:

@@ -1,5 +1,5 @@
 """Tracing against a REAL OTLP receiver (issue 27 item 5, docs/bridge.md#tracing): Jaeger
-all-in-one (v1.76.0, built here from the Go module proxy with `go get -tool` + `go build`)
+all-in-one (v1.76.0, built by tests/tiers.py from the Go module proxy, support.binaries)
 receives the front's OTLP/gRPC export (`jaxport serve --trace-otlp-endpoint`), and its query API
 shows, per request, ONE trace holding exactly the spans docs/bridge.md's table lists: the
 caller's W3C traceparent (gRPC metadata, HTTP header) honoured as the trace id and the server
@@ -12,14 +12,13 @@ stopping at `infer`; metadata, answered by the front itself, a trace of its serv
 Triton's trace extension answers what is configured (gRPC TraceSetting, REST
 GET /v2/trace/setting), and refuses a change naming the setting.
 
-Slow: the first Jaeger build compiles the collector (minutes on 2 cores; later sessions reuse
-Go's build cache).
+Slow: Jaeger is a program of the second tier's builds (the first build on a machine compiles the
+collector, minutes on 2 cores).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import secrets
 import shutil
 import socket
@@ -39,17 +38,14 @@ from front_helpers import (
     PLUGIN,
     beyond_plugin,
     front_command,
-    go_or_fail,
     rows_request,
 )
 from jaxport.protocol.gen.inference import grpc_service_pb2 as pb
 from jaxport.protocol.gen.inference import grpc_service_pb2_grpc as pb_grpc
+from support import binaries
 from support.bridge import BridgeProcess
 
-pytestmark = pytest.mark.slow  # builds Jaeger (the OpenTelemetry collector inside) with Go
-
-JAEGER = "github.com/jaegertracing/jaeger/cmd/jaeger"
-JAEGER_VERSION = "v1.76.0"
+pytestmark = pytest.mark.slow  # Jaeger is built for the second tier only
 WAIT_S = 60.0  # a receiver or a trace not there by then is a failure
 
 
@@ -79,18 +75,9 @@ def post_json(url: str, body: object, headers: dict[str, str] | None = None) -> 
 
 
 @pytest.fixture(scope="module")
-def jaeger_binary(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Jaeger all-in-one, `go build` from a throw-away module that takes it as a tool."""
-    go = go_or_fail()
-    mod = tmp_path_factory.mktemp("jaeger-build")
-    for argv in ([go, "mod", "init", "jaegerbuild"],
-                 [go, "get", "-tool", f"{JAEGER}@{JAEGER_VERSION}"],
-                 [go, "build", "-o", str(mod / "jaeger"), JAEGER]):
-        proc = subprocess.run(argv, cwd=mod, capture_output=True, text=True, timeout=1800,
-                              env={**os.environ, "CGO_ENABLED": "0"})
-        if proc.returncode:
-            pytest.fail(f"{' '.join(argv[1:])} failed:\n{proc.stderr[-3000:]}", pytrace=False)
-    return mod / "jaeger"
+def jaeger_binary() -> Path:
+    """Jaeger all-in-one, built by tests/tiers.py (tier all) and handed over."""
+    return binaries.path("jaeger")
 
 
 class Jaeger:

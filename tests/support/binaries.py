@@ -48,9 +48,16 @@ class Build:
     #: its work (Maven): when none of them changed since the last successful build, it is not
     #: run again (the stamp beside `out` holds their digest).
     inputs: tuple[str, ...] = ()
+    #: The command builds a pinned version of a program from outside this tree: the same
+    #: command makes the same program, so it runs again only when the command changes.
+    pinned: bool = False
 
     def command(self) -> list[str]:
         return [part.replace("{out}", str(self.out)) for part in self.cmd]
+
+
+JAEGER = "github.com/jaegertracing/jaeger/cmd/jaeger"
+JAEGER_VERSION = "v1.76.0"
 
 
 def _go(package: str) -> tuple[str, ...]:
@@ -90,6 +97,16 @@ BUILDS: tuple[Build, ...] = (
           inputs=("pom.xml", "src/**/*")),
     Build("cpp", "JAXPORT_TEST_CPP_BUILD", REPO / "build" / "cpp", REPO,
           ("make", "-s", "cpp"), "the C++ library, its tests and jaxport-pjrt-run (make cpp)"),
+    # Jaeger all-in-one, the OTLP receiver tests/front/test_tracing.py reads traces back from:
+    # a throw-away module takes it as a tool from the Go module proxy (the first build on a
+    # machine compiles the collector, minutes on 2 cores; Go's build cache keeps it).
+    Build("jaeger", "JAXPORT_TEST_JAEGER", TEST_BIN / "jaeger", REPO,
+          ("sh", "-c", 'set -e; d=$(mktemp -d); trap \'rm -rf "$d"\' EXIT; cd "$d"; '
+           "go mod init jaegerbuild 2>/dev/null; "
+           f"go get -tool {JAEGER}@{JAEGER_VERSION}; "
+           f'CGO_ENABLED=0 go build -o "{{out}}" {JAEGER}'),
+          f"Jaeger all-in-one {JAEGER_VERSION} (the OTLP receiver of tests/front/test_tracing.py)",
+          tiers=("all",), pinned=True),
 )
 _BY_NAME = {b.name: b for b in BUILDS}
 
@@ -156,7 +173,7 @@ def _run_build(build: Build, log) -> str | None:
     cmd = build.command()
     if shutil.which(cmd[0]) is None:
         return f"{build.name}: `{cmd[0]}` not found on PATH ({build.what})"
-    digest = _digest(build) if build.inputs else ""
+    digest = _digest(build) if build.inputs or build.pinned else ""
     if digest and build.out.exists() and _stamp(build).exists() \
             and _stamp(build).read_text() == digest:
         log(f"  {build.name:<16} unchanged since its last build ({_stamp(build)})")
