@@ -23,6 +23,10 @@ half-written one. An export that raises leaves nothing behind.
 Entries are shared and READ-ONLY: a test that changes an artifact copies it first (`copy_of`).
 Each entry records the path, size and mtime of every file it holds (`.fingerprint` beside it);
 an entry found changed is exported again, with a warning naming it.
+
+An entry made anew replaces the entries of the same name under other keys (what earlier
+sources made): the cache holds one generation per name, not one per edit. So a name stands for
+one thing: two entries wanted in the same run need names of their own.
 """
 
 from __future__ import annotations
@@ -134,7 +138,26 @@ def exported(name: str, export: Callable[[Path], object], *, sources: Iterable[P
             (root / f".{final.name}.fingerprint").write_text(fingerprint)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
+    _drop_other_generations(root, name, final)
     return final
+
+
+def _drop_other_generations(root: Path, name: str, keep: Path) -> None:
+    """Remove the entries of `name` under keys other than `keep`'s, each under its own lock
+    (one another process is making right now is left alone)."""
+    for entry in root.glob(f"{name}-*"):
+        key = entry.name[len(name) + 1:]
+        if entry == keep or len(key) != 16 or any(c not in "0123456789abcdef" for c in key):
+            continue
+        lock_path = root / f".{entry.name}.lock"
+        with open(lock_path, "w") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue
+            shutil.rmtree(entry, ignore_errors=True)
+            (root / f".{entry.name}.fingerprint").unlink(missing_ok=True)
+            lock_path.unlink(missing_ok=True)
 
 
 def copy_of(entry: Path, dest: Path) -> Path:
