@@ -81,8 +81,8 @@ PYTEST = [PY, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
 #: time); session fixtures run once per process.
 PARALLEL = ["-n", "3", "--dist", "loadfile", "--durations=15"]
 MARKS = {"fast": "not slow and not soak", "all": "not soak"}
-#: A phase: its name and what runs it (env -> exit status; a command phase also takes the file
-#: its output goes to).
+#: A phase: its name and what runs it (env -> exit status; a command phase, which can run beside
+#: others, also takes the file its output goes to).
 Phase = tuple[str, Callable[..., int]]
 
 
@@ -93,7 +93,7 @@ def test_environment(tier: str) -> dict[str, str]:
     a tier starts hundreds of Python processes, each of which would otherwise compile jaxport
     and pytest's rewritten test modules again (fast tier, 2 cores: pytest 183 s -> 167 s)."""
     env = {**os.environ, **binaries.environment(tier),
-           exports.ENV: os.environ.get(exports.ENV) or str(REPO / "build" / "test-exports"),
+           exports.ENV: str(exports.cache_root()),
            "JAXPORT_WORKER_PYTHON": PY}
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     return env
@@ -105,22 +105,22 @@ def run(cmd: list[str], env: dict[str, str], cwd: Path = REPO, out: IO[str] | No
                           stderr=subprocess.STDOUT if out else None).returncode
 
 
-def build_phase(tier: str) -> Callable[..., int]:
-    def phase(env: dict[str, str], out: IO[str] | None = None) -> int:
-        failures = binaries.build_all(tier, log=lambda line: print(line, file=out, flush=True))
+def build_phase(tier: str) -> Callable[[dict[str, str]], int]:
+    def phase(env: dict[str, str]) -> int:
+        failures = binaries.build_all(tier)
         for line in failures:
-            print(f"tiers: build: {line}", file=out, flush=True)
+            print(f"tiers: build: {line}", flush=True)
         return 1 if failures else 0
     return phase
 
 
-def go_phase(module: str) -> Callable[..., int]:
-    def phase(env: dict[str, str], out: IO[str] | None = None) -> int:
+def go_phase(module: str) -> Callable[[dict[str, str]], int]:
+    def phase(env: dict[str, str]) -> int:
         cwd = REPO / module
-        rc = run(["go", "vet", "./..."], env, cwd, out)
+        rc = run(["go", "vet", "./..."], env, cwd)
         if module != "tests/bench/wire":
             # -vet=off: `go vet` above ran every analyzer; go test's own vet is a subset of them.
-            rc = run(["go", "test", "-vet=off", "./..."], env, cwd, out) or rc
+            rc = run(["go", "test", "-vet=off", "./..."], env, cwd) or rc
         return rc
     return phase
 

@@ -6,8 +6,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from scale_helpers import ServeCluster, conformance_suite, running_serve_cluster
-from support.exports import copy_of
+from scale_helpers import ServeCluster, running_serve_cluster
+from support.exports import conformance_suite, copy_of
 
 
 @pytest.fixture(scope="session")

@@ -14,7 +14,7 @@ CONFORMANCE = REPO / "tests" / "conformance"
 if str(REPO / "tests") not in sys.path:
     sys.path.insert(0, str(REPO / "tests"))  # support.*
 
-from support.exports import conformance_suite, suite_models  # noqa: E402
+from support.exports import suite_models  # noqa: E402
 from support.modules import load  # noqa: E402
 from support.ray_cluster import ServeCluster, running_serve_cluster  # noqa: E402
 
@@ -31,5 +31,5 @@ def export_suite_model(model: Any, out: Path) -> None:
     suite_models().export_model(model, out)
 
 
-__all__ = ["CONFORMANCE", "REPO", "ServeCluster", "conformance_run", "conformance_suite",
+__all__ = ["CONFORMANCE", "REPO", "ServeCluster", "conformance_run",
            "export_suite_model", "running_serve_cluster", "suite_models"]

@@ -166,8 +166,10 @@ def copy_of(entry: Path, dest: Path) -> Path:
 
 
 def suite_models() -> ModuleType:
-    """tests/conformance/models.py, loaded by path (other suites have a `models` module too)."""
-    from support.modules import load
+    """tests/conformance/models.py, loaded by path (other suites have a `models` module too).
+    Relative import: this module is `support.exports` under pytest and `tests.support.exports`
+    under tests/conformance/run.py."""
+    from .modules import load
 
     return load("jaxport_conformance_suite_models", SUITE_MODELS)
 

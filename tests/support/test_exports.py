@@ -21,11 +21,11 @@ def root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path / "cache"
 
 
-def writer(calls: list[Path], text: str = "made"):
+def writer(calls: list[Path]):
     def make(out: Path) -> None:
         calls.append(out)
         out.mkdir()
-        (out / "model.txt").write_text(text)
+        (out / "model.txt").write_text("made")
     return make
 
 

@@ -3,9 +3,9 @@ package workers
 // The tests of this package start REAL Python workers (`python -m jaxport.bridge.worker`)
 // on artifacts exported once per run (needSetup), with `jaxport export` of tests/models/*.py
 // (and testdata/spin.py) run by tests/support/export_cli.py through the tests' shared export
-// cache (read-only: a test that changes an artifact copies it first). The interpreter is $JAXPORT_WORKER_PYTHON (the Makefile and the
-// Python suite set it), else the checkout's .venv/bin/python; when neither works the tests
-// FAIL (never skip), saying which.
+// cache (read-only: a test that changes an artifact copies it first). The interpreter is
+// $JAXPORT_WORKER_PYTHON (the Makefile and the Python suite set it), else the checkout's
+// .venv/bin/python; when neither works the tests FAIL (never skip), saying which.
 
 import (
 	"bytes"
